@@ -1,0 +1,615 @@
+"""The sans-IO steering core: every admission, identity and disposition decision.
+
+Theory of operation
+-------------------
+One ``SteeringCore`` per runtime. It never awaits, never does I/O and never
+looks at a clock it was not given; the anyio shell (``_runtime.py``) calls it,
+then parks or wakes tasks according to what it returned. Everything a test
+needs to prove a rule of CONTRACT.md can be proved here without an event loop.
+
+State, and the invariants ``_check()`` asserts after any step:
+
+* ``identities`` maps every accepted input id to its ``InputRecord``; at most
+  ``identity_limit`` of them, never evicted (C11). Refusals touch nothing (C6).
+* Each record moves along ``INPUT_TRANSITIONS`` only (C20): PENDING and WRITING
+  are the two halves of the public ``queued``; APPLIED, HELD and UNKNOWN are final.
+* Only the current generation has PENDING records, in its ``pending`` deque, in
+  admission order (C13); at most one record is WRITING, the boundary's.
+* A generation whose admission is closed (phase CLOSING) has nothing pending:
+  closing either holds what is pending (stop, cancel, failure, budget) or
+  happens only when nothing is pending (after the checkpoint, C16), in the same
+  synchronous step as the check.
+* An ended generation has nothing PENDING or WRITING: every input it accepted
+  is APPLIED, HELD or UNKNOWN (C17-C19).
+
+Every state change is reported as a pinned event dict (C21) through ``sink``.
+"""
+
+from __future__ import annotations
+
+import collections
+import enum
+from collections.abc import Callable
+from typing import Any, Final
+
+import attrs
+
+from ._errors import GenerationClosedError, GenerationStateError, InvariantError, RuntimeClosedError
+from ._types import Disposition, HoldReason, Input, Receipt, RefusalReason
+
+__all__ = [
+    "DEFAULT_IDENTITY_LIMIT",
+    "DEFAULT_MAX_TEXT_CHARS",
+    "DELIVERY",
+    "Action",
+    "CoreStatistics",
+    "Ending",
+    "GenerationState",
+    "INPUT_TRANSITIONS",
+    "InputRecord",
+    "InputState",
+    "Phase",
+    "SteeringCore",
+]
+
+DEFAULT_IDENTITY_LIMIT: Final = 2_000
+DEFAULT_MAX_TEXT_CHARS: Final = 16_000
+MAX_ID_CHARS: Final = 128
+DELIVERY: Final = "request_boundary"
+#: Refusal events carry at most this much of a (possibly hostile) id, so that the
+#: bounded event log stays bounded in bytes too. The receipt carries the full id.
+_EVENT_ID_CHARS: Final = 256
+
+Event = dict[str, Any]
+EventSink = Callable[[Event], None]
+
+
+class InputState(enum.Enum):
+    """Internal lifecycle of an accepted input; ``disposition`` is what hosts see."""
+
+    PENDING = "pending"  # in the boundary queue
+    WRITING = "writing"  # handed to the context writer, not yet confirmed
+    APPLIED = "applied"
+    HELD = "held"
+    UNKNOWN = "unknown"
+
+    @property
+    def disposition(self) -> Disposition:
+        return _DISPOSITION_OF[self]
+
+    @property
+    def final(self) -> bool:
+        return self in _FINAL
+
+
+_DISPOSITION_OF: Final = {
+    InputState.PENDING: Disposition.QUEUED,
+    InputState.WRITING: Disposition.QUEUED,
+    InputState.APPLIED: Disposition.APPLIED,
+    InputState.HELD: Disposition.HELD,
+    InputState.UNKNOWN: Disposition.UNKNOWN,
+}
+_FINAL: Final = frozenset({InputState.APPLIED, InputState.HELD, InputState.UNKNOWN})
+
+
+class Action(enum.Enum):
+    """What the core may do to an accepted input."""
+
+    BEGIN_WRITE = "begin-write"  # the boundary hands it to the writer
+    RETURN = "return"  # not handed after all (cancelled before the writer ran)
+    CONFIRM = "confirm"  # the writer returned: applied (C14)
+    INTERRUPT = "interrupt"  # the writer was cancelled or raised: unknown (C15)
+    HOLD = "hold"  # the generation ends without writing it (C17)
+
+
+#: The only legal moves of an input (C20). Anything else raises ``InvariantError``
+#: and changes nothing.
+INPUT_TRANSITIONS: Final[dict[tuple[InputState, Action], InputState]] = {
+    (InputState.PENDING, Action.BEGIN_WRITE): InputState.WRITING,
+    (InputState.PENDING, Action.HOLD): InputState.HELD,
+    (InputState.WRITING, Action.RETURN): InputState.PENDING,
+    (InputState.WRITING, Action.CONFIRM): InputState.APPLIED,
+    (InputState.WRITING, Action.INTERRUPT): InputState.UNKNOWN,
+}
+
+
+class Phase(enum.Enum):
+    """Lifecycle of a generation."""
+
+    OPEN = "open"  # admission open
+    CLOSING = "closing"  # admission closed; nothing pending; terminal event not yet published
+    ENDED = "ended"  # terminal event published
+
+
+class Ending(enum.Enum):
+    """How a generation ended, with its terminal event type (C19)."""
+
+    FINISHED = "generation.finished"
+    STOPPED = "generation.stopped"
+    CANCELLED = "generation.cancelled"
+    FAILED = "generation.failed"
+
+
+#: Which hold reason each ending gives the inputs it holds.
+_DEFAULT_HOLD_REASON: Final = {
+    Ending.STOPPED: HoldReason.GENERATION_STOPPED,
+    Ending.CANCELLED: HoldReason.GENERATION_CANCELLED,
+    Ending.FAILED: HoldReason.GENERATION_FAILED,
+}
+
+
+@attrs.define(eq=False)
+class InputRecord:
+    """The runtime's memory of one accepted input; lives as long as the runtime."""
+
+    input: Input
+    """The input exactly as admitted."""
+    generation_id: str
+    """The generation it was anchored to and admitted into (never another, C18)."""
+    sequence: int
+    """Admission order across the runtime, starting at 1."""
+    state: InputState = InputState.PENDING
+    """Where it is in ``INPUT_TRANSITIONS``."""
+    reason: HoldReason | None = None
+    """Why it is HELD or UNKNOWN; ``None`` otherwise."""
+
+    @property
+    def disposition(self) -> Disposition:
+        return _DISPOSITION_OF[self.state]
+
+    def receipt(self) -> Receipt:
+        """The current receipt of this input. O(1)."""
+        return Receipt(True, self.input.id, self.generation_id, _DISPOSITION_OF[self.state], self.reason)
+
+
+@attrs.define(eq=False)
+class GenerationState:
+    """The core's view of one generation."""
+
+    id: str
+    phase: Phase = Phase.OPEN
+    pending: collections.deque[InputRecord] = attrs.Factory(collections.deque)
+    """Admitted, not yet handed to a writer, in admission order."""
+    writing: InputRecord | None = None
+    """The input handed to the writer right now, if any."""
+    boundary_active: bool = False
+    accepted_ids: list[str] = attrs.Factory(list)
+    """Every input admitted into this generation, in admission order."""
+    applied_ids: list[str] = attrs.Factory(list)
+    """Every input applied in this generation, in application order."""
+    continuations: int = 0
+    ending: Ending | None = None
+    end_reason: HoldReason | None = None
+
+
+@attrs.frozen
+class CoreStatistics:
+    """A snapshot of the core's counters; tests assert on this, not on private fields."""
+
+    identities: int
+    """Accepted identities retained (never more than ``identity_limit``)."""
+    identity_limit: int
+    pending: int
+    """Inputs of the current generation waiting for a boundary."""
+    generations_started: int
+    accepted: int
+    repeated: int
+    refused: int
+    applied: int
+    held: int
+    unknown: int
+    events_emitted: int
+    closed: bool
+
+
+def _truncate(value: str) -> str:
+    return value if len(value) <= _EVENT_ID_CHARS else value[:_EVENT_ID_CHARS]
+
+
+def _encodable(value: str) -> bool:
+    # ASCII is the common case and cannot hold a lone surrogate.
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+class SteeringCore:
+    """Synchronous state machine behind one ``LiveRuntime``. No I/O, no awaits.
+
+    >>> events = []
+    >>> core = SteeringCore(session_id="s1", sink=events.append, clock=lambda: 0.0)
+    >>> gen = core.start_generation("g1")
+    >>> core.submit(Input("steer", "go left", id="a"), "g1").disposition
+    <Disposition.QUEUED: 'queued'>
+    >>> [e["type"] for e in events]
+    ['generation.started', 'steering.accepted']
+    """
+
+    def __init__(
+        self,
+        *,
+        session_id: str,
+        sink: EventSink,
+        clock: Callable[[], float],
+        identity_limit: int = DEFAULT_IDENTITY_LIMIT,
+        max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
+        boundary_delivery: bool = True,
+    ) -> None:
+        if type(identity_limit) is not int or identity_limit < 1:
+            raise ValueError(f"identity_limit must be a positive int, got {identity_limit!r}")
+        if type(max_text_chars) is not int or max_text_chars < 1:
+            raise ValueError(f"max_text_chars must be a positive int, got {max_text_chars!r}")
+        self.session_id: Final = session_id
+        self.identity_limit: Final = identity_limit
+        self.max_text_chars: Final = max_text_chars
+        self.boundary_delivery: Final = boundary_delivery
+        self._sink = sink
+        self._clock = clock
+        self.identities: dict[str, InputRecord] = {}
+        self.current: GenerationState | None = None
+        self.closed = False
+        self._event_sequence = 0
+        self._admission_sequence = 0
+        self._generations_started = 0
+        self._repeated = 0
+        self._refused = 0
+        self._final_counts = {InputState.APPLIED: 0, InputState.HELD: 0, InputState.UNKNOWN: 0}
+
+    # -- events ---------------------------------------------------------------------------
+
+    def _emit(self, type_: str, fields: dict[str, Any]) -> None:
+        self._event_sequence += 1
+        event = {
+            "type": type_,
+            "sequence": self._event_sequence,
+            "session_id": self.session_id,
+            "time": self._clock(),
+        }
+        event.update(fields)
+        self._sink(event)
+
+    def _emit_input(self, type_: str, record: InputRecord, **extra: Any) -> None:
+        fields: dict[str, Any] = {
+            "input_id": record.input.id,
+            "target_generation_id": record.generation_id,
+        }
+        fields.update(extra)
+        self._emit(type_, fields)
+
+    # -- admission (C6-C12) ---------------------------------------------------------------
+
+    @property
+    def mode(self) -> str:
+        """``"request_boundary"``, or ``"unavailable"`` when unconfigured or closed (C1)."""
+        return DELIVERY if self.boundary_delivery and not self.closed else "unavailable"
+
+    def submit(self, input: Input, generation_id: str) -> Receipt:
+        """Decide one submission, synchronously, in the caller's step (C8).
+
+        Returns a queued receipt (new identity), the current receipt (identical
+        repeat) or a refusal. O(1) plus the length of the text for validation.
+        Raises ``TypeError`` only for arguments of the wrong type (C6).
+        """
+        if not isinstance(input, Input):
+            raise TypeError(f"submit takes an Input, got {type(input).__name__}")
+        if type(generation_id) is not str:
+            if not isinstance(generation_id, str):
+                raise TypeError(f"generation_id must be a str, got {type(generation_id).__name__}")
+            generation_id = str.__str__(generation_id)
+        if self.closed:
+            return self._refuse(input, generation_id, RefusalReason.CLOSED, "the runtime is closed")
+        if not self.boundary_delivery:
+            return self._refuse(
+                input, generation_id, RefusalReason.UNAVAILABLE, "request-boundary delivery is off"
+            )
+        if input.kind != "steer":
+            return self._refuse(
+                input, generation_id, RefusalReason.UNSUPPORTED_KIND, "only 'steer' is accepted"
+            )
+        problem = self._validate(input)
+        if problem is not None:
+            return self._refuse(input, generation_id, RefusalReason.INVALID_INPUT, problem)
+        record = self.identities.get(input.id)
+        if record is not None:
+            if record.generation_id == generation_id and record.input == input:
+                self._repeated += 1
+                self._emit_input("steering.repeated", record, disposition=record.state.disposition.value)
+                return record.receipt()
+            return self._refuse(
+                input,
+                generation_id,
+                RefusalReason.IDENTITY_CONFLICT,
+                "this id was accepted with other content or another generation",
+            )
+        gen = self.current
+        if gen is None or gen.id != generation_id:
+            return self._refuse(
+                input, generation_id, RefusalReason.STALE_GENERATION, "not the running generation"
+            )
+        if gen.phase is not Phase.OPEN:
+            return self._refuse(
+                input, generation_id, RefusalReason.FINISHING, "the generation has closed admission"
+            )
+        if len(self.identities) >= self.identity_limit:
+            return self._refuse(input, generation_id, RefusalReason.CAPACITY, "the identity limit is reached")
+        self._admission_sequence += 1
+        record = InputRecord(input, generation_id, self._admission_sequence)
+        self.identities[input.id] = record
+        gen.pending.append(record)
+        gen.accepted_ids.append(input.id)
+        self._emit_input("steering.accepted", record)
+        return Receipt(True, input.id, generation_id, Disposition.QUEUED)
+
+    def _validate(self, input: Input) -> str | None:
+        id_, text = input.id, input.text
+        if not 1 <= len(id_) <= MAX_ID_CHARS:
+            return f"id must be 1-{MAX_ID_CHARS} characters"
+        if len(text) > self.max_text_chars:
+            return f"text is over {self.max_text_chars} characters"
+        if not text or text.isspace():
+            return "text is blank"
+        if "\x00" in id_ or "\x00" in text:
+            return "NUL character"
+        if not (_encodable(id_) and _encodable(text)):
+            return "not encodable as UTF-8"
+        return None
+
+    def _refuse(self, input: Input, generation_id: str, reason: RefusalReason, detail: str) -> Receipt:
+        self._refused += 1
+        self._emit(
+            "steering.refused",
+            {
+                "input_id": _truncate(input.id),
+                "generation_id": _truncate(generation_id),
+                "reason": reason.value,
+                "detail": detail,
+            },
+        )
+        return Receipt(False, input.id, generation_id, None, reason.value)
+
+    def receipt(self, input_id: str) -> Receipt | None:
+        """The current receipt of an accepted input id, or ``None`` if never accepted. O(1)."""
+        record = self.identities.get(input_id)
+        return None if record is None else record.receipt()
+
+    # -- transitions ----------------------------------------------------------------------
+
+    def _move(self, record: InputRecord, action: Action, reason: HoldReason | None = None) -> None:
+        target = INPUT_TRANSITIONS.get((record.state, action))
+        if target is None:
+            raise InvariantError(f"input {record.input.id!r}: {action.value} from {record.state.value}")
+        record.state = target
+        record.reason = reason
+        if target in self._final_counts:
+            self._final_counts[target] += 1
+
+    def _hold_pending(self, gen: GenerationState, reason: HoldReason) -> None:
+        while gen.pending:
+            record = gen.pending.popleft()
+            self._move(record, Action.HOLD, reason)
+            self._emit_input("steering.held", record, reason=reason.value)
+
+    # -- generations (C13-C19) ------------------------------------------------------------
+
+    def start_generation(self, generation_id: str) -> GenerationState:
+        """Open admission for a new generation. One at a time per runtime."""
+        if self.closed:
+            raise RuntimeClosedError("the runtime is closed")
+        if self.current is not None:
+            raise GenerationStateError(
+                f"generation {self.current.id!r} is still running; end it before starting another"
+            )
+        gen = GenerationState(generation_id)
+        self.current = gen
+        self._generations_started += 1
+        self._emit("generation.started", {"generation_id": generation_id})
+        return gen
+
+    def _require_current(self, gen: GenerationState, doing: str) -> None:
+        if gen.phase is Phase.ENDED or self.current is not gen:
+            raise GenerationClosedError(f"generation {gen.id!r} has ended; cannot {doing}")
+
+    def begin_boundary(self, gen: GenerationState) -> None:
+        """Start a boundary: the caller will drain with ``next_write`` until it returns None."""
+        self._require_current(gen, "run a boundary")
+        if gen.phase is not Phase.OPEN:
+            if self.closed:
+                raise RuntimeClosedError(f"the runtime is closed; generation {gen.id!r} must end")
+            raise GenerationClosedError(f"generation {gen.id!r} has closed admission; no boundary")
+        if gen.boundary_active:
+            raise GenerationStateError(f"a boundary of generation {gen.id!r} is already running")
+        gen.boundary_active = True
+
+    def next_write(self, gen: GenerationState) -> InputRecord | None:
+        """Hand the oldest pending input to the writer, or ``None`` when drained. O(1)."""
+        if gen.writing is not None:
+            raise InvariantError("next_write while a write is unconfirmed")
+        if not gen.pending or gen.phase is not Phase.OPEN:
+            return None
+        record = gen.pending.popleft()
+        self._move(record, Action.BEGIN_WRITE)
+        gen.writing = record
+        return record
+
+    def return_write(self, gen: GenerationState, record: InputRecord) -> None:
+        """The input was never handed to the writer: back to the head of the queue (C15)."""
+        self._take_writing(gen, record)
+        self._move(record, Action.RETURN)
+        if gen.phase is Phase.OPEN:
+            gen.pending.appendleft(record)
+        else:  # the generation was stopped meanwhile: hold it like the rest
+            gen.pending.appendleft(record)
+            assert gen.end_reason is not None
+            self._hold_pending(gen, gen.end_reason)
+
+    def confirm_write(self, gen: GenerationState, record: InputRecord) -> Receipt:
+        """The writer returned: the input is applied (C14)."""
+        self._take_writing(gen, record)
+        self._move(record, Action.CONFIRM)
+        gen.applied_ids.append(record.input.id)
+        self._emit_input("input.delivered", record, delivery=DELIVERY)
+        self._emit_input("steering.applied", record, delivery=DELIVERY)
+        return record.receipt()
+
+    def interrupt_write(self, gen: GenerationState, record: InputRecord) -> None:
+        """The writer was cancelled or raised: the effect is unknown (C15)."""
+        self._take_writing(gen, record)
+        self._move(record, Action.INTERRUPT, HoldReason.WRITE_INTERRUPTED)
+        self._emit_input(
+            "steering.unknown", record, reason=HoldReason.WRITE_INTERRUPTED.value, delivery=DELIVERY
+        )
+
+    def _take_writing(self, gen: GenerationState, record: InputRecord) -> None:
+        if gen.writing is not record:
+            raise InvariantError(f"input {record.input.id!r} is not the one being written")
+        gen.writing = None
+
+    def end_boundary(self, gen: GenerationState) -> None:
+        gen.boundary_active = False
+
+    def after_checkpoint(self, gen: GenerationState) -> bool:
+        """The once-more check after the durable checkpoint (C16).
+
+        Pending input: the same generation continues (``generation.continued``),
+        returns True. Nothing pending: admission closes in this same synchronous
+        step, returns False; a later submit is refused ``finishing``.
+        """
+        self._require_current(gen, "check after the checkpoint")
+        if gen.boundary_active:
+            raise GenerationStateError("after_checkpoint while a boundary is running")
+        if gen.phase is not Phase.OPEN:
+            return False
+        if gen.pending:
+            gen.continuations += 1
+            self._emit("generation.continued", {"generation_id": gen.id})
+            return True
+        gen.phase = Phase.CLOSING
+        gen.ending = Ending.FINISHED
+        return False
+
+    def stop(self, gen: GenerationState, reason: HoldReason = HoldReason.GENERATION_STOPPED) -> None:
+        """Close admission and hold every pending input (C17). Idempotent: the first reason wins."""
+        self._require_current(gen, "stop")
+        if gen.ending is not None and gen.ending is not Ending.FINISHED:
+            return
+        gen.phase = Phase.CLOSING
+        gen.ending = Ending.STOPPED
+        gen.end_reason = reason
+        self._hold_pending(gen, reason)
+
+    def end_generation(
+        self, gen: GenerationState, ending: Ending, reason: HoldReason | None = None, **fields: Any
+    ) -> Event:
+        """Publish the terminal event of ``gen`` and forget it as current (C17, C19).
+
+        ``ending`` is how the block around the generation was left; an earlier
+        ``stop`` or a closed admission decides for a normal exit. A write left
+        unconfirmed is unknown; anything still pending is held.
+        """
+        self._require_current(gen, "end")
+        if ending is Ending.FINISHED:
+            if gen.ending is not None:
+                ending, reason = gen.ending, gen.end_reason
+            elif gen.pending:  # left without the after-checkpoint decision, with input pending
+                ending, reason = Ending.STOPPED, HoldReason.GENERATION_STOPPED
+        elif gen.ending is Ending.STOPPED and gen.end_reason is HoldReason.RUNTIME_CLOSED:
+            reason = HoldReason.RUNTIME_CLOSED
+        if ending is not Ending.FINISHED and reason is None:
+            reason = _DEFAULT_HOLD_REASON[ending]
+        if gen.writing is not None:
+            self.interrupt_write(gen, gen.writing)
+        if reason is not None:
+            self._hold_pending(gen, reason)
+        gen.phase = Phase.ENDED
+        gen.ending = ending
+        gen.end_reason = reason
+        gen.boundary_active = False
+        self.current = None
+        applied = set(gen.applied_ids)
+        terminal: dict[str, Any] = {
+            "generation_id": gen.id,
+            "input_ids": list(gen.applied_ids),
+            "accepted_input_ids": [i for i in gen.accepted_ids if i not in applied],
+        }
+        if reason is not None:
+            terminal["reason"] = reason.value
+        terminal.update(fields)
+        self._emit(ending.value, terminal)
+        return terminal
+
+    def close(self) -> GenerationState | None:
+        """Close the runtime: refuse every later submit, hold what is pending (C17).
+
+        The running generation, if any, is stopped with ``runtime-closed`` and is
+        returned so the shell can wake its engine; it still publishes its terminal
+        event when its block is left. Idempotent.
+        """
+        if self.closed:
+            return None
+        self.closed = True
+        gen = self.current
+        if gen is not None and gen.phase is not Phase.ENDED:
+            gen.phase = Phase.CLOSING
+            gen.ending = Ending.STOPPED
+            gen.end_reason = HoldReason.RUNTIME_CLOSED
+            self._hold_pending(gen, HoldReason.RUNTIME_CLOSED)
+        return gen
+
+    # -- introspection --------------------------------------------------------------------
+
+    def statistics(self) -> CoreStatistics:
+        gen = self.current
+        return CoreStatistics(
+            identities=len(self.identities),
+            identity_limit=self.identity_limit,
+            pending=0 if gen is None else len(gen.pending),
+            generations_started=self._generations_started,
+            accepted=self._admission_sequence,
+            repeated=self._repeated,
+            refused=self._refused,
+            applied=self._final_counts[InputState.APPLIED],
+            held=self._final_counts[InputState.HELD],
+            unknown=self._final_counts[InputState.UNKNOWN],
+            events_emitted=self._event_sequence,
+            closed=self.closed,
+        )
+
+    def _check(self) -> None:
+        """Assert every invariant of the theory of operation; raise ``InvariantError``."""
+
+        def require(condition: bool, message: str) -> None:
+            if not condition:
+                raise InvariantError(message)
+
+        require(len(self.identities) <= self.identity_limit, "identity limit exceeded")
+        require(len(self.identities) == self._admission_sequence, "an identity was evicted or lost")
+        gen = self.current
+        live: set[int] = set()
+        if gen is not None:
+            require(gen.phase is not Phase.ENDED, "an ended generation is current")
+            require(not gen.pending or gen.phase is Phase.OPEN, "input pending after admission closed")
+            sequences = [r.sequence for r in gen.pending]
+            require(sequences == sorted(sequences), "pending queue out of admission order")
+            for record in gen.pending:
+                require(record.state is InputState.PENDING, "non-pending record in the queue")
+                require(record.generation_id == gen.id, "input queued in a foreign generation")
+                live.add(id(record))
+            if gen.writing is not None:
+                require(gen.writing.state is InputState.WRITING, "writer holds a non-writing record")
+                require(gen.boundary_active, "a write outside a boundary")
+                live.add(id(gen.writing))
+            require(len(gen.applied_ids) == len(set(gen.applied_ids)), "an input applied twice")
+        counts = {state: 0 for state in InputState}
+        for input_id, record in self.identities.items():
+            require(record.input.id == input_id, "identity keyed under the wrong id")
+            counts[record.state] += 1
+            if record.state in (InputState.PENDING, InputState.WRITING):
+                require(id(record) in live, f"input {input_id!r} queued outside the live generation")
+            final_with_reason = record.state in (InputState.HELD, InputState.UNKNOWN)
+            require((record.reason is not None) == final_with_reason, "reason does not fit the state")
+        for state, count in self._final_counts.items():
+            require(counts[state] == count, f"{state.value} counter drifted")

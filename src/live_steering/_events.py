@@ -1,0 +1,150 @@
+"""Event fan-out: the bounded recent-event log, listeners and subscriptions (C21).
+
+The core hands every event to ``EventHub.publish`` synchronously, in the step that
+caused it. Publishing never awaits and never raises into the core: a listener that
+raises is logged and counted, a subscriber that does not keep up loses the
+overflow (counted), and the recent-event log forgets its oldest entries (counted).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, Final
+
+import anyio
+
+__all__ = ["Event", "EventHub", "Listener", "Subscription"]
+
+Event = dict[str, Any]
+Listener = Callable[[Event], None]
+
+DEFAULT_LOG_SIZE: Final = 1_024
+DEFAULT_SUBSCRIPTION_BUFFER: Final = 1_024
+
+_log = logging.getLogger("live_steering")
+
+
+class Subscription:
+    """An async iterator over the events published after it was created.
+
+    >>> async def watch(runtime):                            # doctest: +SKIP
+    ...     with runtime.subscribe() as events:
+    ...         async for event in events:
+    ...             print(event["type"])
+
+    Each subscription buffers at most ``max_buffer`` events; what does not fit is
+    dropped and counted in ``dropped`` (the runtime never waits for a consumer).
+    Iteration ends once the runtime is closed and the buffer is drained.
+    """
+
+    def __init__(self, hub: EventHub, max_buffer: int) -> None:
+        if type(max_buffer) is not int or max_buffer < 1:
+            raise ValueError(f"max_buffer must be a positive int, got {max_buffer!r}")
+        self._hub = hub
+        self._buffer: collections.deque[Event] = collections.deque()
+        self._max_buffer = max_buffer
+        self._waiter: anyio.Event | None = None
+        self._closed = False
+        self.dropped = 0
+        """Events that arrived while the buffer was full."""
+
+    def _push(self, event: Event) -> None:
+        if len(self._buffer) >= self._max_buffer:
+            self.dropped += 1
+        else:
+            self._buffer.append(event)
+        if self._waiter is not None:
+            self._waiter.set()
+
+    def _end(self) -> None:
+        self._closed = True
+        if self._waiter is not None:
+            self._waiter.set()
+
+    def receive_nowait(self) -> Event | None:
+        """The next buffered event, or ``None`` when the buffer is empty."""
+        return self._buffer.popleft() if self._buffer else None
+
+    def close(self) -> None:
+        """Stop receiving events. Buffered ones can still be read."""
+        self._hub._subscriptions.discard(self)
+        self._end()
+
+    def __aiter__(self) -> Subscription:
+        return self
+
+    async def __anext__(self) -> Event:
+        while not self._buffer:
+            if self._closed:
+                raise StopAsyncIteration
+            self._waiter = waiter = anyio.Event()
+            try:
+                await waiter.wait()
+            finally:
+                self._waiter = None
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        return self._buffer.popleft()
+
+    def __enter__(self) -> Subscription:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class EventHub:
+    """Fans each event out to the log, the listeners and the subscriptions. O(listeners + subscriptions)."""
+
+    def __init__(self, log_size: int = DEFAULT_LOG_SIZE) -> None:
+        if type(log_size) is not int or log_size < 1:
+            raise ValueError(f"event_log_size must be a positive int, got {log_size!r}")
+        self.log: collections.deque[Event] = collections.deque(maxlen=log_size)
+        self.log_dropped = 0
+        self.listener_errors = 0
+        self._listeners: list[Listener] = []
+        self._subscriptions: set[Subscription] = set()
+
+    def publish(self, event: Event) -> None:
+        log = self.log
+        if len(log) == log.maxlen:
+            self.log_dropped += 1
+        log.append(event)
+        for listener in self._listeners:
+            try:
+                listener(event)
+            except Exception:
+                self.listener_errors += 1
+                _log.exception("live_steering event listener %r raised; event kept", listener)
+        for subscription in self._subscriptions:
+            subscription._push(event)
+
+    def add_listener(self, listener: Listener) -> Callable[[], None]:
+        self._listeners.append(listener)
+
+        def remove() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return remove
+
+    def subscribe(self, max_buffer: int) -> Subscription:
+        subscription = Subscription(self, max_buffer)
+        self._subscriptions.add(subscription)
+        return subscription
+
+    def close(self) -> None:
+        for subscription in list(self._subscriptions):
+            subscription._end()
+        self._subscriptions.clear()
+
+    @property
+    def subscribers(self) -> int:
+        return len(self._subscriptions)

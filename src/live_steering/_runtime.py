@@ -1,0 +1,387 @@
+"""``LiveRuntime`` and ``Generation``: the anyio shell around ``SteeringCore``.
+
+This module only parks and wakes tasks. Every decision (admit, refuse, repeat,
+apply, hold, unknown, continue, close) is the core's, taken synchronously; the
+shell then does the follow-up work: wake the engine, await the loop's writer,
+publish. It must never put an await between a decision and the state change it
+implies (C8, C16), and it never starts a task of its own.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from types import TracebackType
+from typing import Any, Final
+
+import anyio
+import anyio.lowlevel
+import attrs
+
+from ._core import (
+    DEFAULT_IDENTITY_LIMIT,
+    DEFAULT_MAX_TEXT_CHARS,
+    DELIVERY,
+    CoreStatistics,
+    Ending,
+    GenerationState,
+    Phase,
+    SteeringCore,
+)
+from ._errors import GenerationStateError
+from ._events import DEFAULT_LOG_SIZE, DEFAULT_SUBSCRIPTION_BUFFER, Event, EventHub, Listener, Subscription
+from ._types import HoldReason, Input, Receipt
+
+__all__ = ["Generation", "LiveRuntime", "RuntimeStatistics", "Writer"]
+
+#: A context writer: called once per input, in admission order, with the input and
+#: the metadata its context entry must carry. May be sync or async. When it returns,
+#: the input is applied; if it raises or is cancelled, the input is unknown.
+Writer = Callable[[Input, Mapping[str, Any]], Awaitable[None] | None]
+
+_STOP_REASONS: Final = frozenset({HoldReason.GENERATION_STOPPED, HoldReason.BUDGET_EXHAUSTED})
+
+
+@attrs.frozen
+class RuntimeStatistics(CoreStatistics):
+    """A snapshot of a runtime's counters (core counters plus event fan-out)."""
+
+    events_logged: int
+    """Events currently in the bounded recent-event log."""
+    events_dropped: int
+    """Events that fell out of the recent-event log because it was full."""
+    subscribers: int
+    listener_errors: int
+    """Listener calls that raised (logged, never propagated into the runtime)."""
+
+
+class LiveRuntime:
+    """One live session's steering runtime. Create one per session; close it with ``aclose()``.
+
+    >>> runtime = LiveRuntime()
+    >>> runtime.capability["mode"]
+    'request_boundary'
+    >>> runtime.generation is None
+    True
+
+    Host side: ``capability``, ``generation``, ``submit_steering``, ``receipt``,
+    ``subscribe``/``add_listener``/``recent_events`` and ``statistics``.
+    Engine side: ``open_generation()``, see ``Generation``.
+    """
+
+    def __init__(
+        self,
+        *,
+        session_id: str | None = None,
+        identity_limit: int = DEFAULT_IDENTITY_LIMIT,
+        max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
+        boundary_delivery: bool = True,
+        event_log_size: int = DEFAULT_LOG_SIZE,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """Configure a runtime.
+
+        ``identity_limit``: accepted identities retained (C11). ``max_text_chars``: the
+        longest steer text admitted (C7). ``boundary_delivery=False`` makes the
+        capability ``unavailable`` (for a provider that steers natively, C1).
+        ``event_log_size``: events kept by ``recent_events()``. ``clock``: the
+        ``time`` of events, seconds since the epoch.
+        """
+        if session_id is None:
+            session_id = f"session-{uuid.uuid4().hex[:12]}"
+        elif type(session_id) is not str or not session_id:
+            raise ValueError(f"session_id must be a non-empty str, got {session_id!r}")
+        if type(boundary_delivery) is not bool:
+            raise TypeError("boundary_delivery must be a bool")
+        self._hub = EventHub(event_log_size)
+        self._core = SteeringCore(
+            session_id=session_id,
+            sink=self._hub.publish,
+            clock=clock,
+            identity_limit=identity_limit,
+            max_text_chars=max_text_chars,
+            boundary_delivery=boundary_delivery,
+        )
+        self._active: Generation | None = None
+        self._generation_ids: set[str] = set()
+
+    # -- host side ------------------------------------------------------------------------
+
+    @property
+    def session_id(self) -> str:
+        return self._core.session_id
+
+    @property
+    def capability(self) -> dict[str, Any]:
+        """The ``live.steering`` capability (C1), a fresh dict on each access."""
+        return {
+            "version": 1,
+            "mode": self._core.mode,
+            "cancellable": False,
+            "submit": self.submit_steering,
+        }
+
+    @property
+    def generation(self) -> dict[str, Any] | None:
+        """``None`` while no generation runs, else ``{"id", "phase", "pending"}`` (C2)."""
+        gen = self._core.current
+        if gen is None:
+            return None
+        return {"id": gen.id, "phase": gen.phase.value, "pending": len(gen.pending)}
+
+    async def submit_steering(self, input: Input, generation_id: str) -> Receipt:
+        """Submit a steer anchored to a generation; the receipt says what happened (C3-C12).
+
+        >>> receipt = await runtime.submit_steering(           # doctest: +SKIP
+        ...     Input("steer", "Use the corrected path", id="fix-1"), runtime.generation["id"])
+
+        Admission is decided before the first await, so cancelling this call never
+        un-admits an input; it then yields once (cancel-shielded) so a woken engine
+        can run. Refusals are receipts; only wrong argument types raise ``TypeError``.
+        """
+        receipt = self.submit_steering_nowait(input, generation_id)
+        await anyio.lowlevel.cancel_shielded_checkpoint()
+        return receipt
+
+    def submit_steering_nowait(self, input: Input, generation_id: str) -> Receipt:
+        """``submit_steering`` without the yield, for synchronous callers. O(1) plus validation."""
+        receipt = self._core.submit(input, generation_id)
+        active = self._active
+        if active is not None and active._waiter is not None and receipt.accepted:
+            active._waiter.set()
+        return receipt
+
+    def receipt(self, input_id: str) -> Receipt | None:
+        """The current receipt of an accepted input id, or ``None``. O(1)."""
+        return self._core.receipt(input_id)
+
+    def subscribe(self, max_buffer: int = DEFAULT_SUBSCRIPTION_BUFFER) -> Subscription:
+        """Receive every event published from now on, as an async iterator (C21)."""
+        return self._hub.subscribe(max_buffer)
+
+    def add_listener(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener(event)`` synchronously for every event; returns a remover.
+
+        A listener must be quick and must not call back into the runtime. One that
+        raises is logged and counted, and the runtime carries on.
+        """
+        return self._hub.add_listener(listener)
+
+    def recent_events(self) -> list[Event]:
+        """The bounded log of recent events, oldest first."""
+        return list(self._hub.log)
+
+    def statistics(self) -> RuntimeStatistics:
+        """A frozen snapshot of the runtime's counters."""
+        core = self._core.statistics()
+        return RuntimeStatistics(
+            **attrs.asdict(core),
+            events_logged=len(self._hub.log),
+            events_dropped=self._hub.log_dropped,
+            subscribers=self._hub.subscribers,
+            listener_errors=self._hub.listener_errors,
+        )
+
+    @property
+    def closed(self) -> bool:
+        return self._core.closed
+
+    async def aclose(self) -> None:
+        """Close the runtime: refuse new work, hold pending input (``runtime-closed``). Idempotent.
+
+        A running generation is not interrupted: its engine's waits return, its
+        next boundary raises ``RuntimeClosedError``, and leaving its block still
+        publishes ``generation.stopped``. Subscriptions end after their buffers.
+        """
+        self._core.close()
+        if self._active is not None:
+            self._active._wake()
+        self._hub.close()
+        await anyio.lowlevel.checkpoint()
+
+    async def __aenter__(self) -> LiveRuntime:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        with anyio.CancelScope(shield=True):
+            await self.aclose()
+
+    # -- engine side ----------------------------------------------------------------------
+
+    def open_generation(self, generation_id: str | None = None) -> Generation:
+        """A generation to run as ``async with runtime.open_generation() as gen:``.
+
+        Entering opens admission for it; leaving publishes its terminal event.
+        Raises ``GenerationStateError`` if one is running, ``ValueError`` for an id
+        used before in this runtime.
+        """
+        if generation_id is None:
+            generation_id = f"gen-{uuid.uuid4().hex}"
+        elif type(generation_id) is not str or not generation_id:
+            raise ValueError(f"generation_id must be a non-empty str, got {generation_id!r}")
+        if generation_id in self._generation_ids:
+            raise ValueError(f"generation id {generation_id!r} was already used in this runtime")
+        return Generation(self, generation_id)
+
+    def _check(self) -> None:
+        self._core._check()
+
+
+class Generation:
+    """The engine's handle on one generation; made by ``LiveRuntime.open_generation``.
+
+    >>> async with runtime.open_generation() as gen:          # doctest: +SKIP
+    ...     while True:
+    ...         await gen.boundary(context.add_steer)
+    ...         reply = await provider.complete(context)
+    ...         ...
+    ...         await save_checkpoint(context)
+    ...         if not gen.continue_after_checkpoint():
+    ...             break
+
+    Leaving the block normally publishes ``generation.finished``; with an exception
+    ``generation.failed``; cancelled, ``generation.cancelled``. ``stop()`` holds what
+    is pending and makes the block's exit publish ``generation.stopped``.
+    """
+
+    def __init__(self, runtime: LiveRuntime, generation_id: str) -> None:
+        self._runtime = runtime
+        self.id: Final = generation_id
+        self._state: GenerationState | None = None
+        self._waiter: anyio.Event | None = None
+        self._terminal: Event | None = None
+
+    def _require(self) -> GenerationState:
+        if self._state is None:
+            raise GenerationStateError("use the generation as 'async with runtime.open_generation() as gen'")
+        return self._state
+
+    async def __aenter__(self) -> Generation:
+        if self._state is not None:
+            raise GenerationStateError(f"generation {self.id!r} was already entered")
+        runtime = self._runtime
+        self._state = runtime._core.start_generation(self.id)
+        runtime._generation_ids.add(self.id)
+        runtime._active = self
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        state = self._require()
+        fields: dict[str, str] = {}
+        if exc is None:
+            ending = Ending.FINISHED
+        elif isinstance(exc, anyio.get_cancelled_exc_class()):
+            ending = Ending.CANCELLED
+        else:
+            ending, fields["error"] = Ending.FAILED, type(exc).__name__
+        self._terminal = self._runtime._core.end_generation(state, ending, None, **fields)
+        self._runtime._active = None
+        self._wake()
+
+    # -- state ----------------------------------------------------------------------------
+
+    @property
+    def pending(self) -> int:
+        """Inputs admitted and waiting for the next boundary."""
+        return len(self._require().pending)
+
+    @property
+    def accepting(self) -> bool:
+        """True while admission is open."""
+        return self._require().phase is Phase.OPEN
+
+    @property
+    def terminal_event(self) -> Event | None:
+        """The fields of the terminal event, once the block was left."""
+        return self._terminal
+
+    # -- the loop's calls -----------------------------------------------------------------
+
+    async def boundary(self, writer: Writer) -> list[Receipt]:
+        """Drain the pending batch in admission order into the context (C13-C15).
+
+        Each input is passed to ``writer(input, metadata)`` with metadata
+        ``{"input_id", "target_generation_id", "delivery", "kind"}``; when the call
+        returns, the input is applied and ``input.delivered`` + ``steering.applied``
+        are published. If the writer raises or is cancelled, that input is unknown,
+        the rest stay pending, and the exception propagates. Inputs admitted while
+        the boundary runs join it. Returns the applied receipts. O(batch).
+        """
+        state = self._require()
+        core = self._runtime._core
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        core.begin_boundary(state)
+        applied: list[Receipt] = []
+        try:
+            while (record := core.next_write(state)) is not None:
+                metadata = {
+                    "input_id": record.input.id,
+                    "target_generation_id": record.generation_id,
+                    "delivery": DELIVERY,
+                    "kind": record.input.kind,
+                }
+                try:
+                    result = writer(record.input, metadata)
+                    if inspect.isawaitable(result):
+                        await result
+                except BaseException:
+                    core.interrupt_write(state, record)
+                    raise
+                applied.append(core.confirm_write(state, record))
+        finally:
+            core.end_boundary(state)
+        return applied
+
+    async def wait_for_input(self) -> bool:
+        """Park until an input is pending (True) or admission closes (False).
+
+        Admission wakes it in the same step (C8): no inbox or manager in between.
+        """
+        state = self._require()
+        while not state.pending:
+            if state.phase is not Phase.OPEN:
+                await anyio.lowlevel.checkpoint()
+                return False
+            self._waiter = waiter = anyio.Event()
+            try:
+                await waiter.wait()
+            finally:
+                self._waiter = None
+        await anyio.lowlevel.checkpoint()
+        return bool(state.pending)
+
+    def continue_after_checkpoint(self) -> bool:
+        """Call after the loop's durable checkpoint: True means run again, same generation (C16).
+
+        False means admission closed in this very call (nothing was pending), and the
+        loop should leave the block; submits from now on are refused ``finishing``.
+        """
+        return self._runtime._core.after_checkpoint(self._require())
+
+    def stop(self, reason: HoldReason = HoldReason.GENERATION_STOPPED) -> None:
+        """Stop the generation: close admission and hold what is pending (C17).
+
+        ``reason`` is ``HoldReason.GENERATION_STOPPED`` or ``HoldReason.BUDGET_EXHAUSTED``.
+        Leave the block afterwards; its exit publishes ``generation.stopped``.
+        Safe to call from another task; a write already handed to the writer completes.
+        """
+        if reason not in _STOP_REASONS:
+            raise ValueError(f"stop reason must be one of {sorted(r.value for r in _STOP_REASONS)}")
+        self._runtime._core.stop(self._require(), reason)
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._waiter is not None:
+            self._waiter.set()

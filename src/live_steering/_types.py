@@ -1,0 +1,140 @@
+"""Value objects hosts code against: ``Input``, ``Receipt`` and the closed vocabularies.
+
+Everything here is immutable and pinned by CONTRACT.md (C3, C4, C7, C17): the
+names, the wire shape of ``Receipt.to_dict()`` and the string values of the enums
+are what hosts persist and compare, so none of them may change.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from typing import Any
+
+import attrs
+
+__all__ = [
+    "Disposition",
+    "HoldReason",
+    "Input",
+    "Receipt",
+    "RefusalReason",
+]
+
+
+def _plain_str(value: object) -> str:
+    """Return ``value`` as an exact ``str``; refuse anything that is not a string.
+
+    A ``str`` subclass may override ``__eq__``/``__hash__``; identity decisions
+    must never run through user code, so subclasses are copied to a plain ``str``.
+    """
+    if type(value) is str:
+        return value
+    if isinstance(value, str):
+        return str.__str__(value)
+    raise TypeError(f"expected str, got {type(value).__name__}")
+
+
+def _new_input_id() -> str:
+    return uuid.uuid4().hex
+
+
+@attrs.frozen
+class Input:
+    """One piece of input for a running generation.
+
+    >>> Input("steer", "Use the corrected path", id="fix-1")
+    Input(kind='steer', text='Use the corrected path', id='fix-1')
+
+    Construction only checks types (``TypeError`` for a non-string); content
+    rules (length, blank text, NUL, UTF-8) are decided at admission and answered
+    with a refusal receipt, so that a host always gets a receipt it can persist.
+    """
+
+    kind: str = attrs.field(converter=_plain_str)
+    """What the input is. The steering capability accepts only ``"steer"``."""
+    text: str = attrs.field(converter=_plain_str)
+    """The text written into the generation's context."""
+    id: str = attrs.field(converter=_plain_str, factory=_new_input_id, kw_only=True)
+    """The stable identity (1-128 characters). Repeats with the same id are deduplicated (C10).
+
+    Compared exactly: ids differing only in case or Unicode normalisation are distinct.
+    Defaults to a random id, which makes every such input unique; hosts that may retry
+    should always pass their own stable id.
+    """
+
+
+class Disposition(enum.StrEnum):
+    """What happened to an accepted input (C4). Moves only forward (C20)."""
+
+    QUEUED = "queued"
+    """Admitted into the running generation's boundary queue; proves admission only."""
+    APPLIED = "applied"
+    """Written into the generation's context. Does not prove the model read or obeyed it."""
+    HELD = "held"
+    """Never written, and never will be: no later turn is started with it. Final."""
+    UNKNOWN = "unknown"
+    """The context write was interrupted and its effect cannot be established. Final."""
+
+
+class RefusalReason(enum.StrEnum):
+    """Why a submission was refused before admission (C7). Pinned strings."""
+
+    INVALID_INPUT = "invalid-input"
+    UNSUPPORTED_KIND = "unsupported-kind"
+    UNAVAILABLE = "unavailable"
+    STALE_GENERATION = "stale-generation"
+    FINISHING = "finishing"
+    IDENTITY_CONFLICT = "identity-conflict"
+    CAPACITY = "capacity"
+    CLOSED = "closed"
+
+
+class HoldReason(enum.StrEnum):
+    """Why an accepted input ended ``held`` or ``unknown`` (C15, C17, C23). Pinned strings."""
+
+    GENERATION_STOPPED = "generation-stopped"
+    GENERATION_CANCELLED = "generation-cancelled"
+    GENERATION_FAILED = "generation-failed"
+    BUDGET_EXHAUSTED = "budget-exhausted"
+    RUNTIME_CLOSED = "runtime-closed"
+    WRITE_INTERRUPTED = "write-interrupted"
+    """Reason of an ``unknown`` input whose context write was interrupted."""
+    RUNTIME_LOST = "runtime-lost"
+    """Set by the receipt journal's recovery after process loss (C23)."""
+
+
+@attrs.frozen
+class Receipt:
+    """The answer to one submission (C4).
+
+    >>> Receipt(accepted=True, input_id="fix-1", generation_id="g1",
+    ...         disposition=Disposition.QUEUED).to_dict()
+    {'accepted': True, 'inputId': 'fix-1', 'generationId': 'g1', 'disposition': 'queued'}
+    """
+
+    accepted: bool
+    """True when the input was admitted (now, or by the submission this one repeats)."""
+    input_id: str
+    """The id the submission carried."""
+    generation_id: str
+    """The generation the submission was anchored to."""
+    disposition: Disposition | None
+    """Current disposition of an accepted input; ``None`` for a refusal."""
+    reason: str | None = None
+    """Refusal reason (``RefusalReason``) or the reason of a held/unknown input (``HoldReason``)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The wire shape ``{"accepted", "inputId", "generationId", "disposition", "reason"}``.
+
+        ``reason`` is omitted when it is ``None``; enums become their plain strings.
+        """
+        wire: dict[str, Any] = {
+            "accepted": self.accepted,
+            "inputId": self.input_id,
+            "generationId": self.generation_id,
+            "disposition": None if self.disposition is None else self.disposition.value,
+        }
+        if self.reason is not None:
+            wire["reason"] = str(self.reason)
+        return wire
