@@ -350,17 +350,19 @@ class Generation:
         Admission wakes it in the same step (C8): no inbox or manager in between.
         """
         state = self._require()
+        if state.pending or state.phase is not Phase.OPEN:
+            # Nothing to wait for, but an async call is always a checkpoint.
+            await anyio.lowlevel.checkpoint()
+            return bool(state.pending)
         while not state.pending:
             if state.phase is not Phase.OPEN:
-                await anyio.lowlevel.checkpoint()
                 return False
             self._waiter = waiter = anyio.Event()
             try:
-                await waiter.wait()
+                await waiter.wait()  # the checkpoint of this call: it parked
             finally:
                 self._waiter = None
-        await anyio.lowlevel.checkpoint()
-        return bool(state.pending)
+        return True
 
     def continue_after_checkpoint(self) -> bool:
         """Call after the loop's durable checkpoint: True means run again, same generation (C16).
