@@ -48,6 +48,7 @@ __all__ = [
     "INPUT_TRANSITIONS",
     "InputRecord",
     "InputState",
+    "Outcome",
     "Phase",
     "SteeringCore",
 ]
@@ -90,6 +91,14 @@ _DISPOSITION_OF: Final = {
     InputState.UNKNOWN: Disposition.UNKNOWN,
 }
 _FINAL: Final = frozenset({InputState.APPLIED, InputState.HELD, InputState.UNKNOWN})
+
+
+class Outcome(enum.Enum):
+    """What one submission did, so the shell knows whether anyone needs to run."""
+
+    ADMITTED = "admitted"  # a new identity entered the boundary queue (C9)
+    REPEATED = "repeated"  # an identical repeat: answered from the identity table (C10)
+    REFUSED = "refused"  # refused before admission, nothing changed (C6)
 
 
 class Action(enum.Enum):
@@ -294,6 +303,10 @@ class SteeringCore:
         repeat) or a refusal. O(1) plus the length of the text for validation.
         Raises ``TypeError`` only for arguments of the wrong type (C6).
         """
+        return self.decide(input, generation_id)[0]
+
+    def decide(self, input: Input, generation_id: str) -> tuple[Receipt, Outcome]:
+        """``submit``, also saying whether the input was admitted, repeated or refused."""
         if not isinstance(input, Input):
             raise TypeError(f"submit takes an Input, got {type(input).__name__}")
         if type(generation_id) is not str:
@@ -318,7 +331,7 @@ class SteeringCore:
             if record.generation_id == generation_id and record.input == input:
                 self._repeated += 1
                 self._emit_input("steering.repeated", record, disposition=record.state.disposition.value)
-                return record.receipt()
+                return record.receipt(), Outcome.REPEATED
             return self._refuse(
                 input,
                 generation_id,
@@ -342,7 +355,7 @@ class SteeringCore:
         gen.pending.append(record)
         gen.accepted_ids.append(input.id)
         self._emit_input("steering.accepted", record)
-        return Receipt(True, input.id, generation_id, Disposition.QUEUED)
+        return Receipt(True, input.id, generation_id, Disposition.QUEUED), Outcome.ADMITTED
 
     def _validate(self, input: Input) -> str | None:
         id_, text = input.id, input.text
@@ -358,7 +371,9 @@ class SteeringCore:
             return "not encodable as UTF-8"
         return None
 
-    def _refuse(self, input: Input, generation_id: str, reason: RefusalReason, detail: str) -> Receipt:
+    def _refuse(
+        self, input: Input, generation_id: str, reason: RefusalReason, detail: str
+    ) -> tuple[Receipt, Outcome]:
         self._refused += 1
         self._emit(
             "steering.refused",
@@ -369,7 +384,7 @@ class SteeringCore:
                 "detail": detail,
             },
         )
-        return Receipt(False, input.id, generation_id, None, reason.value)
+        return Receipt(False, input.id, generation_id, None, reason.value), Outcome.REFUSED
 
     def receipt(self, input_id: str) -> Receipt | None:
         """The current receipt of an accepted input id, or ``None`` if never accepted. O(1)."""

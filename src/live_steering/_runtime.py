@@ -27,6 +27,7 @@ from ._core import (
     CoreStatistics,
     Ending,
     GenerationState,
+    Outcome,
     Phase,
     SteeringCore,
 )
@@ -138,20 +139,31 @@ class LiveRuntime:
         ...     Input("steer", "Use the corrected path", id="fix-1"), runtime.generation["id"])
 
         Admission is decided before the first await, so cancelling this call never
-        un-admits an input; it then yields once (cancel-shielded) so a woken engine
-        can run. Refusals are receipts; only wrong argument types raise ``TypeError``.
+        un-admits an input. After an admission or a refusal the call yields once, so
+        that a woken engine runs first; a cancellation delivered at that yield
+        propagates, and the input stays admitted (submit it again to read its
+        receipt). An identical repeat (C10) changes nothing and wakes no one, so it
+        is answered without a scheduling round: to wait for a disposition, subscribe
+        to events rather than resubmitting in a loop. Refusals are receipts; only
+        wrong argument types raise ``TypeError``.
         """
-        receipt = self.submit_steering_nowait(input, generation_id)
-        await anyio.lowlevel.cancel_shielded_checkpoint()
+        receipt, outcome = self._decide(input, generation_id)
+        if outcome is not Outcome.REPEATED:
+            await anyio.lowlevel.checkpoint()
         return receipt
 
     def submit_steering_nowait(self, input: Input, generation_id: str) -> Receipt:
         """``submit_steering`` without the yield, for synchronous callers. O(1) plus validation."""
-        receipt = self._core.submit(input, generation_id)
-        active = self._active
-        if active is not None and active._waiter is not None and receipt.accepted:
-            active._waiter.set()
-        return receipt
+        return self._decide(input, generation_id)[0]
+
+    def _decide(self, input: Input, generation_id: str) -> tuple[Receipt, Outcome]:
+        """Let the core decide, then wake the parked engine in the same step if it admitted (C8)."""
+        receipt, outcome = self._core.decide(input, generation_id)
+        if outcome is Outcome.ADMITTED:
+            active = self._active
+            if active is not None and active._waiter is not None:
+                active._waiter.set()
+        return receipt, outcome
 
     def receipt(self, input_id: str) -> Receipt | None:
         """The current receipt of an accepted input id, or ``None``. O(1)."""
