@@ -91,6 +91,9 @@ _DISPOSITION_OF: Final = {
     InputState.UNKNOWN: Disposition.UNKNOWN,
 }
 _FINAL: Final = frozenset({InputState.APPLIED, InputState.HELD, InputState.UNKNOWN})
+#: The plain string a ``steering.repeated`` event carries (enum ``.value`` is slow on the hot path).
+_DISPOSITION_VALUE: Final = {state: disposition.value for state, disposition in _DISPOSITION_OF.items()}
+_DELIVERY_FIELDS: Final = {"delivery": DELIVERY}
 
 
 class Outcome(enum.Enum):
@@ -161,14 +164,22 @@ class InputRecord:
     """Where it is in ``INPUT_TRANSITIONS``."""
     reason: HoldReason | None = None
     """Why it is HELD or UNKNOWN; ``None`` otherwise."""
+    _receipt: Receipt | None = attrs.field(default=None, init=False, repr=False)
+    """The receipt of the current state, made on first use; ``SteeringCore._move`` resets it."""
 
     @property
     def disposition(self) -> Disposition:
         return _DISPOSITION_OF[self.state]
 
     def receipt(self) -> Receipt:
-        """The current receipt of this input. O(1)."""
-        return Receipt(True, self.input.id, self.generation_id, _DISPOSITION_OF[self.state], self.reason)
+        """The current receipt of this input. O(1); one ``Receipt`` per state, however often asked."""
+        receipt = self._receipt
+        if receipt is None:
+            receipt = Receipt(
+                True, self.input.id, self.generation_id, _DISPOSITION_OF[self.state], self.reason
+            )
+            self._receipt = receipt
+        return receipt
 
 
 @attrs.define(eq=False)
@@ -281,13 +292,20 @@ class SteeringCore:
         event.update(fields)
         self._sink(event)
 
-    def _emit_input(self, type_: str, record: InputRecord, **extra: Any) -> None:
-        fields: dict[str, Any] = {
+    def _emit_input(self, type_: str, record: InputRecord, extra: dict[str, Any] | None = None) -> None:
+        # The hot path of every submit and every write: one dict per event, built in place.
+        self._event_sequence += 1
+        event = {
+            "type": type_,
+            "sequence": self._event_sequence,
+            "session_id": self.session_id,
+            "time": self._clock(),
             "input_id": record.input.id,
             "target_generation_id": record.generation_id,
         }
-        fields.update(extra)
-        self._emit(type_, fields)
+        if extra is not None:
+            event.update(extra)
+        self._sink(event)
 
     # -- admission (C6-C12) ---------------------------------------------------------------
 
@@ -323,15 +341,16 @@ class SteeringCore:
             return self._refuse(
                 input, generation_id, RefusalReason.UNSUPPORTED_KIND, "only 'steer' is accepted"
             )
+        record = self.identities.get(input.id)
+        if record is not None and record.generation_id == generation_id and record.input == input:
+            # An identical repeat was valid when it was admitted: a lookup and a comparison (C10).
+            self._repeated += 1
+            self._emit_input("steering.repeated", record, {"disposition": _DISPOSITION_VALUE[record.state]})
+            return record.receipt(), Outcome.REPEATED
         problem = self._validate(input)
         if problem is not None:
             return self._refuse(input, generation_id, RefusalReason.INVALID_INPUT, problem)
-        record = self.identities.get(input.id)
         if record is not None:
-            if record.generation_id == generation_id and record.input == input:
-                self._repeated += 1
-                self._emit_input("steering.repeated", record, disposition=record.state.disposition.value)
-                return record.receipt(), Outcome.REPEATED
             return self._refuse(
                 input,
                 generation_id,
@@ -355,7 +374,7 @@ class SteeringCore:
         gen.pending.append(record)
         gen.accepted_ids.append(input.id)
         self._emit_input("steering.accepted", record)
-        return Receipt(True, input.id, generation_id, Disposition.QUEUED), Outcome.ADMITTED
+        return record.receipt(), Outcome.ADMITTED
 
     def _validate(self, input: Input) -> str | None:
         id_, text = input.id, input.text
@@ -399,6 +418,7 @@ class SteeringCore:
             raise InvariantError(f"input {record.input.id!r}: {action.value} from {record.state.value}")
         record.state = target
         record.reason = reason
+        record._receipt = None
         if target in self._final_counts:
             self._final_counts[target] += 1
 
@@ -406,7 +426,7 @@ class SteeringCore:
         while gen.pending:
             record = gen.pending.popleft()
             self._move(record, Action.HOLD, reason)
-            self._emit_input("steering.held", record, reason=reason.value)
+            self._emit_input("steering.held", record, {"reason": reason.value})
 
     # -- generations (C13-C19) ------------------------------------------------------------
 
@@ -466,8 +486,8 @@ class SteeringCore:
         self._take_writing(gen, record)
         self._move(record, Action.CONFIRM)
         gen.applied_ids.append(record.input.id)
-        self._emit_input("input.delivered", record, delivery=DELIVERY)
-        self._emit_input("steering.applied", record, delivery=DELIVERY)
+        self._emit_input("input.delivered", record, _DELIVERY_FIELDS)
+        self._emit_input("steering.applied", record, _DELIVERY_FIELDS)
         return record.receipt()
 
     def interrupt_write(self, gen: GenerationState, record: InputRecord) -> None:
@@ -475,7 +495,7 @@ class SteeringCore:
         self._take_writing(gen, record)
         self._move(record, Action.INTERRUPT, HoldReason.WRITE_INTERRUPTED)
         self._emit_input(
-            "steering.unknown", record, reason=HoldReason.WRITE_INTERRUPTED.value, delivery=DELIVERY
+            "steering.unknown", record, {"reason": HoldReason.WRITE_INTERRUPTED.value, "delivery": DELIVERY}
         )
 
     def _take_writing(self, gen: GenerationState, record: InputRecord) -> None:

@@ -147,23 +147,25 @@ class LiveRuntime:
         to events rather than resubmitting in a loop. Refusals are receipts; only
         wrong argument types raise ``TypeError``.
         """
-        receipt, outcome = self._decide(input, generation_id)
+        receipt, outcome = self._core.decide(input, generation_id)
         if outcome is not Outcome.REPEATED:
+            if outcome is Outcome.ADMITTED:
+                self._wake_engine()
             await anyio.lowlevel.checkpoint()
         return receipt
 
     def submit_steering_nowait(self, input: Input, generation_id: str) -> Receipt:
         """``submit_steering`` without the yield, for synchronous callers. O(1) plus validation."""
-        return self._decide(input, generation_id)[0]
-
-    def _decide(self, input: Input, generation_id: str) -> tuple[Receipt, Outcome]:
-        """Let the core decide, then wake the parked engine in the same step if it admitted (C8)."""
         receipt, outcome = self._core.decide(input, generation_id)
         if outcome is Outcome.ADMITTED:
-            active = self._active
-            if active is not None and active._waiter is not None:
-                active._waiter.set()
-        return receipt, outcome
+            self._wake_engine()
+        return receipt
+
+    def _wake_engine(self) -> None:
+        """Wake an engine parked in ``wait_for_input``, in the step that admitted (C8)."""
+        active = self._active
+        if active is not None and active._waiter is not None:
+            active._waiter.set()
 
     def receipt(self, input_id: str) -> Receipt | None:
         """The current receipt of an accepted input id, or ``None``. O(1)."""
