@@ -321,10 +321,21 @@ class SteeringCore:
         repeat) or a refusal. O(1) plus the length of the text for validation.
         Raises ``TypeError`` only for arguments of the wrong type (C6).
         """
-        return self.decide(input, generation_id)[0]
+        receipt, _ = self.decide(input, generation_id)
+        return self.queued_receipt(input.id) if receipt is None else receipt
 
-    def decide(self, input: Input, generation_id: str) -> tuple[Receipt, Outcome]:
-        """``submit``, also saying whether the input was admitted, repeated or refused."""
+    def decide(self, input: Input, generation_id: str) -> tuple[Receipt | None, Outcome]:
+        """``submit``, also saying whether the input was admitted, repeated or refused.
+
+        An admission returns no receipt: its receipt is fixed (C9) and building it
+        is the costliest step, so the shell builds it with ``queued_receipt`` after
+        the woken engine had its turn.
+
+        The hot path of every submission: it runs in the submitter's step, often
+        with cold caches, so it calls as few functions as it can (see
+        docs/performance.md); every rule it applies is spelled out in the order
+        of C6-C12.
+        """
         if not isinstance(input, Input):
             raise TypeError(f"submit takes an Input, got {type(input).__name__}")
         if type(generation_id) is not str:
@@ -341,15 +352,28 @@ class SteeringCore:
             return self._refuse(
                 input, generation_id, RefusalReason.UNSUPPORTED_KIND, "only 'steer' is accepted"
             )
-        record = self.identities.get(input.id)
+        id_ = input.id
+        record = self.identities.get(id_)
         if record is not None and record.generation_id == generation_id and record.input == input:
             # An identical repeat was valid when it was admitted: a lookup and a comparison (C10).
             self._repeated += 1
             self._emit_input("steering.repeated", record, {"disposition": _DISPOSITION_VALUE[record.state]})
             return record.receipt(), Outcome.REPEATED
-        problem = self._validate(input)
-        if problem is not None:
-            return self._refuse(input, generation_id, RefusalReason.INVALID_INPUT, problem)
+        text = input.text
+        # What a plain ASCII input of the right size passes cheaply; anything else is
+        # decided (and explained) by ``_validate``.
+        if not (
+            0 < len(id_) <= MAX_ID_CHARS
+            and 0 < len(text) <= self.max_text_chars
+            and id_.isascii()
+            and text.isascii()
+            and "\x00" not in id_
+            and "\x00" not in text
+            and not text.isspace()
+        ):
+            problem = self._validate(input)
+            if problem is not None:
+                return self._refuse(input, generation_id, RefusalReason.INVALID_INPUT, problem)
         if record is not None:
             return self._refuse(
                 input,
@@ -366,15 +390,21 @@ class SteeringCore:
             return self._refuse(
                 input, generation_id, RefusalReason.FINISHING, "the generation has closed admission"
             )
-        if len(self.identities) >= self.identity_limit:
+        identities = self.identities
+        if len(identities) >= self.identity_limit:
             return self._refuse(input, generation_id, RefusalReason.CAPACITY, "the identity limit is reached")
         self._admission_sequence += 1
         record = InputRecord(input, generation_id, self._admission_sequence)
-        self.identities[input.id] = record
+        identities[id_] = record
         gen.pending.append(record)
-        gen.accepted_ids.append(input.id)
+        gen.accepted_ids.append(id_)
         self._emit_input("steering.accepted", record)
-        return record.receipt(), Outcome.ADMITTED
+        return None, Outcome.ADMITTED
+
+    def queued_receipt(self, input_id: str) -> Receipt:
+        """The answer to the admission of ``input_id`` (C9): queued, whatever happened since. O(1)."""
+        record = self.identities[input_id]
+        return Receipt(True, input_id, record.generation_id, Disposition.QUEUED)
 
     def _validate(self, input: Input) -> str | None:
         id_, text = input.id, input.text
@@ -386,7 +416,8 @@ class SteeringCore:
             return "text is blank"
         if "\x00" in id_ or "\x00" in text:
             return "NUL character"
-        if not (_encodable(id_) and _encodable(text)):
+        # ASCII, the common case, is always encodable: skip two calls on the hot path.
+        if not ((id_.isascii() and text.isascii()) or (_encodable(id_) and _encodable(text))):
             return "not encodable as UTF-8"
         return None
 

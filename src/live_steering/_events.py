@@ -118,14 +118,16 @@ class EventHub:
         if len(log) == self._log_size:
             self.log_dropped += 1
         log.append(event)
-        for listener in self._listeners:
-            try:
-                listener(event)
-            except Exception:
-                self.listener_errors += 1
-                _log.exception("live_steering event listener %r raised; event kept", listener)
-        for subscription in self._subscriptions:
-            subscription._push(event)
+        if self._listeners:
+            for listener in self._listeners:
+                try:
+                    listener(event)
+                except Exception:
+                    self.listener_errors += 1
+                    _log.exception("live_steering event listener %r raised; event kept", listener)
+        if self._subscriptions:
+            for subscription in self._subscriptions:
+                subscription._push(event)
 
     def add_listener(self, listener: Listener) -> Callable[[], None]:
         self._listeners.append(listener)

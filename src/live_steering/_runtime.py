@@ -152,13 +152,15 @@ class LiveRuntime:
             if outcome is Outcome.ADMITTED:
                 self._wake_engine()
             await anyio.lowlevel.checkpoint()
-        return receipt
+        return self._core.queued_receipt(input.id) if receipt is None else receipt
 
     def submit_steering_nowait(self, input: Input, generation_id: str) -> Receipt:
         """``submit_steering`` without the yield, for synchronous callers. O(1) plus validation."""
         receipt, outcome = self._core.decide(input, generation_id)
         if outcome is Outcome.ADMITTED:
             self._wake_engine()
+            return self._core.queued_receipt(input.id)
+        assert receipt is not None
         return receipt
 
     def _wake_engine(self) -> None:
