@@ -9,10 +9,12 @@ implies (C8, C16), and it never starts a task of its own.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import time
+import types
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping
 from types import TracebackType
 from typing import Any, Final
 
@@ -43,6 +45,24 @@ __all__ = ["Generation", "LiveRuntime", "RuntimeStatistics", "Writer"]
 Writer = Callable[[Input, Mapping[str, Any]], Awaitable[None] | None]
 
 _STOP_REASONS: Final = frozenset({HoldReason.GENERATION_STOPPED, HoldReason.BUDGET_EXHAUSTED})
+
+
+@types.coroutine
+def _asyncio_shielded_yield() -> Generator[asyncio.Future[None], None, None]:
+    """``anyio.lowlevel.cancel_shielded_checkpoint()`` on asyncio, at the price of a plain checkpoint.
+
+    anyio shields by entering a ``CancelScope``, which on asyncio costs as much
+    again as the yield itself, on the path of every admission. Instead the task is
+    suspended on a future that is already done: its wake-up is scheduled at once,
+    and anyio never delivers a cancel scope's cancellation to a task whose awaited
+    future is done (that would lose the result), so the cancellation reaches the
+    caller at its next checkpoint, as with the shielded checkpoint. A bare
+    ``task.cancel()`` is still delivered here, as asyncio requires.
+    """
+    future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    future.set_result(None)
+    future._asyncio_future_blocking = True  # what ``await future`` sets before it suspends
+    yield future
 
 
 @attrs.frozen
@@ -139,35 +159,35 @@ class LiveRuntime:
         ...     Input("steer", "Use the corrected path", id="fix-1"), runtime.generation["id"])
 
         Admission is decided before the first await, so cancelling this call never
-        un-admits an input. After an admission or a refusal the call yields once, so
-        that a woken engine runs first; a cancellation delivered at that yield
-        propagates, and the input stays admitted (submit it again to read its
-        receipt). An identical repeat (C10) changes nothing and wakes no one, so it
-        is answered without a scheduling round: to wait for a disposition, subscribe
-        to events rather than resubmitting in a loop. Refusals are receipts; only
-        wrong argument types raise ``TypeError``.
+        un-admits an input. After an admission or a refusal the call yields once,
+        shielded from cancellation, so that a woken engine runs first and the caller
+        still gets its receipt (a cancellation reaches it at its next checkpoint).
+        An identical repeat (C10) changes nothing and wakes no one, so it is answered
+        without a scheduling round: to wait for a disposition, subscribe to events
+        rather than resubmitting in a loop. Refusals are receipts; only wrong
+        argument types raise ``TypeError``.
         """
         receipt, outcome = self._core.decide(input, generation_id)
-        if outcome is not Outcome.REPEATED:
-            if outcome is Outcome.ADMITTED:
-                self._wake_engine()
-            await anyio.lowlevel.checkpoint()
-        return self._core.queued_receipt(input.id) if receipt is None else receipt
+        if outcome is Outcome.ADMITTED:
+            gen = self._active  # an admission means a generation of this runtime is running
+            assert gen is not None
+            gen._wake()
+            await gen._shielded_yield()
+            return self._core.queued_receipt(input.id)
+        if outcome is Outcome.REFUSED:
+            await anyio.lowlevel.cancel_shielded_checkpoint()
+        assert receipt is not None
+        return receipt
 
     def submit_steering_nowait(self, input: Input, generation_id: str) -> Receipt:
         """``submit_steering`` without the yield, for synchronous callers. O(1) plus validation."""
         receipt, outcome = self._core.decide(input, generation_id)
         if outcome is Outcome.ADMITTED:
-            self._wake_engine()
+            assert self._active is not None
+            self._active._wake()
             return self._core.queued_receipt(input.id)
         assert receipt is not None
         return receipt
-
-    def _wake_engine(self) -> None:
-        """Wake an engine parked in ``wait_for_input``, in the step that admitted (C8)."""
-        active = self._active
-        if active is not None and active._waiter is not None:
-            active._waiter.set()
 
     def receipt(self, input_id: str) -> Receipt | None:
         """The current receipt of an accepted input id, or ``None``. O(1)."""
@@ -273,6 +293,7 @@ class Generation:
         self._state: GenerationState | None = None
         self._waiter: anyio.Event | None = None
         self._terminal: Event | None = None
+        self._shielded_yield: Callable[[], Awaitable[None]] = anyio.lowlevel.cancel_shielded_checkpoint
 
     def _require(self) -> GenerationState:
         if self._state is None:
@@ -284,6 +305,8 @@ class Generation:
             raise GenerationStateError(f"generation {self.id!r} was already entered")
         runtime = self._runtime
         self._state = runtime._core.start_generation(self.id)
+        if asyncio._get_running_loop() is not None:
+            self._shielded_yield = _asyncio_shielded_yield
         runtime._generation_ids.add(self.id)
         runtime._active = self
         return self
