@@ -354,7 +354,14 @@ class SteeringCore:
             )
         id_ = input.id
         record = self.identities.get(id_)
-        if record is not None and record.generation_id == generation_id and record.input == input:
+        if (
+            record is not None
+            and record.generation_id == generation_id
+            # ``record.input == input`` without building two tuples: the ids are equal
+            # (the key), both kinds are "steer"; the class test keeps attrs' equality exact.
+            and record.input.text == input.text
+            and type(record.input) is type(input)
+        ):
             # An identical repeat was valid when it was admitted: a lookup and a comparison (C10).
             self._repeated += 1
             self._emit_input("steering.repeated", record, {"disposition": _DISPOSITION_VALUE[record.state]})

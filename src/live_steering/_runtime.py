@@ -168,6 +168,8 @@ class LiveRuntime:
         argument types raise ``TypeError``.
         """
         receipt, outcome = self._core.decide(input, generation_id)
+        if receipt is not None and outcome is Outcome.REPEATED:
+            return receipt
         if outcome is Outcome.ADMITTED:
             gen = self._active  # an admission means a generation of this runtime is running
             assert gen is not None
@@ -307,6 +309,10 @@ class Generation:
         self._state = runtime._core.start_generation(self.id)
         if asyncio._get_running_loop() is not None:
             self._shielded_yield = _asyncio_shielded_yield
+        else:  # anyio's other backend; bound here to skip anyio's dispatch on every admission
+            import trio.lowlevel
+
+            self._shielded_yield = trio.lowlevel.cancel_shielded_checkpoint
         runtime._generation_ids.add(self.id)
         runtime._active = self
         return self
