@@ -8,7 +8,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from . import BACKENDS, FULL, QUICK, Figure, run
+from . import BACKENDS, FULL, QUICK, TINY, Figure, run
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -19,7 +19,13 @@ def _parser() -> argparse.ArgumentParser:
             "Exit status: 0 when every figure is ok (ratio <= target), 1 when any figure is not ok."
         ),
     )
-    parser.add_argument("--quick", action="store_true", help="fewer rounds; finishes in under 60 seconds")
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="fewer rounds; finishes in under 60 seconds")
+    size.add_argument(
+        "--tiny",
+        action="store_true",
+        help="two rounds and small counts, to test the machinery: its numbers mean nothing",
+    )
     parser.add_argument(
         "--json",
         action="store_true",
@@ -53,7 +59,7 @@ def _table(figures: Sequence[Figure], floors: dict[str, dict[str, float]]) -> st
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    settings = QUICK if args.quick else FULL
+    settings = TINY if args.tiny else QUICK if args.quick else FULL
     backends = tuple(args.backend) if args.backend else BACKENDS
     started = time.monotonic()
     figures, floors = run(settings, backends)

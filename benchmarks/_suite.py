@@ -502,6 +502,7 @@ async def _run(settings: Settings, backend: str) -> tuple[list[Figure], dict[str
             identity_bytes = await suite.identity_memory()
         finally:
             gc.unfreeze()
+            suite.inbox.send.close()
             tg.cancel_scope.cancel()
     floors = {name: samples.median(name) for name in FLOORS}
     return _figures(backend, samples, runtime_bytes, identity_bytes), floors
