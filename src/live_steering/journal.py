@@ -532,11 +532,11 @@ class ReceiptJournal:
         self._conn = conn
 
     def _prepare(self, conn: JournalConnection) -> None:
-        check = [row[0] for row in conn.execute("PRAGMA integrity_check").fetchall()]
+        # at most 10 problems: enough to say what is wrong, bounded for a badly damaged file
+        check = [str(row[0]) for row in conn.execute("PRAGMA integrity_check(10)").fetchall()]
         if check != ["ok"]:
-            raise JournalCorruptError(
-                f"receipt journal {self.path!r} is damaged: {'; '.join(map(str, check[:5]))}"
-            )
+            detail = "; ".join(check).replace("\n", "; ")
+            raise JournalCorruptError(f"receipt journal {self.path!r} is damaged: {detail[:400]}")
         mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
         if str(mode).lower() != "wal":
             raise JournalError(f"receipt journal {self.path!r}: SQLite refused WAL mode ({mode})")
