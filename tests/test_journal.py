@@ -512,3 +512,13 @@ async def test_failed_write_surfaces_and_reports_nothing_false(
     assert last not in in_file
     async with ReceiptJournal(path) as reopened:  # the file is intact and recovers
         assert set(reopened.recovery.held) == set(in_file)
+
+
+async def test_an_exception_from_the_body_propagates_unwrapped(tmp_path: Path) -> None:
+    """The journal's internal task group never wraps the host's own exception in an ExceptionGroup."""
+    with pytest.raises(KeyError, match="host bug"):
+        async with ReceiptJournal(tmp_path / "r.db"):
+            raise KeyError("host bug")
+    async with ReceiptJournal(tmp_path / "r.db") as journal:  # and the lock was released
+        assert journal.statistics().open
+    assert not journal.statistics().open

@@ -196,3 +196,61 @@ async def test_recovery_after_kill(crashes: dict[str, Crash], name: str, tmp_pat
             assert input_id in in_context, f"{input_id} applied without a context write"
         if entry.reason == "runtime-lost" and entry.disposition.value == "held":
             assert not entry.marked
+
+
+# -- the demo's long run, killed from outside ---------------------------------------------
+
+DEMO_KILLS = [f"demo-{n}" for n in range(4)]
+
+
+def _kill_demo(name: str, after: int, root: Path) -> Crash:
+    """Run the demo's long run and SIGKILL it once it has printed ``after`` durable receipts."""
+    directory = root / name
+    directory.mkdir()
+    command = [sys.executable, "-m", "live_steering._cli", "demo", "--json", "--steers", "200"]
+    command += ["--journal", str(directory / "receipts.db")]
+    lines: list[dict[str, str]] = []
+    durable = 0
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as child:
+        assert child.stdout is not None
+        for line in child.stdout:  # read to the end: whatever it flushed before it died counts
+            lines.append(json.loads(line))
+            if lines[-1]["type"] == "receipt.durable":
+                durable += 1
+                if durable == after:
+                    child.send_signal(signal.SIGKILL)
+        killed = child.wait(timeout=30) == -signal.SIGKILL
+    return Crash(Scenario(name, after_lines=after), directory, killed, lines)
+
+
+@pytest.fixture(scope="session")
+def demo_crashes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Crash]:
+    """``live-steering demo --journal PATH --steers 200`` killed at four random points."""
+    root = tmp_path_factory.mktemp("demo-crashes")
+    rng = random.Random(7)
+    plan = [(name, rng.randint(5, 300)) for name in DEMO_KILLS]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        crashes = list(pool.map(lambda item: _kill_demo(item[0], item[1], root), plan))
+    return {crash.scenario.name: crash for crash in crashes}
+
+
+@pytest.mark.parametrize("name", DEMO_KILLS)
+async def test_demo_recovery_after_kill(demo_crashes: dict[str, Crash], name: str, tmp_path: Path) -> None:
+    """Every receipt the demo printed durable before kill -9 is in the recovered journal; none queued."""
+    crash = demo_crashes[name]
+    assert crash.killed, "the demo finished before it was killed: raise --steers"
+    for file in crash.directory.iterdir():
+        shutil.copy(file, tmp_path / file.name)
+    path = tmp_path / "receipts.db"
+    durable = {x["input_id"]: x["disposition"] for x in crash.lines if x["type"] == "receipt.durable"}
+    delivered = {x["input_id"] for x in crash.lines if x["type"] == "input.delivered"}
+    async with ReceiptJournal(path) as journal:
+        entries = {e.input_id: e for e in await journal.entries()}
+    assert rows(path, "PRAGMA integrity_check") == [("ok",)]
+    assert all(e.disposition.value != "queued" for e in entries.values())
+    for input_id, disposition in durable.items():
+        assert input_id in entries
+        if disposition != "queued":
+            assert entries[input_id].disposition.value == disposition
+    for input_id in delivered:  # written into the context before the kill: never held
+        assert input_id not in entries or entries[input_id].disposition.value != "held"

@@ -15,7 +15,7 @@ import pytest
 
 from live_steering import Input, LiveRuntime
 from live_steering._cli import main
-from live_steering.journal import ReceiptJournal
+from live_steering.journal import ReceiptJournal, read_receipts
 
 
 async def _build(path: Path) -> None:
@@ -128,3 +128,30 @@ def test_unrecovered_queued_inputs_are_shown_with_a_note(tmp_path: Path) -> None
     )
     assert len(shown.stdout.splitlines()) > 1
     assert "queued: still live, or left by a process that died" in shown.stderr
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_demo_journal_prints_durable_receipts_matching_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], backend: str
+) -> None:
+    """``demo --journal --steers N``: every disposition is printed durable once, and the file agrees."""
+    path = tmp_path / "demo.db"
+    assert main(["demo", "--journal", str(path), "--steers", "25", "--json", "--backend", backend]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    durable = [line for line in lines if line["type"] == "receipt.durable"]
+    assert all(set(line) == {"type", "input_id", "disposition"} for line in durable)
+    final = {line["input_id"]: line["disposition"] for line in durable}
+    assert len(final) == 25
+    assert [line["disposition"] for line in durable if line["input_id"] == "steer-1"] == ["queued", "applied"]
+    stored = {e.input_id: e.disposition.value for e in read_receipts(path)}
+    assert stored == final
+    assert set(stored.values()) == {"applied", "held"}  # every fifth generation is stopped
+    events = [line for line in lines if line["type"] == "steering.applied"]
+    assert len(events) == sum(1 for v in stored.values() if v == "applied")
+
+
+def test_demo_steers_must_be_positive(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--steers 0`` is a usage error, not a silent empty run."""
+    with pytest.raises(SystemExit):
+        main(["demo", "--steers", "0"])
+    assert "positive" in capsys.readouterr().err

@@ -624,8 +624,10 @@ class ReceiptJournal:
         try:
             await self.aclose()
         finally:
+            # The committer has ended, so the task group is empty. The body's own exception
+            # is not handed to it (it would come back wrapped in an ExceptionGroup).
             assert self._task_group is not None
-            await self._task_group.__aexit__(exc_type, exc, tb)
+            await self._task_group.__aexit__(None, None, None)
 
     async def aclose(self) -> None:
         """Commit what is queued, detach every runtime and close the file. Idempotent.
