@@ -13,7 +13,7 @@ import anyio
 import pytest
 
 from journal_helpers import FaultyConnection, rows, snapshot
-from live_steering import Disposition, HoldReason, Input, LiveRuntime
+from live_steering import Disposition, HoldReason, Input, LiveRuntime, LiveSteeringError
 from live_steering.journal import (
     ChangeKind,
     JournalBusyError,
@@ -522,3 +522,26 @@ async def test_an_exception_from_the_body_propagates_unwrapped(tmp_path: Path) -
     async with ReceiptJournal(tmp_path / "r.db") as journal:  # and the lock was released
         assert journal.statistics().open
     assert not journal.statistics().open
+
+
+def test_public_names_of_the_journal_module() -> None:
+    """``live_steering.journal.__all__`` is the documented surface, and every name in it exists."""
+    import live_steering.journal as module
+
+    assert set(module.__all__) == {
+        "ReceiptJournal",
+        "JournalChange",
+        "ChangeKind",
+        "JournalEntry",
+        "JournalStatistics",
+        "RecoveryReport",
+        "JournalConnection",
+        "connect",
+        "read_receipts",
+        "JournalError",
+        "JournalCorruptError",
+        "JournalBusyError",
+    }
+    assert all(hasattr(module, name) for name in module.__all__)
+    assert issubclass(module.JournalCorruptError, module.JournalError)
+    assert issubclass(module.JournalError, LiveSteeringError)
