@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+import subprocess
+import sys
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -545,3 +547,19 @@ def test_public_names_of_the_journal_module() -> None:
     assert all(hasattr(module, name) for name in module.__all__)
     assert issubclass(module.JournalCorruptError, module.JournalError)
     assert issubclass(module.JournalError, LiveSteeringError)
+
+
+def test_the_host_example_in_the_docs_runs_as_shown(tmp_path: Path) -> None:
+    """The docs host example dies mid-run; after the restart fix-1 is held and nothing is resubmitted."""
+    docs = (Path(__file__).parent.parent / "docs" / "receipts.md").read_text()
+    blocks = docs.split("```")
+    at = next(i for i, b in enumerate(blocks) if b.startswith('python\n"""host.py'))
+    source, transcript = blocks[at].removeprefix("python\n"), blocks[at + 2]
+    (tmp_path / "host.py").write_text(source)
+    outputs = []
+    for phase in ("first", "restart"):
+        done = subprocess.run(
+            [sys.executable, "host.py", phase], cwd=tmp_path, capture_output=True, text=True, check=True
+        )
+        outputs.append(f"$ python host.py {phase}\n{done.stdout}")
+    assert "".join(outputs).strip() == transcript.strip()
