@@ -321,6 +321,46 @@ async def test_mark_is_durable_before_the_writer_sees_the_input(tmp_path: Path) 
         assert len(marked_at_write) == 10
 
 
+async def test_cancelled_while_the_mark_commits_the_input_is_held_not_unknown(tmp_path: Path) -> None:
+    """Cancelling the loop during its write-ahead commit: never written, held in memory and on disk."""
+    path = tmp_path / "r.db"
+    gate = threading.Event()
+    conn = FaultyConnection(gate=gate)
+    written: list[str] = []
+
+    async def writer(input: Input, metadata: Mapping[str, Any]) -> None:
+        written.append(input.id)
+
+    async with ReceiptJournal(path, connect=conn.factory) as journal:
+        runtime = LiveRuntime()
+        journal.attach(runtime)
+
+        async def engine() -> None:
+            async with runtime.open_generation("g1") as gen:
+                await _submit(runtime, "g1", "a")
+                await journal.flush()
+                conn.armed = True
+                await gen.boundary(writer)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(engine)
+            await anyio.to_thread.run_sync(conn.parked.wait)
+            tg.cancel_scope.cancel()
+        receipt = runtime.receipt("a")
+        assert receipt is not None
+        assert (receipt.disposition, receipt.reason) == (Disposition.HELD, HoldReason.GENERATION_CANCELLED)
+        runtime._check()
+        gate.set()
+        await journal.flush()
+    assert written == []
+    (entry,) = read_receipts(path)
+    assert (entry.disposition, entry.reason, entry.marked) == (
+        Disposition.HELD,
+        HoldReason.GENERATION_CANCELLED.value,
+        True,
+    )
+
+
 # -- recovery -------------------------------------------------------------------------------
 
 

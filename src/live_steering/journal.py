@@ -826,16 +826,23 @@ class ReceiptJournal:
             found = found[-1:]  # the same session attached twice: the latest runtime
         return found[0]
 
+    def _failed(self) -> JournalError:
+        """A fresh error for each caller (re-raising one instance would pile up tracebacks)."""
+        assert self._failure is not None
+        error = JournalError(str(self._failure), sqlite_error=self._failure.sqlite_error)
+        error.__cause__ = self._failure
+        return error
+
     def _raise_if_unusable(self) -> None:
         if self._failure is not None:
-            raise self._failure
+            raise self._failed()
         if not self._open or self._closing:
             raise JournalError(f"receipt journal {self.path!r} is closed")
 
     async def _wait_number(self, number: int) -> None:
         # A failed journal reports nothing durable any more, not even what was before.
         if self._failure is not None:
-            raise self._failure
+            raise self._failed()
         if number <= self._durable_through:
             await anyio.lowlevel.checkpoint()
             return
@@ -846,7 +853,7 @@ class ReceiptJournal:
             waiter = self._waiters[number] = anyio.Event()
         await waiter.wait()
         if self._failure is not None:
-            raise self._failure
+            raise self._failed()
         if number > self._durable_through:
             raise JournalError(f"receipt journal {self.path!r} closed before change {number} was durable")
 
