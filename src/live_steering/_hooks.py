@@ -41,6 +41,7 @@ from typing import Any, Final
 
 import attrs
 
+from ._errors import InvariantError
 from ._events import DEFAULT_LOG_SIZE, DEFAULT_SUBSCRIPTION_BUFFER, Event, EventHub, Listener, Subscription
 from ._types import Disposition
 
@@ -685,7 +686,8 @@ class HookSession:
                 break
             size = grown
             count += 1
-        # enqueue refuses any text over the cap, so the head always fits
+        if count == 0:  # enqueue refuses any text over the cap, so the head always fits
+            raise InvariantError(f"queued instruction over the {cap}-character cap")
         batch = self._queue[:count]
         del self._queue[:count]
         return batch
