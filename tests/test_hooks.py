@@ -882,3 +882,19 @@ def test_docs_example_runs() -> None:
     kinds = [line.get("type") for line in lines]
     assert kinds.count("instruction.delivered") == 2
     assert kinds.count("instruction.dropped") == 1
+
+
+def test_docs_show_the_example_and_every_vendor_moment() -> None:
+    """docs/hooks.md embeds the example verbatim and names every eligible moment of every vendor."""
+    doc = (ROOT / "docs" / "hooks.md").read_text(encoding="utf-8")
+    example = (ROOT / "examples" / "hooks_example.py").read_text(encoding="utf-8")
+    assert f"```python\n{example}```" in doc
+    rows = {line.split("|")[1].strip(): line for line in doc.splitlines() if line.startswith("| ")}
+    for vendor, profile in PROFILES.items():
+        (row,) = [line for title, line in rows.items() if f"(`{vendor.value}`)" in title]
+        for moment in profile.context_moments:
+            assert f"`{moment}`" in row, (vendor, moment)
+        if profile.session_end_moment is None:
+            assert "**none**" in row
+        else:
+            assert f"`{profile.session_end_moment}`" in row
