@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import live_steering._hooks
-from live_steering import Disposition, hooks
+from live_steering import Disposition, InvariantError, hooks
 from live_steering.hooks import (
     PROFILES,
     REDACTED,
@@ -898,3 +898,45 @@ def test_docs_show_the_example_and_every_vendor_moment() -> None:
             assert "**none**" in row
         else:
             assert f"`{profile.session_end_moment}`" in row
+
+
+def test_session_configuration_is_checked() -> None:
+    """Bad configuration is a clear error at construction, not a later surprise."""
+    with pytest.raises(ValueError, match="not a valid Vendor"):
+        HookSession("no-such-agent", "s")
+    with pytest.raises(ValueError, match="capacity"):
+        HookSession(Vendor.CODEX, "s", capacity=0)
+    with pytest.raises(ValueError, match="session_id"):
+        HookSession(Vendor.CODEX, "")
+    with pytest.raises(TypeError, match="redact_text"):
+        HookSession(Vendor.CODEX, "s", redact_text=1)  # type: ignore[arg-type]
+    assert HookSession("claude-code", "s").profile is PROFILES[Vendor.CLAUDE_CODE]
+
+
+def test_custom_profile_with_small_cap() -> None:
+    """A custom VendorProfile works like a built-in one: its cap bounds both replies and enqueue."""
+    profile = VendorProfile(
+        vendor=Vendor.CODEX,
+        title="Tiny",
+        context_moments=frozenset({"Tick"}),
+        cap=10,
+        session_end_moment="Bye",
+    )
+    session = HookSession(profile, "s")
+    assert session.max_text_chars == 10
+    assert session.enqueue("long", "x" * 11).reason == InstructionRefusal.INVALID_INPUT
+    for command_id in ("a", "b", "c"):
+        session.enqueue(command_id, "1234")
+    assert session.on_hook("Tick", reply_would_be_empty=True).delivered == ("a", "b")  # 4 + 2 + 4
+    assert session.on_hook("Bye", reply_would_be_empty=True).dropped == ("c",)
+
+
+def test_check_detects_a_corrupted_queue() -> None:
+    """``_check()`` is a real check: a queue put out of arrival order is reported."""
+    session = make(Vendor.CODEX)
+    session.enqueue("a", "x")
+    session.enqueue("b", "y")
+    session._check()
+    session._queue.reverse()
+    with pytest.raises(InvariantError, match="arrival order"):
+        session._check()

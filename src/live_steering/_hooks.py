@@ -741,19 +741,24 @@ class HookSession:
         )
 
     def _check(self) -> None:
-        """Assert every invariant of the theory of operation; raises ``AssertionError``."""
+        """Check every invariant of the theory of operation; raises ``InvariantError``."""
+
+        def require(condition: bool, message: str) -> None:
+            if not condition:
+                raise InvariantError(f"hook session {self.session_id!r}: {message}")
+
         queue = self._queue
-        assert len(queue) <= self.capacity, "queue over capacity"
-        assert all(i.state is InstructionState.QUEUED for i in queue), "non-queued record in the queue"
+        require(len(queue) <= self.capacity, "queue over capacity")
+        require(all(i.state is InstructionState.QUEUED for i in queue), "non-queued record in the queue")
         arrivals = [i.arrival for i in queue]
-        assert arrivals == sorted(arrivals), "queue out of arrival order"
-        assert not (self._ended and queue), "an ended session still queues instructions"
+        require(arrivals == sorted(arrivals), "queue out of arrival order")
+        require(not (self._ended and queue), "an ended session still queues instructions")
         states = _count(i.state for i in self._identities.values())
-        assert states[InstructionState.QUEUED] == len(queue), "a queued record is missing from the queue"
-        assert states[InstructionState.DELIVERED] == self._delivered, "delivered count drifted"
-        assert states[InstructionState.DROPPED] == self._dropped, "dropped count drifted"
-        assert len(self._identities) == self._arrivals, "an identity was lost or evicted"
-        assert len(self._identities) <= self.identity_limit, "identity limit exceeded"
+        require(states[InstructionState.QUEUED] == len(queue), "a queued record is missing from the queue")
+        require(states[InstructionState.DELIVERED] == self._delivered, "delivered count drifted")
+        require(states[InstructionState.DROPPED] == self._dropped, "dropped count drifted")
+        require(len(self._identities) == self._arrivals, "an identity was lost or evicted")
+        require(len(self._identities) <= self.identity_limit, "identity limit exceeded")
 
 
 def _count(states: Iterable[InstructionState]) -> dict[InstructionState, int]:
