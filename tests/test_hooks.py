@@ -857,7 +857,7 @@ class HookLifecycle(RuleBasedStateMachine):
 
 
 HookLifecycle.TestCase.settings = settings(
-    max_examples=60, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=150, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 test_hook_lifecycle = HookLifecycle.TestCase
 
