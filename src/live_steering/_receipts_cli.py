@@ -12,8 +12,9 @@ import json
 import sys
 from typing import Any
 
+from ._journal_store import iso
 from ._types import Disposition
-from .journal import JournalEntry, JournalError, _iso, read_receipts
+from .journal import JournalEntry, JournalError, read_receipts
 
 _COLUMNS = ("ID", "GENERATION", "DISPOSITION", "REASON", "WHEN")
 
@@ -52,7 +53,7 @@ def _row(entry: JournalEntry) -> tuple[str, ...]:
         _printable(entry.generation_id),
         entry.disposition.value,
         entry.reason or "-",
-        _iso(entry.updated_at),
+        iso(entry.updated_at),
     )
 
 
