@@ -108,6 +108,7 @@ async def test_refused_input_never_reaches_sqlite(tmp_path: Path) -> None:
                 assert not receipt.accepted
                 with pytest.raises(KeyError):
                     await journal.wait_durable(input.id)
+                assert journal.durable_receipt(input.id) is None
             await _submit(runtime, "g1", "good")
             await journal.wait_durable("good")
             gen.stop()
@@ -538,6 +539,10 @@ async def test_failed_write_surfaces_and_reports_nothing_false(
             assert failed_events[0]["durable_through"] == stats.durable
             with pytest.raises(JournalError, match=message):
                 await journal.wait_durable("i0")  # a failed journal vouches for nothing
+            await _submit(runtime, "g1", "after-failure")
+            with pytest.raises(JournalError, match=message):  # not KeyError: it was never journaled
+                await journal.wait_durable("after-failure")
+            assert journal.durable_receipt("after-failure") is None
             with pytest.raises(JournalError, match=message):
                 await gen.boundary(writer)
             assert written == []

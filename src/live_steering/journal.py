@@ -399,6 +399,8 @@ class ReceiptJournal:
         runtimes accepted the same id. Raises ``KeyError`` for an input the journal never
         saw (a refused one), ``JournalError`` if the journal failed or closed first.
         """
+        if self._failure is not None:  # checked first: after a failure nothing is journaled
+            raise self._failed()
         if isinstance(target, str):
             number = self._attachment_of(target, session_id).latest[target]
         elif type(target) is int:
@@ -410,8 +412,12 @@ class ReceiptJournal:
         await self._wait_number(number)
 
     def durable_receipt(self, input_id: str, *, session_id: str | None = None) -> Receipt | None:
-        """The last receipt of ``input_id`` known durable, or ``None`` if none is yet. O(1)."""
-        return self._attachment_of(input_id, session_id).durable.get(input_id)
+        """The last receipt of ``input_id`` known durable, or ``None`` if there is none (yet)."""
+        try:
+            attachment = self._attachment_of(input_id, session_id)
+        except KeyError:
+            return None
+        return attachment.durable.get(input_id)
 
     async def flush(self) -> None:
         """Wait until every change queued so far is durable."""
