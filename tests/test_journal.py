@@ -155,6 +155,28 @@ async def test_attach_refuses_a_second_journal_and_detach_refuses_unjournaled_wr
         runtime._check()
 
 
+async def test_attach_during_a_context_write_is_refused(tmp_path: Path) -> None:
+    """A write that began unmarked could not be told from one never written, so attach refuses it."""
+    async with ReceiptJournal(tmp_path / "r.db") as journal:
+        runtime = LiveRuntime()
+        refused: list[str] = []
+
+        async def writer(input: Input, metadata: Mapping[str, Any]) -> None:
+            with pytest.raises(ValueError, match="a context write is in progress") as caught:
+                journal.attach(runtime)
+            refused.append(str(caught.value))
+
+        async with runtime.open_generation("g1") as gen:
+            await _submit(runtime, "g1", "a")
+            await gen.boundary(writer)
+            assert len(refused) == 1
+            assert runtime.write_barrier is None
+            journal.attach(runtime)  # between boundaries it is fine
+            gen.stop()
+        await journal.flush()
+        assert [(e.input_id, e.disposition) for e in await journal.entries()] == [("a", Disposition.APPLIED)]
+
+
 # -- durability and group commit ------------------------------------------------------------
 
 

@@ -125,7 +125,15 @@ class _Attachment:
     """input id -> number of the last change queued for it."""
     durable: dict[str, Receipt] = attrs.Factory(dict)
     """input id -> the last receipt made durable."""
+    digests: dict[str, str] = attrs.Factory(dict)
+    """input id -> content digest, computed once per input rather than once per change."""
     detach: Callable[[], None] | None = None
+
+    def digest(self, input: Input) -> str:
+        found = self.digests.get(input.id)
+        if found is None:
+            found = self.digests[input.id] = store.digest(input)
+        return found
 
 
 class ReceiptJournal:
@@ -280,16 +288,18 @@ class ReceiptJournal:
             raise TypeError(f"attach takes a LiveRuntime, got {type(runtime).__name__}")
         if runtime.write_barrier is not None:
             raise ValueError("this runtime already has a write barrier (attached to a journal?)")
+        records = list(_records(runtime).values())
+        if any(record.state is InputState.WRITING for record in records):
+            # its write began unmarked: recovery could not tell it from one never written
+            raise ValueError("attach between boundaries: a context write is in progress")
         attachment = _Attachment(self._next_runtime_no, runtime, runtime.session_id)
         self._next_runtime_no += 1
         self._attachments.append(attachment)
         self._by_no[attachment.runtime_no] = attachment
-        for record in list(_records(runtime).values()):
+        for record in records:
             self._enqueue(attachment, ChangeKind.ACCEPTED, record, None)
             state = record.state
-            if state is InputState.WRITING:
-                self._enqueue(attachment, ChangeKind.WRITING, record, None)
-            elif state.final:
+            if state.final:
                 reason = None if record.reason is None else record.reason.value
                 self._enqueue(attachment, ChangeKind(state.value), record, None, reason)
         remove_listener = runtime.add_listener(lambda event: self._on_event(attachment, event))
@@ -356,7 +366,7 @@ class ReceiptJournal:
                 disposition=DISPOSITION_OF_CHANGE[change],
                 reason=reason,
                 kind=input.kind,
-                digest=store.digest(input),
+                digest=attachment.digest(input),
                 sequence=sequence,
                 admission=record.sequence,
                 time=time,
