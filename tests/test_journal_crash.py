@@ -9,6 +9,7 @@ on its backend and checks what C22/C23 promise about it.
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import random
@@ -108,7 +109,13 @@ def _run_wave(server: subprocess.Popen[str], wave: list[Scenario], root: Path) -
         assert reply["id"] == scenario.name
         started.append((scenario, fifo, reply["pid"]))
     with ThreadPoolExecutor(max_workers=len(started)) as pool:
-        outputs = list(pool.map(lambda item: _read_child(*item), started))
+        futures = [pool.submit(_read_child, *item) for item in started]
+        _, stuck = concurrent.futures.wait(futures, timeout=60)
+        for future, (scenario, fifo, _) in zip(futures, started, strict=True):
+            if future in stuck:  # a child that never opened its FIFO: unblock the reader, then fail
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+                pytest.fail(f"{scenario.name}: the writer never produced output")
+        outputs = [future.result() for future in futures]
     return {s.name: (f.parent, out) for (s, f, _), out in zip(started, outputs, strict=True)}
 
 
