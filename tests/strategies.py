@@ -72,7 +72,8 @@ hostile_texts = st.one_of(
     st.sampled_from(["", " ", "\n\t ", "\u3000", "\x00", "\ud800"]),
     _mixed_text(30),
     st.integers(min_value=15_999, max_value=16_001).map(lambda n: "t" * n),
-    st.just("t" * 100_000),
+    # Larger texts are tested directly: Hypothesis refuses to print reprs over 30 kB.
+    st.just("t" * 20_000),
 )
 """Texts of every shape, valid or not (blank, NUL, surrogates, controls, at and over the limit)."""
 
