@@ -968,3 +968,81 @@ def test_hostile_batches_get_receipts_or_type_errors(backend: str, batch: list[t
             json.dumps(event)
 
     anyio.run(main, backend=backend)
+
+
+# -- cancellation at every await of the admit and write paths ------------------------------------------------
+
+
+class CancelAt:
+    """Counts the awaits of a scripted loop and cancels ``scope`` when the ``target``-th one is reached."""
+
+    def __init__(self, target: int, scope: anyio.CancelScope) -> None:
+        self.target = target
+        self.scope = scope
+        self.count = 0
+
+    async def step(self) -> None:
+        self.count += 1
+        if self.count == self.target:
+            self.scope.cancel()
+        await anyio.lowlevel.checkpoint()
+
+
+_LOOP_AWAITS = 12
+"""Awaits the scripted loop below reaches when nothing cancels it (asserted by the test)."""
+
+
+@pytest.mark.parametrize("target", range(1, _LOOP_AWAITS + 2))
+async def test_cancel_at_every_await_leaves_consistent_honest_receipts(target: int) -> None:
+    """C15/C17/C20: cancelled at any await, inputs end final; applied ones are written, held ones not."""
+    runtime = LiveRuntime()
+    scope = anyio.CancelScope()
+    steps = CancelAt(target, scope)
+    context = Context()
+    confirmed: list[str] = []
+
+    async def writer(item: Input, metadata: Mapping[str, Any]) -> None:
+        await steps.step()
+        context.write(item, metadata)
+        await steps.step()
+        confirmed.append(item.id)
+
+    with scope:
+        async with runtime.open_generation("g1") as gen:
+            runtime.submit_steering_nowait(steer("a"), "g1")
+            runtime.submit_steering_nowait(steer("b"), "g1")
+            await steps.step()  # a tool call
+            await gen.boundary(writer)
+            await steps.step()  # the provider call
+            await runtime.submit_steering(steer("c"), "g1")
+            await steps.step()  # the durable checkpoint
+            while gen.continue_after_checkpoint():
+                await gen.boundary(writer)
+                await steps.step()  # the provider call
+                await steps.step()  # the checkpoint
+            await steps.step()  # flushing before leaving the block
+    runtime._check()
+    assert runtime.generation is None
+    if target > _LOOP_AWAITS:
+        assert steps.count == _LOOP_AWAITS
+        assert not scope.cancelled_caught
+        assert types(runtime)[-1] == "generation.finished"
+    else:
+        assert scope.cancelled_caught
+        assert types(runtime)[-1] == "generation.cancelled"
+    for input_id in ("a", "b", "c"):
+        receipt = runtime.receipt(input_id)
+        if receipt is None:
+            assert input_id == "c"
+            continue
+        assert receipt.disposition is not Disposition.QUEUED
+        if receipt.disposition is Disposition.APPLIED:
+            assert input_id in confirmed
+            assert input_id in context.ids
+        elif receipt.disposition is Disposition.HELD:
+            # C23's promise starts here: held never means "may be in the context".
+            assert input_id not in context.ids
+            assert receipt.reason == "generation-cancelled"
+        else:
+            assert receipt.reason == "write-interrupted"
+            assert input_id not in confirmed
