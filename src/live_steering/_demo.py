@@ -1,16 +1,290 @@
-"""``live-steering demo``: placeholder until the demo lands (being written now)."""
+"""``live-steering demo``: the reference loop on a scripted provider, case by case.
+
+Every case is a scripted race (gates, never sleeps), so the output is the same on
+every run. The demo checks each outcome it narrates and exits 1 if one is off.
+``--json`` prints only the runtime's event stream, one pinned event (C21) per line.
+"""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any, TextIO
+
+import anyio
+
+from ._runtime import LiveRuntime
+from ._types import Disposition, Input, Receipt
+from .loop import AgentLoop, LoopResult, Reply, ToolCall
+from .testing import EventRecorder, RecordingContext, ScriptedProvider, ScriptedTools
+
+__all__ = ["register", "run", "run_demo"]
+
+
+class DemoError(RuntimeError):
+    """A demo case did not end as it says it does (a bug: please report it)."""
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("demo", help="run the reference loop through the interesting cases")
-    parser.add_argument("--json", action="store_true", help="print the event stream, one event per line")
+    parser = subparsers.add_parser(
+        "demo",
+        help="run the reference loop through the interesting cases",
+        description="Drive the reference agent loop on a scripted provider through each steering case "
+        "and print what happened and why.",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print only the event stream, one JSON event per line"
+    )
+    parser.add_argument("--backend", choices=("asyncio", "trio"), default="asyncio", help="anyio backend")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        anyio.run(run_demo, sys.stdout, bool(args.json), backend=args.backend)
+    except DemoError as error:
+        print(f"demo: {error}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _tool(call_id: str, name: str, **arguments: Any) -> ToolCall:
+    return ToolCall(call_id, name, arguments)
+
+
+_TOOLS = {"read_file": "def test_path(): assert load('old/a.py')", "run_tests": "1 failed, 11 passed"}
+
+
+class _Narrator:
+    """Prints the human timeline: host actions, then each event as it happens, with why."""
+
+    def __init__(self, out: TextIO, enabled: bool) -> None:
+        self._out = out
+        self.enabled = enabled
+
+    def __call__(self, text: str = "") -> None:
+        if self.enabled:
+            print(text, file=self._out)
+
+    def event(self, event: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
+        kind = event["type"]
+        subject = event.get("input_id") or event.get("generation_id", "")
+        detail = _EXPLAIN.get(kind, "")
+        if "reason" in event:
+            detail = f"{detail} ({event['reason']})" if detail else f"({event['reason']})"
+        if kind.startswith("generation.") and kind != "generation.started" and kind != "generation.continued":
+            detail += f" applied={event['input_ids']} not-applied={event['accepted_input_ids']}"
+        self(f"    #{event['sequence']:<3} {kind:<22} {subject:<14} {detail}")
+
+    def receipt(self, action: str, receipt: Receipt) -> None:
+        what = receipt.disposition.value if receipt.disposition is not None else "refused"
+        reason = f" ({receipt.reason})" if receipt.reason else ""
+        self(f"  host: {action} -> {what}{reason}")
+
+
+_EXPLAIN = {
+    "generation.started": "admission opens",
+    "generation.continued": "late steer: same generation runs again",
+    "generation.finished": "",
+    "generation.stopped": "",
+    "generation.cancelled": "",
+    "steering.accepted": "queued for the next request boundary",
+    "steering.repeated": "same id, same content: current receipt, nothing admitted",
+    "steering.refused": "refused before admission",
+    "input.delivered": "written into the context at the boundary",
+    "steering.applied": "applied (in the context; not proof the model obeyed)",
+    "steering.held": "never written, never replayed",
+    "steering.unknown": "write interrupted: effect cannot be established",
+}
+
+
+class _JsonLines:
+    """Writes each event as one JSON line; a closed pipe (``| head``) ends the output quietly."""
+
+    def __init__(self, out: TextIO) -> None:
+        self._out: TextIO | None = out
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        if self._out is None:
+            return
+        try:
+            print(json.dumps(event), file=self._out, flush=True)
+        except BrokenPipeError:
+            self._out = None
+            # Point stdout at devnull so the interpreter's final flush does not fail again.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            with contextlib.suppress(OSError, ValueError):
+                os.dup2(devnull, sys.stdout.fileno())
+
+
+def _expect(condition: bool, message: str) -> None:
+    if not condition:
+        raise DemoError(message)
+
+
+async def _run_loop(loop: AgentLoop, prompt: str, generation_id: str, results: list[LoopResult]) -> None:
+    results.append(await loop.run(prompt, generation_id=generation_id))
+
+
+async def _submit(runtime: LiveRuntime, say: _Narrator, text: str, input_id: str, gen_id: str) -> Receipt:
+    receipt = await runtime.submit_steering(Input("steer", text, id=input_id), gen_id)
+    say.receipt(f"steer {input_id!r} {text!r} anchored to {gen_id}", receipt)
+    return receipt
+
+
+async def _case_next_boundary(runtime: LiveRuntime, say: _Narrator) -> None:
+    say("1. A steer sent while the model call is in flight lands at the next request boundary.")
+    provider = ScriptedProvider(
+        [Reply("Reading the test.", (_tool("c1", "read_file", path="tests/test_a.py"),)), "Fixed the path."]
+    )
+    loop = AgentLoop(runtime, provider, ScriptedTools(_TOOLS))
+    in_flight = provider.gate(0)
+    results: list[LoopResult] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_run_loop, loop, "Fix the failing test", "gen-1", results)
+        await in_flight.wait_reached()
+        say("  (model call 1 is in flight)")
+        await _submit(runtime, say, "Use the corrected path src/a.py", "fix-path", "gen-1")
+        in_flight.release()
+    _expect(provider.texts_of(1, "steer") == ["Use the corrected path src/a.py"], "steer not in request 2")
+    _expect(results[0].applied_input_ids == ("fix-path",), "fix-path not applied")
+    say("  => the steer is in model request 2, once; request 1 could not have it.")
+
+
+async def _case_burst(runtime: LiveRuntime, say: _Narrator) -> None:
+    say("2. A burst of steers during a tool call: each arrives once, in order, at the next boundary.")
+    provider = ScriptedProvider([Reply("Running the tests.", (_tool("c1", "run_tests"),)), "All green."])
+    tools = ScriptedTools(_TOOLS)
+    running = tools.gate("run_tests")
+    loop = AgentLoop(runtime, provider, tools)
+    results: list[LoopResult] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_run_loop, loop, "Make the suite pass", "gen-2", results)
+        await running.wait_reached()
+        say("  (tool run_tests is running; it is not interrupted)")
+        for n, text in enumerate(["Skip the flaky test", "Then run lint", "Keep the diff small"], 1):
+            await _submit(runtime, say, text, f"burst-{n}", "gen-2")
+        running.release()
+    steers = provider.texts_of(1, "steer")
+    _expect(steers == ["Skip the flaky test", "Then run lint", "Keep the diff small"], f"burst: {steers}")
+    say("  => all three are in model request 2, in admission order, each once.")
+
+
+async def _case_late(runtime: LiveRuntime, say: _Narrator) -> None:
+    say("3. A late steer during the final checkpoint continues the same generation.")
+    saving = anyio.Event()
+    go_on = anyio.Event()
+
+    async def checkpoint(context: Any) -> None:
+        saving.set()
+        await go_on.wait()
+
+    provider = ScriptedProvider(["Done.", "Done, and the changelog is updated."])
+    loop = AgentLoop(runtime, provider, ScriptedTools(_TOOLS), checkpoint=checkpoint)
+    results: list[LoopResult] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_run_loop, loop, "Bump the version", "gen-3", results)
+        await saving.wait()
+        say("  (the loop is saving its durable checkpoint)")
+        await _submit(runtime, say, "Also update the changelog", "late-1", "gen-3")
+        go_on.set()
+    prompts = [e.text for e in provider.requests[1] if e.role == "user"]
+    _expect(results[0].generation_id == "gen-3" and results[0].provider_calls == 2, "late: no continuation")
+    _expect(prompts == ["Bump the version"], f"late: prompt replayed: {prompts}")
+    say("  => one generation.started; the original prompt is in the context once, not replayed.")
+
+
+async def _case_stop(runtime: LiveRuntime, say: _Narrator) -> None:
+    say("4. A stop holds the pending steer: it is never written and starts no turn.")
+    provider = ScriptedProvider(["Working on it."])
+    loop = AgentLoop(runtime, provider, ScriptedTools(_TOOLS))
+    in_flight = provider.gate(0)
+    results: list[LoopResult] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_run_loop, loop, "Refactor the parser", "gen-4", results)
+        await in_flight.wait_reached()
+        await _submit(runtime, say, "Rename the module too", "stop-1", "gen-4")
+        say("  host: stop the generation")
+        loop.stop()
+    receipt = runtime.receipt("stop-1")
+    _expect(receipt is not None and receipt.disposition is Disposition.HELD, "stop: not held")
+    _expect(results[0].outcome == "stopped", "stop: outcome")
+    say("  => held (generation-stopped); a host wanting it again sends a new input with a new id.")
+
+
+async def _case_unknown(runtime: LiveRuntime, say: _Narrator) -> None:
+    say("5. A context write interrupted by cancellation is reported unknown, never held.")
+    provider = ScriptedProvider([Reply("Reading.", (_tool("c1", "read_file", path="m.sql"),))], then="Done.")
+    context = RecordingContext()
+    loop = AgentLoop(runtime, provider, ScriptedTools(_TOOLS), context=context)
+    in_flight = provider.gate(0)
+    second_write = context.gate_write(1)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_run_loop, loop, "Write the migration", "gen-5", [])
+        await in_flight.wait_reached()
+        for n in (1, 2, 3):
+            await _submit(runtime, say, f"Migration note {n}", f"cut-{n}", "gen-5")
+        provider.gate(1)  # hold the next model call too, if the loop ever got there
+        in_flight.release()
+        await second_write.wait_reached()
+        say("  (the second write is in progress; the host cancels the generation)")
+        tg.cancel_scope.cancel()
+    states = [runtime.receipt(f"cut-{n}") for n in (1, 2, 3)]
+    found = [None if r is None else r.disposition for r in states]
+    _expect(found == [Disposition.APPLIED, Disposition.UNKNOWN, Disposition.HELD], f"cut: {found}")
+    say("  => cut-1 applied, cut-2 unknown (write-interrupted), cut-3 held: it was never handed over.")
+
+
+async def _case_repeat_and_stale(runtime: LiveRuntime, say: _Narrator) -> None:
+    say("6. A repeated id gets its current receipt; changed content is a conflict.")
+    again = await _submit(runtime, say, "Use the corrected path src/a.py", "fix-path", "gen-1")
+    _expect(again.disposition is Disposition.APPLIED, "repeat: not the applied receipt")
+    changed = await _submit(runtime, say, "Use another path", "fix-path", "gen-1")
+    _expect(changed.reason == "identity-conflict", "repeat: conflict not refused")
+    say("")
+    say("7. A steer anchored to a generation that is not running is refused before admission.")
+    stale = await _submit(runtime, say, "Try again", "stale-1", "gen-1")
+    _expect(stale.reason == "stale-generation", "stale: not refused")
+    _expect(runtime.receipt("stale-1") is None, "stale: an identity slot was used")
+
+
+_CASES: tuple[Callable[[LiveRuntime, _Narrator], Awaitable[None]], ...] = (
+    _case_next_boundary,
+    _case_burst,
+    _case_late,
+    _case_stop,
+    _case_unknown,
+    _case_repeat_and_stale,
+)
+
+
+async def run_demo(out: TextIO, as_json: bool = False) -> LiveRuntime:
+    """Run every case on one runtime, narrating to ``out``; returns the (closed) runtime."""
+    say = _Narrator(out, enabled=not as_json)
+    runtime = LiveRuntime(session_id="demo")
+    recorder = EventRecorder.attach(runtime)
+    if as_json:
+        runtime.add_listener(_JsonLines(out))
+    else:
+        runtime.add_listener(say.event)
+    say("live_steering demo: a reference agent loop on a scripted provider, steered while it runs.")
+    say("Each line '#N type subject' is an event of the runtime's stream, as it happens.")
+    say("")
+    async with runtime:
+        for case in _CASES:
+            await case(runtime, say)
+            say("")
+            runtime._check()
+    stats = runtime.statistics()
+    say(
+        f"Summary: {stats.accepted} accepted, {stats.applied} applied, {stats.held} held, "
+        f"{stats.unknown} unknown, {stats.repeated} repeated, {stats.refused} refused; "
+        f"{recorder.count('generation.started')} generations, {stats.events_emitted} events."
+    )
+    return runtime

@@ -1,0 +1,236 @@
+"""A reference agent loop built only on the public engine-side API.
+
+Read this file as the worked example of embedding a ``LiveRuntime``: the request
+boundary sits at the top of every iteration (before the first provider call and
+after every tool round), the after-checkpoint decision ends the loop, and a stop
+or an exhausted call budget ends the generation without resuming work. It owns
+no steering state of its own: everything about inputs is the runtime's.
+
+>>> loop = AgentLoop(runtime, provider, tools)             # doctest: +SKIP
+>>> result = await loop.run("Fix the failing test")         # doctest: +SKIP
+>>> result.outcome, result.applied_input_ids                 # doctest: +SKIP
+('finished', ['fix-1'])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+import anyio
+import attrs
+
+from ._runtime import LiveRuntime
+from ._types import HoldReason, Input
+
+__all__ = [
+    "AgentLoop",
+    "Context",
+    "ContextEntry",
+    "FunctionTools",
+    "LoopResult",
+    "Provider",
+    "Reply",
+    "ToolCall",
+    "ToolRunner",
+]
+
+
+@attrs.frozen
+class ToolCall:
+    """One tool call the model asked for."""
+
+    id: str
+    """The provider's id for this call."""
+    name: str
+    """Which tool."""
+    arguments: Mapping[str, Any] = attrs.field(factory=dict)
+    """The tool's arguments, as the provider gave them."""
+
+
+def _tool_calls(calls: Iterable[ToolCall]) -> tuple[ToolCall, ...]:
+    return tuple(calls)
+
+
+@attrs.frozen
+class Reply:
+    """One model reply: text, and the tool calls to run before the next request."""
+
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=_tool_calls)
+
+
+@attrs.frozen
+class ContextEntry:
+    """One entry of the loop's context, with metadata (steers carry their input ids, C13)."""
+
+    role: str
+    """``"user"``, ``"assistant"``, ``"tool"`` or ``"steer"``."""
+    text: str
+    metadata: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+class Context:
+    """The loop's context store: an ordered list of entries. Subclass it to persist or observe."""
+
+    def __init__(self) -> None:
+        self.entries: list[ContextEntry] = []
+
+    def add(self, role: str, text: str, metadata: Mapping[str, Any] | None = None) -> None:
+        """Append an entry."""
+        self.entries.append(ContextEntry(role, text, dict(metadata or {})))
+
+    async def add_steer(self, input: Input, metadata: Mapping[str, Any]) -> None:
+        """The boundary's writer: append a steer with its metadata (C13). O(1)."""
+        self.add("steer", input.text, metadata)
+
+    def snapshot(self) -> tuple[ContextEntry, ...]:
+        """The request as it is sent to the provider: an immutable copy."""
+        return tuple(self.entries)
+
+
+class Provider(Protocol):
+    """A model provider: one request in, one reply out."""
+
+    async def complete(self, request: Sequence[ContextEntry]) -> Reply: ...
+
+
+class ToolRunner(Protocol):
+    """Runs one tool call and returns its textual result."""
+
+    async def run(self, call: ToolCall) -> str: ...
+
+
+class FunctionTools:
+    """A ``ToolRunner`` over a mapping of tool name to ``async def tool(**arguments) -> str``."""
+
+    def __init__(self, tools: Mapping[str, Callable[..., Awaitable[str]]]) -> None:
+        self._tools = dict(tools)
+
+    async def run(self, call: ToolCall) -> str:
+        tool = self._tools.get(call.name)
+        if tool is None:
+            return f"error: no tool named {call.name!r}"
+        return await tool(**call.arguments)
+
+
+@attrs.frozen
+class LoopResult:
+    """What one ``AgentLoop.run`` did."""
+
+    generation_id: str
+    outcome: str
+    """``"finished"``, ``"stopped"`` or ``"budget-exhausted"`` (failure and cancellation raise)."""
+    text: str
+    """The last assistant text."""
+    provider_calls: int
+    applied_input_ids: tuple[str, ...]
+    """Steers written into the context in this generation, in order."""
+    held_input_ids: tuple[str, ...]
+    """Steers accepted but not applied (held, or unknown)."""
+
+
+Checkpoint = Callable[[Context], Awaitable[None]]
+
+
+async def _no_checkpoint(context: Context) -> None:
+    await anyio.lowlevel.checkpoint()
+
+
+class AgentLoop:
+    """The reference loop: provider calls, tool rounds, a call budget and a durable checkpoint.
+
+    One generation per ``run``. ``stop()`` (from any task) ends the running
+    generation: the provider or tool call in flight is cancelled, pending steers
+    are held, and ``run`` returns with outcome ``"stopped"``. A context write in
+    progress is never cancelled by ``stop()``.
+    """
+
+    def __init__(
+        self,
+        runtime: LiveRuntime,
+        provider: Provider,
+        tools: ToolRunner,
+        *,
+        context: Context | None = None,
+        call_budget: int = 16,
+        checkpoint: Checkpoint = _no_checkpoint,
+    ) -> None:
+        if type(call_budget) is not int or call_budget < 1:
+            raise ValueError(f"call_budget must be a positive int, got {call_budget!r}")
+        self.runtime = runtime
+        self.provider = provider
+        self.tools = tools
+        self.context = context if context is not None else Context()
+        self.call_budget = call_budget
+        self.checkpoint = checkpoint
+        self._stop: Callable[[], None] | None = None
+
+    def stop(self) -> None:
+        """Stop the running generation (holds its pending steers). No-op when idle.
+
+        A provider or tool call in flight is cancelled; a context write is not.
+        """
+        if self._stop is not None:
+            self._stop()
+
+    async def run(self, prompt: str, *, generation_id: str | None = None) -> LoopResult:
+        """Run one generation for ``prompt`` until the model stops calling tools."""
+        self.context.add("user", prompt)
+        calls = 0
+        text = ""
+        async with self.runtime.open_generation(generation_id) as gen:
+            work: anyio.CancelScope | None = None
+
+            def stop() -> None:
+                if gen.accepting:
+                    gen.stop()
+                if work is not None:
+                    work.cancel()
+
+            self._stop = stop
+            try:
+                # gen.accepting turns False on stop() or when the runtime closes.
+                while gen.accepting:
+                    # The request boundary: before every provider request.
+                    await gen.boundary(self.context.add_steer)
+                    if not gen.accepting:
+                        break
+                    if calls == self.call_budget:
+                        gen.stop(HoldReason.BUDGET_EXHAUSTED)
+                        break
+                    calls += 1
+                    with anyio.CancelScope() as work:
+                        reply = await self.provider.complete(self.context.snapshot())
+                        text = reply.text
+                        self.context.add("assistant", reply.text, {"tool_calls": len(reply.tool_calls)})
+                        for call in reply.tool_calls:
+                            result = await self.tools.run(call)
+                            self.context.add("tool", result, {"tool_call_id": call.id})
+                    if work.cancelled_caught:
+                        break
+                    work = None
+                    if reply.tool_calls:
+                        continue
+                    await self.checkpoint(self.context)
+                    if not gen.continue_after_checkpoint():
+                        break
+            finally:
+                self._stop = None
+        terminal = gen.terminal_event or {}
+        return LoopResult(
+            generation_id=gen.id,
+            outcome=_OUTCOMES.get(terminal.get("reason"), "finished"),
+            text=text,
+            provider_calls=calls,
+            applied_input_ids=tuple(terminal.get("input_ids", ())),
+            held_input_ids=tuple(terminal.get("accepted_input_ids", ())),
+        )
+
+
+#: Terminal ``reason`` -> ``LoopResult.outcome`` (no reason: finished).
+_OUTCOMES: dict[Any, str] = {
+    HoldReason.BUDGET_EXHAUSTED.value: "budget-exhausted",
+    HoldReason.GENERATION_STOPPED.value: "stopped",
+    HoldReason.RUNTIME_CLOSED.value: "stopped",
+}
