@@ -267,6 +267,10 @@ class Generation:
         if self._state is not None:
             raise GenerationStateError(f"generation {self.id!r} was already entered")
         runtime = self._runtime
+        # Checked again here: two handles made for one id before either ran would
+        # otherwise let an anchor to the first generation reach the second (C18).
+        if self.id in runtime._generation_ids:
+            raise ValueError(f"generation id {self.id!r} was already used in this runtime")
         self._state = runtime._core.start_generation(self.id)
         runtime._generation_ids.add(self.id)
         runtime._active = self
