@@ -1046,3 +1046,42 @@ async def test_cancel_at_every_await_leaves_consistent_honest_receipts(target: i
         else:
             assert receipt.reason == "write-interrupted"
             assert input_id not in confirmed
+
+
+# -- regressions ------------------------------------------------------------------------------------------
+
+
+async def test_generation_id_reuse_is_refused_even_for_handles_made_earlier() -> None:
+    """C18: two handles made for one id cannot both run, so an old anchor never reaches a new generation."""
+    runtime = LiveRuntime()
+    first, second = runtime.open_generation("g1"), runtime.open_generation("g1")
+    async with first:
+        pass
+    with pytest.raises(ValueError, match="already used"):
+        async with second:
+            pass
+    assert runtime.generation is None
+    assert runtime.statistics().generations_started == 1
+    refused = runtime.submit_steering_nowait(steer("late"), "g1")
+    assert refused.reason == "stale-generation"
+
+
+async def test_subscription_made_after_aclose_ends_at_once() -> None:
+    """C21: iteration ends after aclose, also for a subscription made after the runtime closed."""
+    runtime = LiveRuntime()
+    await runtime.aclose()
+    received: list[Event] = []
+    ended = anyio.Event()
+
+    async def consume() -> None:
+        with runtime.subscribe() as events:
+            async for event in events:
+                received.append(event)
+        ended.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(consume)
+        await anyio.wait_all_tasks_blocked()
+        assert ended.is_set(), "a subscriber of a closed runtime waits forever"
+    assert received == []
+    assert runtime.statistics().subscribers == 0
