@@ -1085,3 +1085,37 @@ async def test_subscription_made_after_aclose_ends_at_once() -> None:
         assert ended.is_set(), "a subscriber of a closed runtime waits forever"
     assert received == []
     assert runtime.statistics().subscribers == 0
+
+
+async def test_subscriber_sees_what_a_running_generation_publishes_after_aclose() -> None:
+    """C14/C21: a write in flight at aclose and the terminal event reach subscribers; then iteration ends."""
+    runtime = LiveRuntime()
+    entered, release = anyio.Event(), anyio.Event()
+    received: list[str] = []
+    subscription = runtime.subscribe()
+
+    async def gated_writer(item: Input, metadata: Mapping[str, Any]) -> None:
+        entered.set()
+        await release.wait()
+
+    async def consume() -> None:
+        with subscription:
+            async for event in subscription:
+                received.append(event["type"])
+
+    async def engine() -> None:
+        async with runtime.open_generation("g1") as gen:
+            await gen.wait_for_input()
+            await gen.boundary(gated_writer)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(consume)
+        tg.start_soon(engine)
+        await anyio.wait_all_tasks_blocked()
+        runtime.submit_steering_nowait(steer("a"), "g1")
+        await entered.wait()
+        await runtime.aclose()
+        release.set()
+    assert runtime.receipt("a") == Receipt(True, "a", "g1", Disposition.APPLIED)
+    assert received == types(runtime)
+    assert received[-3:] == ["input.delivered", "steering.applied", "generation.stopped"]
