@@ -7,6 +7,7 @@ parks. No test sleeps or looks at the wall clock.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -15,6 +16,7 @@ import anyio
 import anyio.lowlevel
 import attrs
 import pytest
+import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -1119,3 +1121,35 @@ async def test_subscriber_sees_what_a_running_generation_publishes_after_aclose(
     assert runtime.receipt("a") == Receipt(True, "a", "g1", Disposition.APPLIED)
     assert received == types(runtime)
     assert received[-3:] == ["input.delivered", "steering.applied", "generation.stopped"]
+
+
+async def _native_tool_group(backend: str) -> None:
+    """Two tools that never finish, run in the backend's own task group (not anyio's)."""
+    if backend == "trio":
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(trio.sleep_forever)
+            nursery.start_soon(trio.sleep_forever)
+    else:
+        async with asyncio.TaskGroup() as group:
+            group.create_task(asyncio.Event().wait())
+            group.create_task(asyncio.Event().wait())
+
+
+async def test_cancellation_grouped_by_a_native_nursery_is_still_cancellation(anyio_backend: str) -> None:
+    """C17: cancelled while tools run in a native nursery (trio groups Cancelled): generation.cancelled."""
+    runtime = LiveRuntime()
+    scope = anyio.CancelScope()
+
+    async def engine() -> None:
+        with scope:
+            async with runtime.open_generation("g1"):
+                runtime.submit_steering_nowait(steer("a"), "g1")
+                await _native_tool_group(anyio_backend)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(engine)
+        await anyio.wait_all_tasks_blocked()
+        scope.cancel()
+    assert scope.cancelled_caught
+    assert types(runtime)[-1] == "generation.cancelled"
+    assert runtime.receipt("a") == held("a", "g1", "generation-cancelled")

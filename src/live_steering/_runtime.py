@@ -238,6 +238,18 @@ class LiveRuntime:
         self._core._check()
 
 
+def _only_cancellation(exc: BaseException) -> bool:
+    """True for the backend's cancellation, also when a nursery grouped several of them.
+
+    A native trio nursery (strict exception groups) re-raises the ``Cancelled`` of its
+    children as a ``BaseExceptionGroup``; that is still a cancellation, not a failure.
+    """
+    cancelled = anyio.get_cancelled_exc_class()
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.split(cancelled)[1] is None
+    return isinstance(exc, cancelled)
+
+
 class Generation:
     """The engine's handle on one generation; made by ``LiveRuntime.open_generation``.
 
@@ -290,7 +302,7 @@ class Generation:
         fields: dict[str, str] = {}
         if exc is None:
             ending = Ending.FINISHED
-        elif isinstance(exc, anyio.get_cancelled_exc_class()):
+        elif _only_cancellation(exc):
             ending = Ending.CANCELLED
         else:
             ending, fields["error"] = Ending.FAILED, type(exc).__name__
