@@ -1153,3 +1153,38 @@ async def test_cancellation_grouped_by_a_native_nursery_is_still_cancellation(an
     assert scope.cancelled_caught
     assert types(runtime)[-1] == "generation.cancelled"
     assert runtime.receipt("a") == held("a", "g1", "generation-cancelled")
+
+
+@pytest.mark.parametrize("how", ["stop", "budget", "aclose"])
+async def test_boundary_refused_after_a_stop_still_ends_as_stopped(how: str) -> None:
+    """C17: a loop that runs into the stop (its next boundary raises) ends generation.stopped, not failed."""
+    runtime = LiveRuntime()
+    tool = anyio.Event()
+    gens: list[Generation] = []
+    reason = {"stop": "generation-stopped", "budget": "budget-exhausted", "aclose": "runtime-closed"}[how]
+
+    async def unguarded_loop() -> None:
+        async with runtime.open_generation("g1") as gen:
+            gens.append(gen)
+            while True:
+                await gen.boundary(Context().write)
+                await tool.wait()
+
+    async def engine() -> None:
+        expected = RuntimeClosedError if how == "aclose" else GenerationClosedError
+        with pytest.raises(expected):
+            await unguarded_loop()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(engine)
+        await anyio.wait_all_tasks_blocked()
+        runtime.submit_steering_nowait(steer("a"), "g1")
+        if how == "aclose":
+            await runtime.aclose()
+        else:
+            gens[0].stop(HoldReason.BUDGET_EXHAUSTED if how == "budget" else HoldReason.GENERATION_STOPPED)
+        tool.set()
+    terminal = last(runtime, "generation.stopped")
+    assert terminal["reason"] == reason
+    assert "generation.failed" not in types(runtime)
+    assert runtime.receipt("a") == held("a", "g1", reason)

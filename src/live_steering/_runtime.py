@@ -30,7 +30,7 @@ from ._core import (
     Phase,
     SteeringCore,
 )
-from ._errors import GenerationStateError
+from ._errors import GenerationClosedError, GenerationStateError, RuntimeClosedError
 from ._events import DEFAULT_LOG_SIZE, DEFAULT_SUBSCRIPTION_BUFFER, Event, EventHub, Listener, Subscription
 from ._types import HoldReason, Input, Receipt
 
@@ -300,13 +300,18 @@ class Generation:
     ) -> None:
         state = self._require()
         fields: dict[str, str] = {}
+        reason: HoldReason | None = None
         if exc is None:
             ending = Ending.FINISHED
         elif _only_cancellation(exc):
             ending = Ending.CANCELLED
+        elif isinstance(exc, (GenerationClosedError, RuntimeClosedError)) and state.ending is Ending.STOPPED:
+            # The loop ran into the stop (its next boundary was refused): that is how a
+            # stopped generation ends, not a failure. The exception still propagates.
+            ending, reason = Ending.STOPPED, state.end_reason
         else:
             ending, fields["error"] = Ending.FAILED, type(exc).__name__
-        self._terminal = self._runtime._core.end_generation(state, ending, None, **fields)
+        self._terminal = self._runtime._core.end_generation(state, ending, reason, **fields)
         self._runtime._active = None
         self._wake()
         if self._runtime.closed:  # aclose() left the hub open for this generation's last events
