@@ -491,6 +491,53 @@ async def test_cancelled_boundary_before_the_writer_runs_writes_nothing() -> Non
     assert runtime.receipt("a") == held("a", "g1", "generation-cancelled")
 
 
+async def test_running_tool_is_not_interrupted_and_input_waits_for_the_next_boundary() -> None:
+    """C14: a steer arriving during a tool call does not interrupt it; it is written at the next boundary."""
+    runtime = LiveRuntime()
+    context = Context()
+    tool_started, tool_release = anyio.Event(), anyio.Event()
+    log: list[str] = []
+
+    async def engine() -> None:
+        async with runtime.open_generation("g1") as gen:
+            await gen.boundary(context.write)
+            log.append("tool-start")
+            tool_started.set()
+            await tool_release.wait()
+            log.append("tool-done")
+            await gen.boundary(context.write)
+            log.append(f"boundary:{','.join(context.ids)}")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(engine)
+        await tool_started.wait()
+        await anyio.wait_all_tasks_blocked()
+        receipt = await runtime.capability["submit"](steer("a"), "g1")
+        assert receipt.disposition is Disposition.QUEUED
+        await anyio.wait_all_tasks_blocked()
+        assert log == ["tool-start"]
+        assert runtime.receipt("a") == Receipt(True, "a", "g1", Disposition.QUEUED)
+        tool_release.set()
+    assert log == ["tool-start", "tool-done", "boundary:a"]
+    assert runtime.receipt("a") == Receipt(True, "a", "g1", Disposition.APPLIED)
+
+
+async def test_repeat_through_the_capability_after_the_generation_ended() -> None:
+    """C10: resubmitting an applied input after its generation ended answers applied and admits nothing."""
+    runtime = LiveRuntime()
+    async with runtime.open_generation("g1") as gen:
+        await runtime.capability["submit"](steer("fix-1"), "g1")
+        await gen.boundary(Context().write)
+    async with runtime.open_generation("g2") as second:
+        again = await runtime.capability["submit"](steer("fix-1"), "g1")
+        assert again == Receipt(True, "fix-1", "g1", Disposition.APPLIED)
+        assert second.pending == 0
+        moved = await runtime.capability["submit"](steer("fix-1"), "g2")
+        assert moved.reason == "identity-conflict"
+    assert runtime.statistics().identities == 1
+    assert types(runtime).count("steering.repeated") == 1
+
+
 # -- C16: the once-more check ---------------------------------------------------------------------------
 
 
