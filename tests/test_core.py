@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -35,6 +36,7 @@ from live_steering._core import (
     GenerationState,
     InputRecord,
     InputState,
+    Phase,
     SteeringCore,
 )
 
@@ -1044,3 +1046,64 @@ def test_statistics_count_each_outcome() -> None:
         events_emitted=len(rig.events),
         closed=False,
     )
+
+
+# -- _check() itself can fail -------------------------------------------------------------------------------
+
+
+def _corrupt_evict(rig: Rig, gen: GenerationState) -> None:
+    del rig.core.identities["a"]
+
+
+def _corrupt_reorder(rig: Rig, gen: GenerationState) -> None:
+    gen.pending.rotate(1)
+
+
+def _corrupt_foreign(rig: Rig, gen: GenerationState) -> None:
+    gen.pending[0].generation_id = "g0"
+
+
+def _corrupt_counter(rig: Rig, gen: GenerationState) -> None:
+    rig.core.identities["a"].state = InputState.APPLIED
+
+
+def _corrupt_closed_with_pending(rig: Rig, gen: GenerationState) -> None:
+    gen.phase = Phase.CLOSING
+
+
+def _corrupt_reason(rig: Rig, gen: GenerationState) -> None:
+    rig.core.identities["a"].reason = HoldReason.GENERATION_STOPPED
+
+
+def _corrupt_orphan(rig: Rig, gen: GenerationState) -> None:
+    gen.pending.popleft()
+
+
+@pytest.mark.parametrize(
+    "corrupt",
+    [
+        _corrupt_evict,
+        _corrupt_reorder,
+        _corrupt_foreign,
+        _corrupt_counter,
+        _corrupt_closed_with_pending,
+        _corrupt_reason,
+        _corrupt_orphan,
+    ],
+)
+def test_check_detects_a_corrupted_state(corrupt: Callable[[Rig, GenerationState], None]) -> None:
+    """_check() is a real guard: each kind of corruption it exists for raises InvariantError."""
+    rig = Rig()
+    gen = rig.start()
+    rig.submit("a")
+    rig.submit("b")
+    corrupt(rig, gen)
+    with pytest.raises(InvariantError):
+        rig.core._check()
+
+
+@pytest.mark.parametrize("limit", [0, -5, 1.5, "100"])
+def test_text_limit_must_be_a_positive_int(limit: Any) -> None:
+    """C7: a nonsensical text limit is a configuration error, not a silent default."""
+    with pytest.raises(ValueError, match="max_text_chars"):
+        SteeringCore(session_id="s", sink=lambda e: None, clock=lambda: 0.0, max_text_chars=limit)

@@ -1235,3 +1235,28 @@ async def test_boundary_refused_after_a_stop_still_ends_as_stopped(how: str) -> 
     assert terminal["reason"] == reason
     assert "generation.failed" not in types(runtime)
     assert runtime.receipt("a") == held("a", "g1", reason)
+
+
+@pytest.mark.parametrize(
+    ("config", "error"),
+    [
+        ({"session_id": ""}, ValueError),
+        ({"session_id": 7}, ValueError),
+        ({"max_text_chars": 0}, ValueError),
+        ({"identity_limit": 0}, ValueError),
+        ({"event_log_size": 0}, ValueError),
+        ({"boundary_delivery": "yes"}, TypeError),
+    ],
+)
+async def test_bad_runtime_configuration_is_refused(config: dict[str, Any], error: type[Exception]) -> None:
+    """C1/C11: a nonsensical configuration fails at construction instead of misbehaving later."""
+    with pytest.raises(error):
+        LiveRuntime(**config)
+
+
+async def test_subscription_buffer_must_be_positive() -> None:
+    """C21: a subscription needs room for at least one event."""
+    runtime = LiveRuntime()
+    with pytest.raises(ValueError, match="max_buffer"):
+        runtime.subscribe(max_buffer=0)
+    assert runtime.statistics().subscribers == 0
