@@ -14,6 +14,7 @@ from typing import Any
 
 import attrs
 import pytest
+from hypothesis import given, settings
 
 from live_steering import (
     Disposition,
@@ -39,6 +40,7 @@ from live_steering._core import (
     Phase,
     SteeringCore,
 )
+from strategies import hostile_inputs
 
 Event = dict[str, Any]
 
@@ -1107,3 +1109,32 @@ def test_text_limit_must_be_a_positive_int(limit: Any) -> None:
     """C7: a nonsensical text limit is a configuration error, not a silent default."""
     with pytest.raises(ValueError, match="max_text_chars"):
         SteeringCore(session_id="s", sink=lambda e: None, clock=lambda: 0.0, max_text_chars=limit)
+
+
+def _valid_by_contract(item: Input, max_text_chars: int = DEFAULT_MAX_TEXT_CHARS) -> bool:
+    """C7's content rules, written independently of the core's ``_validate``."""
+    if not 1 <= len(item.id) <= 128 or len(item.text) > max_text_chars:
+        return False
+    if not item.text.strip() or "\x00" in item.id or "\x00" in item.text:
+        return False
+    try:
+        item.id.encode("utf-8")
+        item.text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+@settings(max_examples=300)
+@given(item=hostile_inputs)
+def test_admission_matches_the_contract_for_any_input(item: Input) -> None:
+    """C7/C24: any input is admitted exactly when C7 allows it, otherwise refused cleanly with the reason."""
+    rig = Rig()
+    rig.start()
+    if item.kind != "steer":
+        assert_refused_cleanly(rig, item, "g1", RefusalReason.UNSUPPORTED_KIND)
+    elif not _valid_by_contract(item):
+        assert_refused_cleanly(rig, item, "g1", RefusalReason.INVALID_INPUT)
+    else:
+        assert rig.submit_input(item) == Receipt(True, item.id, "g1", Disposition.QUEUED)
+        assert rig.core.identities[item.id].input == item
