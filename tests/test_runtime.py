@@ -1260,3 +1260,23 @@ async def test_subscription_buffer_must_be_positive() -> None:
     with pytest.raises(ValueError, match="max_buffer"):
         runtime.subscribe(max_buffer=0)
     assert runtime.statistics().subscribers == 0
+
+
+async def test_second_concurrent_wait_for_input_is_refused() -> None:
+    """Engine API: only one task may wait for input; a second waiter is a GenerationStateError, not a hang."""
+    runtime = LiveRuntime()
+    woke: list[bool] = []
+
+    async with runtime.open_generation("g1") as gen:
+        async with anyio.create_task_group() as tg:
+
+            async def waiter() -> None:
+                woke.append(await gen.wait_for_input())
+
+            tg.start_soon(waiter)
+            await anyio.wait_all_tasks_blocked()
+            with pytest.raises(GenerationStateError, match="already waiting"):
+                await gen.wait_for_input()
+            runtime.submit_steering_nowait(steer("a"), "g1")
+        await gen.boundary(Context().write)
+    assert woke == [True]

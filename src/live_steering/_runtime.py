@@ -381,6 +381,9 @@ class Generation:
             if state.phase is not Phase.OPEN:
                 await anyio.lowlevel.checkpoint()
                 return False
+            if self._waiter is not None:
+                # One waiter slot: a second waiter would orphan the first, which then never wakes.
+                raise GenerationStateError(f"another task is already waiting for input of {self.id!r}")
             self._waiter = waiter = anyio.Event()
             try:
                 await waiter.wait()
