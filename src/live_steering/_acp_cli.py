@@ -8,7 +8,6 @@ the protocol: nothing else may ever be printed there.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import math
 import sys
 from typing import Any
@@ -64,7 +63,9 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if importlib.util.find_spec("acp") is None:
+    try:
+        import acp  # noqa: F401  (only to know the extra is installed)
+    except ImportError:
         print(INSTALL_HINT, file=sys.stderr)
         return 2
     import anyio

@@ -21,6 +21,7 @@ waiting for anything but the turn it is deciding about.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import hashlib
 import json
@@ -447,7 +448,9 @@ class SteeringSession:
             turn.opened.set()
             turn.done.set()
             if turn.failed:
-                with anyio.CancelScope(shield=True), anyio.move_on_after(1):
+                # Best effort, and never in place of the original exception: a
+                # cancellation (the client went away) must stay a cancellation.
+                with anyio.CancelScope(shield=True), anyio.move_on_after(1), contextlib.suppress(Exception):
                     await self._sink.turn_changed({**info, "state": "failed"})
         stop = _STOP_REASONS[result.outcome]
         await self._sink.turn_changed({**info, "state": "ended", "stopReason": stop})
