@@ -404,3 +404,9 @@ def test_example_client_runs() -> None:
     assert done.returncode == 0, done.stderr
     assert "steer -> injected" in done.stdout
     assert "the steer landed in model request" in done.stdout
+
+
+def test_docs_show_the_example_verbatim() -> None:
+    """docs/acp.md embeds examples/acp_client.py exactly, so the documented client is the tested one."""
+    example = (ROOT / "examples" / "acp_client.py").read_text()
+    assert f"```python\n{example}```" in (ROOT / "docs" / "acp.md").read_text()
