@@ -215,6 +215,13 @@ async def test_unknown_idle_behavior_is_invalid_params(agent: Agent) -> None:
     assert response.field_meta["liveSteering"]["turnId"] == f"{sid}-turn-1"
 
 
+async def test_unknown_session_is_invalid_params(agent: Agent) -> None:
+    """A steer for a session the agent does not know is invalidParams."""
+    with pytest.raises(acp.RequestError) as caught:
+        await agent.steer("no-such-session", "Hello")
+    assert caught.value.code == -32602
+
+
 async def test_image_block_is_invalid_request(agent: Agent) -> None:
     """An image block is invalidRequest: the scripted model has no image input."""
     sid = await agent.session()

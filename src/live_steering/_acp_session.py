@@ -504,7 +504,7 @@ class SteeringSession:
         if (known := self.runtime.receipt(input_id)) is not None:
             receipt = await self.runtime.submit_steering(steer, known.generation_id)
             if not receipt.accepted:
-                raise _conflict(input_id)
+                return _refused(input_id, receipt)  # identity-conflict (other text) raises invalidParams
             return SteerResult(
                 SteerOutcome.INJECTED, input_id, receipt=receipt, turn_id=receipt.generation_id, repeated=True
             )

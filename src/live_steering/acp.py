@@ -18,10 +18,16 @@ import contextvars
 import datetime
 from typing import Any, Final, cast
 
-import acp
 import anyio
 import anyio.abc
 import attrs
+
+try:
+    import acp
+except ImportError as error:  # pragma: no cover - exercised by installs without the extra
+    from ._acp_cli import INSTALL_HINT
+
+    raise ImportError(INSTALL_HINT) from error
 from acp.connection import StreamDirection, StreamEvent
 from acp.schema import (
     AgentCapabilities,
