@@ -266,9 +266,7 @@ async def test_steer_while_a_turn_starts_joins_that_turn(harness: Harness) -> No
     assert results == []  # waiting for the turn to open, not starting another
     gate.release()
     await harness.sink.wait("request", 1)
-    with anyio.fail_after(10):
-        while not results:
-            await anyio.lowlevel.checkpoint()
+    await anyio.wait_all_tasks_blocked()
     assert results[0].outcome is SteerOutcome.INJECTED
     assert results[0].turn_id == "s1-turn-1"
 
@@ -449,3 +447,39 @@ async def test_cancel_holds_the_pending_steer(harness: Harness) -> None:
     receipt = harness.session.runtime.receipt(steer.input_id)
     assert receipt is not None
     assert receipt.disposition is Disposition.HELD
+
+
+async def test_cancelled_wait_for_a_new_turn_keeps_one_turn(harness: Harness) -> None:
+    """A steer cancelled while its new turn starts: the retry is a repeat, not a second turn."""
+    harness.sink.hold_turn_start = gate = Gate()
+    with anyio.CancelScope() as scope:
+        harness.tg.start_soon(_cancel_when_reached, gate, scope)
+        await harness.steer("Start once", steer_id="r1")
+    assert scope.cancelled_caught
+    gate.release()
+    retry = await harness.steer("Start once", steer_id="r1")
+    assert (retry.outcome, retry.turn_id, retry.repeated) == (
+        SteerOutcome.STARTED_NEW_TURN,
+        "s1-turn-1",
+        True,
+    )
+    await harness.sink.wait("request", 1)
+    assert harness.sink.turns("running") == [{"id": "s1-turn-1", "origin": "steer", "state": "running"}]
+
+
+async def _cancel_when_reached(gate: Gate, scope: anyio.CancelScope) -> None:
+    await gate.wait_reached()
+    scope.cancel()
+
+
+async def test_too_many_started_turn_ids_fail(harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the limit of remembered turn-starting steers, an idle steer fails (capacity), starts nothing."""
+    monkeypatch.setattr("live_steering._acp_session.STARTED_TURN_IDS_LIMIT", 1)
+    assert (await harness.steer("One")).outcome is SteerOutcome.STARTED_NEW_TURN
+    harness.pace.release(100)
+    await harness.sink.wait(
+        "turn", {"id": "s1-turn-1", "origin": "steer", "state": "ended", "stopReason": "end_turn"}
+    )
+    result = await harness.steer("Two")
+    assert (result.outcome, result.reason) == (SteerOutcome.FAILED, "capacity")
+    assert harness.session.running_turn is None

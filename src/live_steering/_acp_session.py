@@ -525,11 +525,14 @@ class SteeringSession:
             return SteerResult(SteerOutcome.FAILED, input_id, reason=RefusalReason.CAPACITY.value)
         turn = self._begin("steer")
         self._tg.start_soon(self._run_detached, turn, request.text)
-        await turn.opened.wait()
-        if turn.failed:
-            return SteerResult(SteerOutcome.FAILED, input_id, reason="turn-failed", turn_id=turn.id)
+        # Recorded before the wait: if this request is cancelled while the turn starts,
+        # the client's retry is still a repeat of this steer, not a second turn.
         result = SteerResult(SteerOutcome.STARTED_NEW_TURN, input_id, turn_id=turn.id)
         self._started[input_id] = (request.text, result)
+        await turn.opened.wait()
+        if turn.failed:
+            del self._started[input_id]  # nothing of it ran: a retry may try again
+            return SteerResult(SteerOutcome.FAILED, input_id, reason="turn-failed", turn_id=turn.id)
         return result
 
 
