@@ -402,7 +402,7 @@ def test_cli_without_the_sdk_prints_an_install_hint(
 def test_example_client_runs() -> None:
     """examples/acp_client.py (the one in docs/acp.md) runs and sees its steer land."""
     done = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "acp_client.py"), "--step-delay", "0.15"],
+        [sys.executable, str(ROOT / "examples" / "acp_client.py"), "--step-delay", "0.25"],
         capture_output=True,
         text=True,
         timeout=60,
