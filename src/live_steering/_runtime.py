@@ -193,12 +193,16 @@ class LiveRuntime:
 
         A running generation is not interrupted: its engine's waits return, its
         next boundary raises ``RuntimeClosedError``, and leaving its block still
-        publishes ``generation.stopped``. Subscriptions end after their buffers.
+        publishes ``generation.stopped``. Subscriptions end after their buffers, once
+        that terminal event is in them (at once when no generation runs).
         """
         self._core.close()
         if self._active is not None:
+            # The running generation's exit closes the hub, after its terminal
+            # event, so that subscribers see how it ended.
             self._active._wake()
-        self._hub.close()
+        else:
+            self._hub.close()
         await anyio.lowlevel.checkpoint()
 
     async def __aenter__(self) -> LiveRuntime:
@@ -289,6 +293,8 @@ class Generation:
         self._terminal = self._runtime._core.end_generation(state, ending, None, **fields)
         self._runtime._active = None
         self._wake()
+        if self._runtime.closed:  # aclose() left the event hub open for this terminal event
+            self._runtime._hub.close()
 
     # -- state ----------------------------------------------------------------------------
 
