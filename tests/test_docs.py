@@ -1,0 +1,76 @@
+"""The docs stay true to the code: their examples are the runnable files, their links resolve."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = sorted((ROOT / "docs").glob("*.md"))
+PAGES = [ROOT / "README.md", *DOCS]
+EXAMPLE_HEADER = re.compile(r"\A# (examples/[\w.]+\.py)\n")
+PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def test_every_docs_page_exists() -> None:
+    """The pages the README links to are all there."""
+    names = {path.name for path in DOCS}
+    assert {"concepts.md", "embedding.md", "hosts.md", "events.md", "testing.md"} <= names
+
+
+@pytest.mark.parametrize("page", DOCS, ids=lambda path: path.name)
+def test_python_blocks_are_the_runnable_examples(page: Path) -> None:
+    """Each python block in docs/ names its examples/ file on line 1 and is that file, byte for byte."""
+    blocks = PYTHON_BLOCK.findall(page.read_text(encoding="utf-8"))
+    for block in blocks:
+        header = EXAMPLE_HEADER.match(block)
+        assert header is not None, f"{page.name}: a python block does not start with '# examples/<name>.py'"
+        example = ROOT / header.group(1)
+        assert example.is_file(), f"{page.name}: {header.group(1)} does not exist"
+        assert block == example.read_text(encoding="utf-8"), f"{page.name}: block differs from {example.name}"
+
+
+def test_every_example_is_shown_in_the_docs() -> None:
+    """Every examples/*.py is shown whole in some docs page (none is orphaned or stale)."""
+    shown = {
+        header.group(1)
+        for page in DOCS
+        for block in PYTHON_BLOCK.findall(page.read_text(encoding="utf-8"))
+        if (header := EXAMPLE_HEADER.match(block)) is not None
+    }
+    examples = {f"examples/{path.name}" for path in (ROOT / "examples").glob("*.py")}
+    assert examples == shown
+
+
+def anchors(page: Path) -> set[str]:
+    """The anchors GitHub makes for a page's headings (lower case, punctuation dropped, '-' for ' ')."""
+    text = page.read_text(encoding="utf-8")
+    headings = re.findall(r"^#+ (.+)$", PYTHON_BLOCK.sub("", text), re.M)
+    return {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-") for heading in headings}
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda path: path.name)
+def test_relative_links_resolve(page: Path) -> None:
+    """Every relative link in README.md and docs/ points at a file of the repository, and at a heading."""
+    for target in LINK.findall(page.read_text(encoding="utf-8")):
+        if re.match(r"[a-z]+:", target):
+            continue
+        file_part, _, anchor = target.partition("#")
+        path = (page.parent / file_part).resolve() if file_part else page
+        assert path.exists(), f"{page.name}: broken link {target}"
+        if anchor:
+            assert anchor in anchors(path), f"{page.name}: no heading for {target}"
+
+
+def test_quickstart_holds_exactly_the_two_commands() -> None:
+    """README's Quickstart block holds exactly the two fresh-clone commands (demo, then the suite)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    match = re.search(r"^## Quickstart\n.*?```bash\n(.*?)```", readme, re.S | re.M)
+    assert match is not None
+    assert match.group(1).splitlines() == [
+        "python3 -m venv .venv && .venv/bin/pip install -q -e . && .venv/bin/live-steering demo",
+        "python3 -m venv .venv && .venv/bin/pip install -q -e '.[dev]' && .venv/bin/python -m pytest -q",
+    ]
