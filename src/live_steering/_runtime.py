@@ -193,13 +193,13 @@ class LiveRuntime:
 
         A running generation is not interrupted: its engine's waits return, its
         next boundary raises ``RuntimeClosedError``, and leaving its block still
-        publishes ``generation.stopped``. Subscriptions end after their buffers, once
-        that terminal event is in them (at once when no generation runs).
+        publishes ``generation.stopped``. Subscriptions end after their buffers,
+        once the running generation (if any) has published its last event.
         """
         self._core.close()
         if self._active is not None:
-            # The running generation's exit closes the hub, after its terminal
-            # event, so that subscribers see how it ended.
+            # Its in-flight write and terminal event are still to come: the hub closes
+            # when the block is left (Generation.__aexit__), so subscribers see them.
             self._active._wake()
         else:
             self._hub.close()
@@ -293,7 +293,7 @@ class Generation:
         self._terminal = self._runtime._core.end_generation(state, ending, None, **fields)
         self._runtime._active = None
         self._wake()
-        if self._runtime.closed:  # aclose() left the event hub open for this terminal event
+        if self._runtime.closed:  # aclose() left the hub open for this generation's last events
             self._runtime._hub.close()
 
     # -- state ----------------------------------------------------------------------------
