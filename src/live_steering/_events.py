@@ -138,7 +138,7 @@ class EventHub:
 
     def subscribe(self, max_buffer: int) -> Subscription:
         subscription = Subscription(self, max_buffer)
-        if self._closed:  # nothing will ever be published to it: end it now, or it waits forever
+        if self._closed:  # nothing will ever be published: end it now rather than park forever
             subscription._end()
         else:
             self._subscriptions.add(subscription)
