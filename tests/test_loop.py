@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from live_steering import Disposition, Input, LiveRuntime, Receipt
-from live_steering.loop import AgentLoop, Context, LoopResult, Reply, ToolCall
+from live_steering.loop import AgentLoop, Context, FunctionTools, LoopResult, Reply, ToolCall
 from live_steering.testing import EventRecorder, RecordingContext, ScriptedProvider, ScriptedTools
 
 pytestmark = pytest.mark.anyio
@@ -431,3 +431,40 @@ def test_call_budget_must_be_positive() -> None:
     """A call budget below 1 is a clear ValueError at construction."""
     with pytest.raises(ValueError, match="call_budget"):
         AgentLoop(LiveRuntime(), ScriptedProvider([]), ScriptedTools({}), call_budget=0)
+
+
+async def test_stop_never_cancels_a_write_in_progress() -> None:
+    """C14/C17: AgentLoop.stop() during a write lets it complete (applied); the steers behind it are held."""
+    runtime = LiveRuntime()
+    context = RecordingContext()
+    provider = ScriptedProvider([tool_reply("reading"), "done"])
+    loop = AgentLoop(runtime, provider, ScriptedTools(TOOLS), context=context)
+    in_flight = provider.gate(0)
+    first_write = context.gate_write(0)
+    results: list[LoopResult] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run_into, results, loop, "fix it")
+        await in_flight.wait_reached()
+        await steer(runtime, "one", "s1")
+        await steer(runtime, "two", "s2")
+        in_flight.release()
+        await first_write.wait_reached()
+        loop.stop()
+        assert disposition(runtime, "s2") == (Disposition.HELD, "generation-stopped")
+        first_write.release()
+    assert disposition(runtime, "s1") == (Disposition.APPLIED, None)
+    assert context.steer_ids() == ["s1"]
+    assert results[0].outcome == "stopped"
+    assert results[0].applied_input_ids == ("s1",)
+    assert provider.calls == 1  # no request after the stop
+
+
+async def test_function_tools_calls_named_functions() -> None:
+    """FunctionTools runs the named function with the call's arguments; an unknown name is an error result."""
+
+    async def add(a: int, b: int) -> str:
+        return str(a + b)
+
+    tools = FunctionTools({"add": add})
+    assert await tools.run(ToolCall("c1", "add", {"a": 2, "b": 3})) == "5"
+    assert await tools.run(ToolCall("c2", "nope")) == "error: no tool named 'nope'"
