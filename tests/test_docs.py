@@ -1,11 +1,17 @@
-"""The docs stay true to the code: their examples are the runnable files, their links resolve."""
+"""The docs stay true to the code: runnable examples, resolving links, an exact event reference."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
 from pathlib import Path
 
+import anyio
+import anyio.lowlevel
 import pytest
+
+from live_steering import Input, LiveRuntime
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = sorted((ROOT / "docs").glob("*.md"))
@@ -79,3 +85,59 @@ def test_quickstart_holds_exactly_the_two_commands() -> None:
         "python3 -m venv .venv && .venv/bin/pip install -q -e . && .venv/bin/live-steering demo",
         "python3 -m venv .venv && .venv/bin/pip install -q -e '.[dev]' && .venv/bin/python -m pytest -q",
     ]
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def documented_events() -> dict[str, set[str]]:
+    """Event type -> extra fields, from the tables of docs/events.md."""
+    text = (ROOT / "docs" / "events.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `([a-z]+\.[a-z]+)` \| ([^|]*) \|", text, re.M)
+    return {type_: set(re.findall(r"`(\w+)`", fields)) for type_, fields in rows}
+
+
+async def every_event_type() -> list[dict[str, object]]:
+    """Drive a runtime through every event type it can publish; return the stream."""
+    runtime = LiveRuntime(session_id="docs")
+    events: list[dict[str, object]] = []
+    runtime.add_listener(events.append)
+
+    def write(steer: Input, metadata: object) -> None:
+        if steer.text == "boom":
+            raise OSError("disk full")
+
+    async with runtime.open_generation("g1") as gen:  # started, accepted, delivered, applied, continued
+        await runtime.submit_steering(Input("steer", "a", id="a"), "g1")
+        await runtime.submit_steering(Input("steer", "a", id="a"), "g1")  # repeated
+        await runtime.submit_steering(Input("steer", " ", id="bad"), "g1")  # refused
+        assert gen.continue_after_checkpoint()
+        await gen.boundary(write)
+        assert not gen.continue_after_checkpoint()  # finished
+    async with runtime.open_generation("g2") as gen:  # stopped, held
+        await runtime.submit_steering(Input("steer", "b", id="b"), "g2")
+        gen.stop()
+    with contextlib.suppress(OSError):
+        async with runtime.open_generation("g3") as gen:  # unknown, failed
+            await runtime.submit_steering(Input("steer", "boom", id="c"), "g3")
+            await gen.boundary(write)
+    with anyio.CancelScope() as scope:  # cancelled
+        async with runtime.open_generation("g4"):
+            scope.cancel()
+            await anyio.lowlevel.checkpoint()
+    await runtime.aclose()
+    return events
+
+
+@pytest.mark.anyio
+async def test_event_reference_matches_the_events_published() -> None:
+    """C21: docs/events.md lists every event type the runtime publishes, each with exactly its fields."""
+    documented = documented_events()
+    events = await every_event_type()
+    assert {str(e["type"]) for e in events} == set(documented)
+    for event in events:
+        extra = set(event) - {"type", "sequence", "session_id", "time"}
+        assert extra == documented[str(event["type"])], event
+        json.dumps(event)
