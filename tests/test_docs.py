@@ -21,18 +21,24 @@ PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
+#: The core pages (issue 2). Every python block in them is a whole examples/ file; other
+#: pages may show examples that way too, and are held to it when they do.
+CORE_PAGES = ("concepts.md", "embedding.md", "hosts.md", "events.md", "testing.md")
+
+
 def test_every_docs_page_exists() -> None:
     """The pages the README links to are all there."""
-    names = {path.name for path in DOCS}
-    assert {"concepts.md", "embedding.md", "hosts.md", "events.md", "testing.md"} <= names
+    assert set(CORE_PAGES) <= {path.name for path in DOCS}
 
 
 @pytest.mark.parametrize("page", DOCS, ids=lambda path: path.name)
 def test_python_blocks_are_the_runnable_examples(page: Path) -> None:
-    """Each python block in docs/ names its examples/ file on line 1 and is that file, byte for byte."""
+    """A python block naming its examples/ file on line 1 is that file, byte for byte (core pages: all)."""
     blocks = PYTHON_BLOCK.findall(page.read_text(encoding="utf-8"))
     for block in blocks:
         header = EXAMPLE_HEADER.match(block)
+        if header is None and page.name not in CORE_PAGES:
+            continue  # another page's own convention; its tests run it
         assert header is not None, f"{page.name}: a python block does not start with '# examples/<name>.py'"
         example = ROOT / header.group(1)
         assert example.is_file(), f"{page.name}: {header.group(1)} does not exist"
