@@ -222,12 +222,16 @@ class LiveRuntime:
 
         A running generation is not interrupted: its engine's waits return, its
         next boundary raises ``RuntimeClosedError``, and leaving its block still
-        publishes ``generation.stopped``. Subscriptions end after their buffers.
+        publishes ``generation.stopped``. Subscriptions end after their buffers,
+        once the running generation (if any) has published its last event.
         """
         self._core.close()
         if self._active is not None:
+            # Its in-flight write and terminal event are still to come: the hub closes
+            # when the block is left (Generation.__aexit__), so subscribers see them.
             self._active._wake()
-        self._hub.close()
+        else:
+            self._hub.close()
         await anyio.lowlevel.checkpoint()
 
     async def __aenter__(self) -> LiveRuntime:
@@ -318,6 +322,8 @@ class Generation:
         self._terminal = self._runtime._core.end_generation(state, ending, None, **fields)
         self._runtime._active = None
         self._wake()
+        if self._runtime.closed:  # aclose() left the hub open for this generation's last events
+            self._runtime._hub.close()
 
     # -- state ----------------------------------------------------------------------------
 
