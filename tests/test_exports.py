@@ -17,6 +17,7 @@ EXPECTED_EXPORTS = {
     "LiveRuntime",
     "Generation",
     "Writer",
+    "WriteBarrier",
     "RuntimeStatistics",
     "Subscription",
     "LiveSteeringError",
