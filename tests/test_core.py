@@ -915,17 +915,22 @@ ILLEGAL_MOVES = [
 
 
 def test_transition_table_moves_only_forward() -> None:
-    """C20: the table moves queued inputs to applied/held/unknown, and final states have no exit."""
-    for (source, _), target in INPUT_TRANSITIONS.items():
-        assert not source.final
-        if target.final:
-            assert target.disposition is not Disposition.QUEUED
-    assert {target for target in INPUT_TRANSITIONS.values() if target.final} == {
-        InputState.APPLIED,
-        InputState.HELD,
-        InputState.UNKNOWN,
+    """C20/C15: only queued states move; final ones never do; held never follows a handed-over write."""
+    sources = {source for source, _ in INPUT_TRANSITIONS}
+    assert sources == {InputState.PENDING, InputState.WRITING}
+    assert all(source.disposition is Disposition.QUEUED for source in sources)
+    into = {
+        target: {source for (source, _), t in INPUT_TRANSITIONS.items() if t is target}
+        for target in InputState
     }
-    assert {state for state, _ in ILLEGAL_MOVES} >= {InputState.APPLIED, InputState.HELD, InputState.UNKNOWN}
+    # Applied only by confirming a write, unknown only by interrupting one, held only unwritten.
+    assert into[InputState.APPLIED] == {InputState.WRITING}
+    assert into[InputState.UNKNOWN] == {InputState.WRITING}
+    assert into[InputState.HELD] == {InputState.PENDING}
+    assert [a for (s, a), t in INPUT_TRANSITIONS.items() if t is InputState.APPLIED] == [Action.CONFIRM]
+    for state in (InputState.APPLIED, InputState.HELD, InputState.UNKNOWN):
+        assert state.final
+        assert all((state, action) in ILLEGAL_MOVES for action in Action)
 
 
 @pytest.mark.parametrize(("state", "action"), ILLEGAL_MOVES)
@@ -960,7 +965,7 @@ def test_applied_at_most_once() -> None:
     with pytest.raises(InvariantError):
         rig.core.interrupt_write(gen, record)
     assert snapshot(rig.core) == before
-    assert rig.of_type("steering.applied") == rig.of_type("steering.applied")[:1]
+    assert len(rig.of_type("steering.applied")) == 1
     rig.check()
 
 

@@ -52,8 +52,8 @@ def test_star_import_gives_exactly_all() -> None:
     assert set(namespace) == EXPECTED_EXPORTS
 
 
-def test_public_objects_claim_the_public_module() -> None:
-    """Errors subclass the root and pinned classes are real classes, importable for isinstance."""
+def test_errors_share_the_root_and_their_builtin_bases() -> None:
+    """Every library error is a LiveSteeringError and subclasses the builtin whose meaning it shares."""
     for name in ("GenerationStateError", "GenerationClosedError", "RuntimeClosedError", "InvariantError"):
         assert issubclass(getattr(live_steering, name), live_steering.LiveSteeringError)
     assert issubclass(live_steering.InvariantError, AssertionError)
