@@ -48,6 +48,7 @@ __all__ = [
     "INPUT_TRANSITIONS",
     "InputRecord",
     "InputState",
+    "Outcome",
     "Phase",
     "SteeringCore",
 ]
@@ -90,6 +91,17 @@ _DISPOSITION_OF: Final = {
     InputState.UNKNOWN: Disposition.UNKNOWN,
 }
 _FINAL: Final = frozenset({InputState.APPLIED, InputState.HELD, InputState.UNKNOWN})
+#: The plain string a ``steering.repeated`` event carries (enum ``.value`` is slow on the hot path).
+_DISPOSITION_VALUE: Final = {state: disposition.value for state, disposition in _DISPOSITION_OF.items()}
+_DELIVERY_FIELDS: Final = {"delivery": DELIVERY}
+
+
+class Outcome(enum.Enum):
+    """What one submission did, so the shell knows whether anyone needs to run."""
+
+    ADMITTED = "admitted"  # a new identity entered the boundary queue (C9)
+    REPEATED = "repeated"  # an identical repeat: answered from the identity table (C10)
+    REFUSED = "refused"  # refused before admission, nothing changed (C6)
 
 
 class Action(enum.Enum):
@@ -152,14 +164,22 @@ class InputRecord:
     """Where it is in ``INPUT_TRANSITIONS``."""
     reason: HoldReason | None = None
     """Why it is HELD or UNKNOWN; ``None`` otherwise."""
+    _receipt: Receipt | None = attrs.field(default=None, init=False, repr=False)
+    """The receipt of the current state, made on first use; ``SteeringCore._move`` resets it."""
 
     @property
     def disposition(self) -> Disposition:
         return _DISPOSITION_OF[self.state]
 
     def receipt(self) -> Receipt:
-        """The current receipt of this input. O(1)."""
-        return Receipt(True, self.input.id, self.generation_id, _DISPOSITION_OF[self.state], self.reason)
+        """The current receipt of this input. O(1); one ``Receipt`` per state, however often asked."""
+        receipt = self._receipt
+        if receipt is None:
+            receipt = Receipt(
+                True, self.input.id, self.generation_id, _DISPOSITION_OF[self.state], self.reason
+            )
+            self._receipt = receipt
+        return receipt
 
 
 @attrs.define(eq=False)
@@ -272,13 +292,20 @@ class SteeringCore:
         event.update(fields)
         self._sink(event)
 
-    def _emit_input(self, type_: str, record: InputRecord, **extra: Any) -> None:
-        fields: dict[str, Any] = {
+    def _emit_input(self, type_: str, record: InputRecord, extra: dict[str, Any] | None = None) -> None:
+        # The hot path of every submit and every write: one dict per event, built in place.
+        self._event_sequence += 1
+        event = {
+            "type": type_,
+            "sequence": self._event_sequence,
+            "session_id": self.session_id,
+            "time": self._clock(),
             "input_id": record.input.id,
             "target_generation_id": record.generation_id,
         }
-        fields.update(extra)
-        self._emit(type_, fields)
+        if extra is not None:
+            event.update(extra)
+        self._sink(event)
 
     # -- admission (C6-C12) ---------------------------------------------------------------
 
@@ -293,6 +320,21 @@ class SteeringCore:
         Returns a queued receipt (new identity), the current receipt (identical
         repeat) or a refusal. O(1) plus the length of the text for validation.
         Raises ``TypeError`` only for arguments of the wrong type (C6).
+        """
+        receipt, _ = self.decide(input, generation_id)
+        return self.queued_receipt(input.id) if receipt is None else receipt
+
+    def decide(self, input: Input, generation_id: str) -> tuple[Receipt | None, Outcome]:
+        """``submit``, also saying whether the input was admitted, repeated or refused.
+
+        An admission returns no receipt: its receipt is fixed (C9) and building it
+        is the costliest step, so the shell builds it with ``queued_receipt`` after
+        the woken engine had its turn.
+
+        The hot path of every submission: it runs in the submitter's step, often
+        with cold caches, so it calls as few functions as it can (see
+        docs/performance.md); every rule it applies is spelled out in the order
+        of C6-C12.
         """
         if not isinstance(input, Input):
             raise TypeError(f"submit takes an Input, got {type(input).__name__}")
@@ -310,15 +352,36 @@ class SteeringCore:
             return self._refuse(
                 input, generation_id, RefusalReason.UNSUPPORTED_KIND, "only 'steer' is accepted"
             )
-        problem = self._validate(input)
-        if problem is not None:
-            return self._refuse(input, generation_id, RefusalReason.INVALID_INPUT, problem)
-        record = self.identities.get(input.id)
+        id_ = input.id
+        record = self.identities.get(id_)
+        if (
+            record is not None
+            and record.generation_id == generation_id
+            # ``record.input == input`` without building two tuples: the ids are equal
+            # (the key), both kinds are "steer"; the class test keeps attrs' equality exact.
+            and record.input.text == input.text
+            and type(record.input) is type(input)
+        ):
+            # An identical repeat was valid when it was admitted: a lookup and a comparison (C10).
+            self._repeated += 1
+            self._emit_input("steering.repeated", record, {"disposition": _DISPOSITION_VALUE[record.state]})
+            return record.receipt(), Outcome.REPEATED
+        text = input.text
+        # What a plain ASCII input of the right size passes cheaply; anything else is
+        # decided (and explained) by ``_validate``.
+        if not (
+            0 < len(id_) <= MAX_ID_CHARS
+            and 0 < len(text) <= self.max_text_chars
+            and id_.isascii()
+            and text.isascii()
+            and "\x00" not in id_
+            and "\x00" not in text
+            and not text.isspace()
+        ):
+            problem = self._validate(input)
+            if problem is not None:
+                return self._refuse(input, generation_id, RefusalReason.INVALID_INPUT, problem)
         if record is not None:
-            if record.generation_id == generation_id and record.input == input:
-                self._repeated += 1
-                self._emit_input("steering.repeated", record, disposition=record.state.disposition.value)
-                return record.receipt()
             return self._refuse(
                 input,
                 generation_id,
@@ -334,15 +397,21 @@ class SteeringCore:
             return self._refuse(
                 input, generation_id, RefusalReason.FINISHING, "the generation has closed admission"
             )
-        if len(self.identities) >= self.identity_limit:
+        identities = self.identities
+        if len(identities) >= self.identity_limit:
             return self._refuse(input, generation_id, RefusalReason.CAPACITY, "the identity limit is reached")
         self._admission_sequence += 1
         record = InputRecord(input, generation_id, self._admission_sequence)
-        self.identities[input.id] = record
+        identities[id_] = record
         gen.pending.append(record)
-        gen.accepted_ids.append(input.id)
+        gen.accepted_ids.append(id_)
         self._emit_input("steering.accepted", record)
-        return Receipt(True, input.id, generation_id, Disposition.QUEUED)
+        return None, Outcome.ADMITTED
+
+    def queued_receipt(self, input_id: str) -> Receipt:
+        """The answer to the admission of ``input_id`` (C9): queued, whatever happened since. O(1)."""
+        record = self.identities[input_id]
+        return Receipt(True, input_id, record.generation_id, Disposition.QUEUED)
 
     def _validate(self, input: Input) -> str | None:
         id_, text = input.id, input.text
@@ -354,11 +423,14 @@ class SteeringCore:
             return "text is blank"
         if "\x00" in id_ or "\x00" in text:
             return "NUL character"
-        if not (_encodable(id_) and _encodable(text)):
+        # ASCII, the common case, is always encodable: skip two calls on the hot path.
+        if not ((id_.isascii() and text.isascii()) or (_encodable(id_) and _encodable(text))):
             return "not encodable as UTF-8"
         return None
 
-    def _refuse(self, input: Input, generation_id: str, reason: RefusalReason, detail: str) -> Receipt:
+    def _refuse(
+        self, input: Input, generation_id: str, reason: RefusalReason, detail: str
+    ) -> tuple[Receipt, Outcome]:
         self._refused += 1
         self._emit(
             "steering.refused",
@@ -369,7 +441,7 @@ class SteeringCore:
                 "detail": detail,
             },
         )
-        return Receipt(False, input.id, generation_id, None, reason.value)
+        return Receipt(False, input.id, generation_id, None, reason.value), Outcome.REFUSED
 
     def receipt(self, input_id: str) -> Receipt | None:
         """The current receipt of an accepted input id, or ``None`` if never accepted. O(1)."""
@@ -384,6 +456,7 @@ class SteeringCore:
             raise InvariantError(f"input {record.input.id!r}: {action.value} from {record.state.value}")
         record.state = target
         record.reason = reason
+        record._receipt = None
         if target in self._final_counts:
             self._final_counts[target] += 1
 
@@ -391,7 +464,7 @@ class SteeringCore:
         while gen.pending:
             record = gen.pending.popleft()
             self._move(record, Action.HOLD, reason)
-            self._emit_input("steering.held", record, reason=reason.value)
+            self._emit_input("steering.held", record, {"reason": reason.value})
 
     # -- generations (C13-C19) ------------------------------------------------------------
 
@@ -451,8 +524,8 @@ class SteeringCore:
         self._take_writing(gen, record)
         self._move(record, Action.CONFIRM)
         gen.applied_ids.append(record.input.id)
-        self._emit_input("input.delivered", record, delivery=DELIVERY)
-        self._emit_input("steering.applied", record, delivery=DELIVERY)
+        self._emit_input("input.delivered", record, _DELIVERY_FIELDS)
+        self._emit_input("steering.applied", record, _DELIVERY_FIELDS)
         return record.receipt()
 
     def interrupt_write(self, gen: GenerationState, record: InputRecord) -> None:
@@ -460,7 +533,7 @@ class SteeringCore:
         self._take_writing(gen, record)
         self._move(record, Action.INTERRUPT, HoldReason.WRITE_INTERRUPTED)
         self._emit_input(
-            "steering.unknown", record, reason=HoldReason.WRITE_INTERRUPTED.value, delivery=DELIVERY
+            "steering.unknown", record, {"reason": HoldReason.WRITE_INTERRUPTED.value, "delivery": DELIVERY}
         )
 
     def _take_writing(self, gen: GenerationState, record: InputRecord) -> None:

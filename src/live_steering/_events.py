@@ -107,6 +107,7 @@ class EventHub:
         if type(log_size) is not int or log_size < 1:
             raise ValueError(f"event_log_size must be a positive int, got {log_size!r}")
         self.log: collections.deque[Event] = collections.deque(maxlen=log_size)
+        self._log_size = log_size
         self.log_dropped = 0
         self.listener_errors = 0
         self._listeners: list[Listener] = []
@@ -115,17 +116,19 @@ class EventHub:
 
     def publish(self, event: Event) -> None:
         log = self.log
-        if len(log) == log.maxlen:
+        if len(log) == self._log_size:
             self.log_dropped += 1
         log.append(event)
-        for listener in self._listeners:
-            try:
-                listener(event)
-            except Exception:
-                self.listener_errors += 1
-                _log.exception("live_steering event listener %r raised; event kept", listener)
-        for subscription in self._subscriptions:
-            subscription._push(event)
+        if self._listeners:
+            for listener in self._listeners:
+                try:
+                    listener(event)
+                except Exception:
+                    self.listener_errors += 1
+                    _log.exception("live_steering event listener %r raised; event kept", listener)
+        if self._subscriptions:
+            for subscription in self._subscriptions:
+                subscription._push(event)
 
     def add_listener(self, listener: Listener) -> Callable[[], None]:
         self._listeners.append(listener)

@@ -9,10 +9,12 @@ implies (C8, C16), and it never starts a task of its own.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import time
+import types
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Final
 
@@ -27,6 +29,7 @@ from ._core import (
     CoreStatistics,
     Ending,
     GenerationState,
+    Outcome,
     Phase,
     SteeringCore,
 )
@@ -47,6 +50,24 @@ Writer = Callable[[Input, Mapping[str, Any]], Awaitable[None] | None]
 WriteBarrier = Callable[[str, Sequence[Input]], Awaitable[None]]
 
 _STOP_REASONS: Final = frozenset({HoldReason.GENERATION_STOPPED, HoldReason.BUDGET_EXHAUSTED})
+
+
+@types.coroutine
+def _asyncio_shielded_yield() -> Generator[asyncio.Future[None], None, None]:
+    """``anyio.lowlevel.cancel_shielded_checkpoint()`` on asyncio, at the price of a plain checkpoint.
+
+    anyio shields by entering a ``CancelScope``, which on asyncio costs as much
+    again as the yield itself, on the path of every admission. Instead the task is
+    suspended on a future that is already done: its wake-up is scheduled at once,
+    and anyio never delivers a cancel scope's cancellation to a task whose awaited
+    future is done (that would lose the result), so the cancellation reaches the
+    caller at its next checkpoint, as with the shielded checkpoint. A bare
+    ``task.cancel()`` is still delivered here, as asyncio requires.
+    """
+    future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    future.set_result(None)
+    future._asyncio_future_blocking = True  # what ``await future`` sets before it suspends
+    yield future
 
 
 @attrs.frozen
@@ -144,19 +165,36 @@ class LiveRuntime:
         ...     Input("steer", "Use the corrected path", id="fix-1"), runtime.generation["id"])
 
         Admission is decided before the first await, so cancelling this call never
-        un-admits an input; it then yields once (cancel-shielded) so a woken engine
-        can run. Refusals are receipts; only wrong argument types raise ``TypeError``.
+        un-admits an input. After an admission or a refusal the call yields once,
+        shielded from cancellation, so that a woken engine runs first and the caller
+        still gets its receipt (a cancellation reaches it at its next checkpoint).
+        An identical repeat (C10) changes nothing and wakes no one, so it is answered
+        without a scheduling round: to wait for a disposition, subscribe to events
+        rather than resubmitting in a loop. Refusals are receipts; only wrong
+        argument types raise ``TypeError``.
         """
-        receipt = self.submit_steering_nowait(input, generation_id)
-        await anyio.lowlevel.cancel_shielded_checkpoint()
+        receipt, outcome = self._core.decide(input, generation_id)
+        if receipt is not None and outcome is Outcome.REPEATED:
+            return receipt
+        if outcome is Outcome.ADMITTED:
+            gen = self._active  # an admission means a generation of this runtime is running
+            assert gen is not None
+            gen._wake()
+            await gen._shielded_yield()
+            return self._core.queued_receipt(input.id)
+        if outcome is Outcome.REFUSED:
+            await anyio.lowlevel.cancel_shielded_checkpoint()
+        assert receipt is not None
         return receipt
 
     def submit_steering_nowait(self, input: Input, generation_id: str) -> Receipt:
         """``submit_steering`` without the yield, for synchronous callers. O(1) plus validation."""
-        receipt = self._core.submit(input, generation_id)
-        active = self._active
-        if active is not None and active._waiter is not None and receipt.accepted:
-            active._waiter.set()
+        receipt, outcome = self._core.decide(input, generation_id)
+        if outcome is Outcome.ADMITTED:
+            assert self._active is not None
+            self._active._wake()
+            return self._core.queued_receipt(input.id)
+        assert receipt is not None
         return receipt
 
     def receipt(self, input_id: str) -> Receipt | None:
@@ -302,6 +340,7 @@ class Generation:
         self._state: GenerationState | None = None
         self._waiter: anyio.Event | None = None
         self._terminal: Event | None = None
+        self._shielded_yield: Callable[[], Awaitable[None]] = anyio.lowlevel.cancel_shielded_checkpoint
 
     def _require(self) -> GenerationState:
         if self._state is None:
@@ -317,6 +356,12 @@ class Generation:
         if self.id in runtime._generation_ids:
             raise ValueError(f"generation id {self.id!r} was already used in this runtime")
         self._state = runtime._core.start_generation(self.id)
+        if asyncio._get_running_loop() is not None:
+            self._shielded_yield = _asyncio_shielded_yield
+        else:  # anyio's other backend; bound here to skip anyio's dispatch on every admission
+            import trio.lowlevel
+
+            self._shielded_yield = trio.lowlevel.cancel_shielded_checkpoint
         runtime._generation_ids.add(self.id)
         runtime._active = self
         return self
@@ -426,20 +471,22 @@ class Generation:
         Admission wakes it in the same step (C8): no inbox or manager in between.
         """
         state = self._require()
+        if state.pending or state.phase is not Phase.OPEN:
+            # Nothing to wait for, but an async call is always a checkpoint.
+            await anyio.lowlevel.checkpoint()
+            return bool(state.pending)
         while not state.pending:
             if state.phase is not Phase.OPEN:
-                await anyio.lowlevel.checkpoint()
                 return False
             if self._waiter is not None:
                 # One waiter slot: a second waiter would orphan the first, which then never wakes.
                 raise GenerationStateError(f"another task is already waiting for input of {self.id!r}")
             self._waiter = waiter = anyio.Event()
             try:
-                await waiter.wait()
+                await waiter.wait()  # the checkpoint of this call: it parked
             finally:
                 self._waiter = None
-        await anyio.lowlevel.checkpoint()
-        return bool(state.pending)
+        return True
 
     def continue_after_checkpoint(self) -> bool:
         """Call after the loop's durable checkpoint: True means run again, same generation (C16).

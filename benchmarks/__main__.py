@@ -1,0 +1,77 @@
+"""``python -m benchmarks [--quick] [--json] [--backend NAME]``; see ``--help``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+
+from . import BACKENDS, FULL, QUICK, TINY, Figure, run
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description=(
+            "Measure live_steering against floors taken in the same run, on asyncio and trio. "
+            "Exit status: 0 when every figure is ok (ratio <= target), 1 when any figure is not ok."
+        ),
+    )
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="fewer rounds; finishes in under 60 seconds")
+    size.add_argument(
+        "--tiny",
+        action="store_true",
+        help="two rounds and small counts, to test the machinery: its numbers mean nothing",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help='print one JSON object {"figures": [...]} on stdout instead of a table',
+    )
+    parser.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        action="append",
+        help="run only this backend (repeatable; default: both)",
+    )
+    return parser
+
+
+def _table(figures: Sequence[Figure], floors: dict[str, dict[str, float]]) -> str:
+    lines = []
+    for backend, values in floors.items():
+        shown = ", ".join(f"{name} {value:,.0f} ns" for name, value in values.items())
+        lines.append(f"floors on {backend}: {shown}")
+    lines.append("")
+    header = f"{'figure':<20} {'backend':<8} {'value':>12} {'floor':>12} {'ratio':>9} {'target':>8}  ok"
+    lines.append(header)
+    lines.append("-" * len(header))
+    for fig in figures:
+        lines.append(
+            f"{fig['name']:<20} {fig['backend']:<8} {fig['value']:>12,.1f} {fig['floor']:>12,.1f} "
+            f"{fig['ratio']:>9,.3f} {fig['target']:>8,g}  {'yes' if fig['ok'] else 'NO'}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    settings = TINY if args.tiny else QUICK if args.quick else FULL
+    backends = tuple(args.backend) if args.backend else BACKENDS
+    started = time.monotonic()
+    figures, floors = run(settings, backends)
+    elapsed = time.monotonic() - started
+    if args.json:
+        print(json.dumps({"figures": figures}))
+    else:
+        print(_table(figures, floors))
+        print(f"\n{len(figures)} figures in {elapsed:.1f} s")
+    print(f"benchmarks: {elapsed:.1f} s", file=sys.stderr)
+    return 0 if all(fig["ok"] for fig in figures) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,117 @@
+"""The benchmark machinery: the JSON it prints and the rules of its fields, never its timings.
+
+The suite runs in its ``TINY`` mode here (two rounds, small counts): its numbers
+mean nothing, only their shape and the arithmetic between fields are checked.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from typing import Any
+
+import benchmarks
+import pytest
+from benchmarks import BACKENDS, TINY, figure
+from benchmarks.__main__ import main
+
+#: Every figure of issue 6 with its unit and target.
+EXPECTED: dict[str, tuple[str, float]] = {
+    "submit_queued": ("ns", 2.0),
+    "submit_repeat": ("ns", 0.5),
+    "identity_scale": ("ns", 1.3),
+    "wake_latency": ("ns", 1.5),
+    "wake_vs_inbox": ("ns", 0.8),
+    "boundary_per_input": ("ns", 1.0),
+    "boundary_linearity": ("ns", 1.2),
+    "runtimes_scale": ("ns", 1.3),
+    "runtime_memory": ("bytes", 8_192),
+    "identity_memory": ("bytes", 1_024),
+    "event_overhead": ("ns", 1.5),
+}
+FIELDS = {"name", "backend", "unit", "value", "floor", "ratio", "target", "ok"}
+
+
+def check_figure(fig: dict[str, Any]) -> None:
+    assert set(fig) == FIELDS
+    unit, target = EXPECTED[fig["name"]]
+    assert fig["unit"] == unit
+    assert fig["target"] == target
+    assert fig["backend"] in BACKENDS
+    assert fig["value"] > 0
+    assert fig["floor"] > 0
+    if unit == "ns":
+        assert math.isclose(fig["ratio"], fig["value"] / fig["floor"])
+    else:
+        assert fig["floor"] == sys.getsizeof({})
+        assert fig["ratio"] == fig["value"]
+    assert fig["ok"] is (fig["ratio"] <= fig["target"])
+
+
+@pytest.fixture(scope="module")
+def tiny_run() -> tuple[list[dict[str, Any]], dict[str, dict[str, float]]]:
+    return benchmarks.run(TINY)
+
+
+def test_every_figure_on_every_backend(
+    tiny_run: tuple[list[dict[str, Any]], dict[str, dict[str, float]]],
+) -> None:
+    """Each of the eleven figures is reported once on asyncio and once on trio."""
+    figures, _ = tiny_run
+    assert sorted((f["name"], f["backend"]) for f in figures) == sorted(
+        (name, backend) for name in EXPECTED for backend in BACKENDS
+    )
+
+
+def test_fields_obey_the_ratio_and_ok_rules(
+    tiny_run: tuple[list[dict[str, Any]], dict[str, dict[str, float]]],
+) -> None:
+    """ratio is value/floor for ns (value itself for bytes) and ok is ratio <= target."""
+    figures, _ = tiny_run
+    for fig in figures:
+        check_figure(fig)
+
+
+def test_floors_are_measured_on_each_backend(
+    tiny_run: tuple[list[dict[str, Any]], dict[str, dict[str, float]]],
+) -> None:
+    """The four floors are measured, positive, on both backends."""
+    _, floors = tiny_run
+    assert set(floors) == set(BACKENDS)
+    for values in floors.values():
+        assert set(values) == {"checkpoint", "dict_admit", "event_wake", "inbox_baseline"}
+        assert all(value > 0 for value in values.values())
+
+
+def test_figure_rules_at_the_boundary() -> None:
+    """A ratio exactly at its target is ok, just above it is not; bytes keep their value as ratio."""
+    at = figure("x", "asyncio", "ns", 300.0, 150.0, 2.0)
+    assert at["ratio"] == 2.0
+    assert at["ok"] is True
+    above = figure("x", "asyncio", "ns", 300.2, 150.0, 2.0)
+    assert above["ok"] is False
+    memory = figure("m", "trio", "bytes", 9_000.0, 64.0, 8_192)
+    assert (memory["ratio"], memory["ok"]) == (9_000.0, False)
+
+
+def test_json_is_one_object_and_the_exit_code_follows_ok(capsys: pytest.CaptureFixture[str]) -> None:
+    """--json prints exactly one {"figures": [...]} object; the exit code is 0 iff every figure is ok."""
+    code = main(["--tiny", "--json", "--backend", "asyncio"])
+    out = capsys.readouterr().out
+    document = json.loads(out)
+    assert list(document) == ["figures"]
+    figures = document["figures"]
+    assert {f["backend"] for f in figures} == {"asyncio"}
+    assert {f["name"] for f in figures} == set(EXPECTED)
+    for fig in figures:
+        check_figure(fig)
+    assert code == (0 if all(f["ok"] for f in figures) else 1)
+
+
+def test_help_documents_the_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
+    """--help says that a figure that is not ok makes the exit status non-zero."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0
+    assert "1 when any figure is not ok" in " ".join(capsys.readouterr().out.split())
