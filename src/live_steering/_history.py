@@ -97,6 +97,11 @@ class Violation:
         return f"[{self.rule}] {where}: {self.message}"
 
 
+def _exact(value: object) -> object:
+    """A ``str`` subclass (which may lie in ``__eq__``) as a plain ``str``; anything else unchanged."""
+    return str.__str__(value) if isinstance(value, str) else value
+
+
 @attrs.define(eq=False)
 class Operation:
     """One submission: its invocation and, once it returned, its completion."""
@@ -105,8 +110,8 @@ class Operation:
     """Invocation order within the history, from 0."""
     input: object
     """What was submitted (normally an ``Input``; anything else must raise ``TypeError``)."""
-    generation_id: object
-    """The anchor it was submitted with."""
+    generation_id: object = attrs.field(converter=_exact)
+    """The anchor it was submitted with (a ``str`` subclass is kept as its plain value)."""
     invoked_at: int
     """How many events the history held when the submission was invoked."""
     completed_at: int | None = None
