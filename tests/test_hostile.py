@@ -9,7 +9,9 @@ steer afterwards. The whole recorded history is then checked.
 
 from __future__ import annotations
 
+import collections
 import json
+import os
 import unicodedata
 from collections.abc import AsyncIterator
 from typing import Any
@@ -264,26 +266,22 @@ async def test_refusal_events_are_json_serialisable_even_for_surrogate_ids(sessi
 ANY_CHAR = st.characters(exclude_categories=())  # includes lone surrogates and NUL
 
 
-@settings(
-    max_examples=60,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+SUBMISSIONS = st.lists(
+    st.tuples(
+        st.sampled_from(["steer", "steer", "Steer", ""]),
+        st.text(ANY_CHAR, max_size=40) | st.just("x" * 16_001),
+        st.text(ANY_CHAR, max_size=140) | st.sampled_from(["a", "b", "A"]),
+        st.sampled_from([GEN, GEN, "gen-stale"]),
+    ),
+    max_size=25,
 )
-@given(
-    st.lists(
-        st.tuples(
-            st.sampled_from(["steer", "steer", "Steer", ""]),
-            st.text(ANY_CHAR, max_size=40) | st.just("x" * 16_001),
-            st.text(ANY_CHAR, max_size=140) | st.sampled_from(["a", "b", "A"]),
-            st.sampled_from([GEN, GEN, "gen-stale"]),
-        ),
-        max_size=25,
-    )
-)
-def test_any_unicode_gets_a_receipt_and_keeps_state_consistent(
-    anyio_backend: str, submissions: list[tuple[str, str, str, str]]
-) -> None:
-    """Arbitrary Unicode (surrogates, NUL, controls) in kind/text/id/anchor: receipts only, state intact."""
+HEALTH = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+#: Inputs tried and how they were answered, for docs/reliability.md.
+TRIED: collections.Counter[str] = collections.Counter()
+
+
+def submit_all(backend: str, submissions: list[tuple[str, str, str, str]]) -> None:
+    """Submit every tuple into one open generation; only receipts, state intact, all delivered."""
 
     async def program() -> None:
         runtime = LiveRuntime(identity_limit=8)
@@ -293,6 +291,8 @@ def test_any_unicode_gets_a_receipt_and_keeps_state_consistent(
             for kind, text, input_id, anchor in submissions:
                 receipt = await history.submit(Input(kind, text, id=input_id), anchor)
                 runtime._check()
+                TRIED["inputs"] += 1
+                TRIED[receipt.reason or "accepted"] += 1
                 if receipt.accepted:
                     assert kind == "steer"
                     assert anchor == GEN
@@ -307,4 +307,25 @@ def test_any_unicode_gets_a_receipt_and_keeps_state_consistent(
         history.check(require_final=True).assert_ok()
         json.dumps(runtime.recent_events())
 
-    anyio.run(program, backend=anyio_backend)
+    anyio.run(program, backend=backend)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=HEALTH)
+@given(SUBMISSIONS)
+def test_any_unicode_gets_a_receipt_and_keeps_state_consistent(
+    anyio_backend: str, submissions: list[tuple[str, str, str, str]]
+) -> None:
+    """Arbitrary Unicode (surrogates, NUL, controls) in kind/text/id/anchor: receipts only, state intact."""
+    submit_all(anyio_backend, submissions)
+
+
+@pytest.mark.slow
+@settings(max_examples=3_000, deadline=None, suppress_health_check=HEALTH)
+@given(SUBMISSIONS)
+def test_any_unicode_long(anyio_backend: str, submissions: list[tuple[str, str, str, str]]) -> None:
+    """The same corpus run long, for the published figures."""
+    submit_all(anyio_backend, submissions)
+    if os.environ.get("LIVE_STEERING_FIGURES"):
+        path = os.path.join(os.environ["LIVE_STEERING_FIGURES"], "hostile.txt")
+        with open(path, "w") as out:
+            out.write(f"{dict(sorted(TRIED.items()))}\n")

@@ -569,6 +569,6 @@ def test_runtime_and_reference_loop_keep_the_contract_long(backend: str, data: s
     """The same programs, many more examples: the run behind docs/reliability.md's figures."""
     run_example(data, backend)
     if os.environ.get("LIVE_STEERING_FIGURES"):
-        with open(os.environ["LIVE_STEERING_FIGURES"], "w") as out:
+        with open(os.path.join(os.environ["LIVE_STEERING_FIGURES"], "stateful.txt"), "w") as out:
             for name, counter in sorted(FIGURES.items()):
                 out.write(f"{name}: {dict(sorted(counter.items()))}\n")
