@@ -92,6 +92,9 @@ class Points:
                 raise Injected(name)
             if self.mode == "stop":
                 self.loop.stop()
+                # C17: the stop holds what is pending in the stop call itself, not later
+                generation = self.runtime.generation
+                assert generation is None or generation["pending"] == 0
             else:
                 self.scope.cancel()
                 if self.mode == "cancel-next":
