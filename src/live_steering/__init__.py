@@ -14,7 +14,7 @@ from ._errors import (
     RuntimeClosedError,
 )
 from ._events import Subscription
-from ._runtime import Generation, LiveRuntime, RuntimeStatistics, Writer
+from ._runtime import Generation, LiveRuntime, RuntimeStatistics, WriteBarrier, Writer
 from ._types import Disposition, HoldReason, Input, Receipt, RefusalReason
 
 __version__ = "0.1.0"
@@ -30,6 +30,7 @@ __all__ = [
     "LiveRuntime",
     "Generation",
     "Writer",
+    "WriteBarrier",
     "RuntimeStatistics",
     "Subscription",
     # errors

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import sys
@@ -17,8 +18,10 @@ from typing import Any, TextIO
 
 import anyio
 
+from ._demo_receipts import journaled, long_run
 from ._runtime import LiveRuntime
 from ._types import Disposition, Input, Receipt
+from .journal import JournalError
 from .loop import AgentLoop, LoopResult, Reply, ToolCall
 from .testing import EventRecorder, RecordingContext, ScriptedProvider, ScriptedTools
 
@@ -40,12 +43,38 @@ def register(subparsers: Any) -> None:
         "--json", action="store_true", help="print only the event stream, one JSON event per line"
     )
     parser.add_argument("--backend", choices=("asyncio", "trio"), default="asyncio", help="anyio backend")
+    parser.add_argument(
+        "--journal",
+        metavar="PATH",
+        help="journal the receipts in a SQLite file; print a receipt.durable line as each becomes durable",
+    )
+    parser.add_argument(
+        "--steers",
+        type=_positive,
+        metavar="N",
+        help="instead of the cases, submit N steers over many generations (a long run, for crash tests)",
+    )
     parser.set_defaults(handler=run)
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be a positive integer")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        anyio.run(run_demo, sys.stdout, bool(args.json), backend=args.backend)
+        anyio.run(
+            functools.partial(
+                run_demo, sys.stdout, bool(args.json), journal=args.journal, steers=args.steers
+            ),
+            backend=args.backend,
+        )
+    except JournalError as error:
+        print(f"demo: {error}", file=sys.stderr)
+        return 1
     except DemoError as error:
         print(f"demo: {error}", file=sys.stderr)
         return 1
@@ -264,10 +293,17 @@ _CASES: tuple[Callable[[LiveRuntime, _Narrator], Awaitable[None]], ...] = (
 )
 
 
-async def run_demo(out: TextIO, as_json: bool = False) -> LiveRuntime:
-    """Run every case on one runtime, narrating to ``out``; returns the (closed) runtime."""
+async def run_demo(
+    out: TextIO, as_json: bool = False, *, journal: str | None = None, steers: int | None = None
+) -> LiveRuntime:
+    """Run every case on one runtime, narrating to ``out``; returns the (closed) runtime.
+
+    ``journal``: a receipt journal file to attach (``receipt.durable`` lines on ``out``).
+    ``steers``: run the long run of that many steers instead of the cases.
+    """
     say = _Narrator(out, enabled=not as_json)
-    runtime = LiveRuntime(session_id="demo")
+    limit = max(2_000, steers or 0)  # a long run keeps every identity it submits
+    runtime = LiveRuntime(session_id="demo", identity_limit=limit)
     recorder = EventRecorder.attach(runtime)
     if as_json:
         runtime.add_listener(_JsonLines(out))
@@ -276,11 +312,19 @@ async def run_demo(out: TextIO, as_json: bool = False) -> LiveRuntime:
     say("live_steering demo: a reference agent loop on a scripted provider, steered while it runs.")
     say("Each line '#N type subject' is an event of the runtime's stream, as it happens.")
     say("")
-    async with runtime:
-        for case in _CASES:
-            await case(runtime, say)
-            say("")
-            runtime._check()
+    async with contextlib.AsyncExitStack() as stack:
+        if journal is not None:
+            await stack.enter_async_context(journaled(runtime, journal, _JsonLines(out)))
+        async with runtime:
+            if steers is not None:
+                say(f"Long run: {steers} steers over many generations.")
+                await long_run(runtime, steers, say)
+                runtime._check()
+            else:
+                for case in _CASES:
+                    await case(runtime, say)
+                    say("")
+                    runtime._check()
     stats = runtime.statistics()
     say(
         f"Summary: {stats.accepted} accepted, {stats.applied} applied, {stats.held} held, "

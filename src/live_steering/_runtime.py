@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Final
 
@@ -34,12 +34,17 @@ from ._errors import GenerationStateError
 from ._events import DEFAULT_LOG_SIZE, DEFAULT_SUBSCRIPTION_BUFFER, Event, EventHub, Listener, Subscription
 from ._types import HoldReason, Input, Receipt
 
-__all__ = ["Generation", "LiveRuntime", "RuntimeStatistics", "Writer"]
+__all__ = ["Generation", "LiveRuntime", "RuntimeStatistics", "WriteBarrier", "Writer"]
 
 #: A context writer: called once per input, in admission order, with the input and
 #: the metadata its context entry must carry. May be sync or async. When it returns,
 #: the input is applied; if it raises or is cancelled, the input is unknown.
 Writer = Callable[[Input, Mapping[str, Any]], Awaitable[None] | None]
+
+#: An optional write-ahead hook (see ``LiveRuntime.set_write_barrier``): awaited with the
+#: generation id and a batch of inputs before the first of them is handed to the writer.
+#: If it raises or is cancelled, none of the batch was handed: they stay pending (C15).
+WriteBarrier = Callable[[str, Sequence[Input]], Awaitable[None]]
 
 _STOP_REASONS: Final = frozenset({HoldReason.GENERATION_STOPPED, HoldReason.BUDGET_EXHAUSTED})
 
@@ -106,6 +111,7 @@ class LiveRuntime:
         )
         self._active: Generation | None = None
         self._generation_ids: set[str] = set()
+        self._write_barrier: WriteBarrier | None = None
 
     # -- host side ------------------------------------------------------------------------
 
@@ -187,6 +193,29 @@ class LiveRuntime:
     @property
     def closed(self) -> bool:
         return self._core.closed
+
+    @property
+    def write_barrier(self) -> WriteBarrier | None:
+        """The write-ahead hook set with ``set_write_barrier``, or ``None``."""
+        return self._write_barrier
+
+    def set_write_barrier(self, barrier: WriteBarrier | None) -> None:
+        """Install (or with ``None`` remove) a write-ahead hook for every boundary.
+
+        ``await barrier(generation_id, inputs)`` runs inside ``boundary()`` before the
+        first of ``inputs`` is handed to the writer; ``inputs`` is the input about to be
+        written followed by everything pending behind it, so one call can cover a whole
+        batch (the receipt journal marks them all in one durable commit). Inputs admitted
+        while the boundary runs get a call of their own before they are written.
+
+        If the barrier raises or is cancelled, no input of its batch was handed to the
+        writer: they stay pending (or are held if the generation is ending, C15) and
+        the exception propagates out of ``boundary()``. If the generation was stopped
+        while the barrier ran, the input is held instead of written.
+        """
+        if barrier is not None and not callable(barrier):
+            raise TypeError("the write barrier must be an async callable or None")
+        self._write_barrier = barrier
 
     async def aclose(self) -> None:
         """Close the runtime: refuse new work, hold pending input (``runtime-closed``). Idempotent.
@@ -318,14 +347,34 @@ class Generation:
         are published. If the writer raises or is cancelled, that input is unknown,
         the rest stay pending, and the exception propagates. Inputs admitted while
         the boundary runs join it. Returns the applied receipts. O(batch).
+
+        With a write barrier (``LiveRuntime.set_write_barrier``) each input is
+        announced to it, a batch at a time, before it is handed to the writer.
         """
         state = self._require()
-        core = self._runtime._core
+        runtime = self._runtime
+        core = runtime._core
         await anyio.lowlevel.checkpoint_if_cancelled()
         core.begin_boundary(state)
         applied: list[Receipt] = []
+        # ids the barrier has already let through in this boundary
+        announced: set[str] = set()
         try:
             while (record := core.next_write(state)) is not None:
+                barrier = runtime._write_barrier
+                if barrier is not None and record.input.id not in announced:
+                    batch = [record.input, *(pending.input for pending in state.pending)]
+                    try:
+                        await barrier(record.generation_id, batch)
+                    except BaseException:
+                        # never handed to the writer: pending again, not unknown (C15)
+                        core.return_write(state, record)
+                        raise
+                    announced.update(item.id for item in batch)
+                    if state.phase is not Phase.OPEN:
+                        # stopped or closed while the barrier ran: held like the rest (C17)
+                        core.return_write(state, record)
+                        break
                 metadata = {
                     "input_id": record.input.id,
                     "target_generation_id": record.generation_id,

@@ -1,0 +1,607 @@
+"""Durable receipts: a crash-safe SQLite journal of every disposition change (C22, C23).
+
+Theory of operation
+-------------------
+A ``ReceiptJournal`` owns one SQLite file (stdlib ``sqlite3``, WAL,
+``synchronous=FULL``) and an exclusive lock beside it (``PATH.lock``, released by
+the kernel when the process dies). It attaches to ``LiveRuntime``s: a listener
+turns each disposition event (``steering.accepted``/``applied``/``held``/``unknown``)
+into a numbered *change* appended to an in-memory queue, in event order, and the
+runtime's write barrier appends a ``writing`` mark for a batch of inputs and
+waits until that mark is durable before the loop's writer sees any of them.
+
+One committer task takes everything queued (up to ``max_batch``) and commits it in
+one ``BEGIN IMMEDIATE`` transaction on a worker thread, one thread at a time
+(group commit: many changes, one fsync). A commit that has begun is shielded from
+cancellation and always runs to its end. Only when it has returned do the changes
+count as durable: ``durable_through`` moves, waiters keyed by change number are
+woken in order, and durable listeners hear about them. A failed commit (disk full,
+I/O error) makes the journal *failed*: waiters raise ``JournalError``, the barrier
+refuses every later write, ``journal.failed`` is published on each attached
+runtime's event stream, and nothing more is ever reported durable.
+
+Opening a file runs ``PRAGMA integrity_check`` (corruption raises
+``JournalCorruptError``, no guessing), then finalises what a dead process left
+``queued``: never marked ``writing`` -> ``held``, marked -> ``unknown``, both with
+reason ``runtime-lost``. The journal never records an input the runtime refused;
+it stores a SHA-256 digest of the content, not the text. The SQL itself (schema,
+recovery, the commit of a batch, reading) is in ``_journal_store.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import time as _time
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import Any, Final
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+import attrs
+from sortedcontainers import SortedDict
+
+from . import _journal_store as store
+from ._core import InputRecord, InputState
+from ._journal_store import (
+    DISPOSITION_OF_CHANGE,
+    ChangeKind,
+    JournalBusyError,
+    JournalChange,
+    JournalConnection,
+    JournalCorruptError,
+    JournalEntry,
+    JournalError,
+    RecoveryReport,
+    connect,
+    read_receipts,
+)
+from ._runtime import LiveRuntime
+from ._types import Disposition, Input, Receipt
+
+__all__ = [
+    "ReceiptJournal",
+    "JournalChange",
+    "ChangeKind",
+    "JournalEntry",
+    "JournalStatistics",
+    "RecoveryReport",
+    "JournalConnection",
+    "connect",
+    "read_receipts",
+    "JournalError",
+    "JournalCorruptError",
+    "JournalBusyError",
+]
+
+DEFAULT_MAX_BATCH: Final = 4_096
+
+_log = logging.getLogger("live_steering.journal")
+
+_EVENT_CHANGES: Final = {
+    "steering.accepted": ChangeKind.ACCEPTED,
+    "steering.applied": ChangeKind.APPLIED,
+    "steering.held": ChangeKind.HELD,
+    "steering.unknown": ChangeKind.UNKNOWN,
+}
+
+
+@attrs.frozen
+class JournalStatistics:
+    """A snapshot of a journal's counters; tests and hosts assert on this."""
+
+    path: str
+    open: bool
+    attached: int
+    """Runtimes attached now."""
+    enqueued: int
+    """Number of the last change queued (changes are numbered from 1)."""
+    durable: int
+    """Every change up to this number is durable."""
+    commits: int
+    largest_batch: int
+    waiters: int
+    """Change numbers some task is waiting on."""
+    failed: str | None
+    """The error that failed the journal, or ``None``."""
+    unjournaled: int
+    """Changes seen after the journal failed or closed, never queued."""
+    recovered_held: int
+    recovered_unknown: int
+
+
+# -- the journal --------------------------------------------------------------------------
+
+
+@attrs.define(eq=False)
+class _Attachment:
+    runtime_no: int
+    runtime: LiveRuntime
+    session_id: str
+    latest: dict[str, int] = attrs.Factory(dict)
+    """input id -> number of the last change queued for it."""
+    durable: dict[str, Receipt] = attrs.Factory(dict)
+    """input id -> the last receipt made durable."""
+    digests: dict[str, str] = attrs.Factory(dict)
+    """input id -> content digest, computed once per input rather than once per change."""
+    detach: Callable[[], None] | None = None
+
+    def digest(self, input: Input) -> str:
+        found = self.digests.get(input.id)
+        if found is None:
+            found = self.digests[input.id] = store.digest(input)
+        return found
+
+
+class ReceiptJournal:
+    """A crash-safe journal of every receipt of the runtimes attached to it (C22, C23).
+
+    >>> async with ReceiptJournal("receipts.db") as journal:     # doctest: +SKIP
+    ...     journal.attach(runtime)
+    ...     receipt = await runtime.submit_steering(Input("steer", "Use X", id="fix-1"), gen_id)
+    ...     await journal.wait_durable("fix-1")     # the queued receipt survives kill -9 now
+
+    ``max_batch`` bounds how many changes one commit carries (``1`` gives one commit
+    per change, for comparison). ``connect`` makes the SQLite connection; wrap
+    ``live_steering.journal.connect`` to inject faults. ``clock`` dates recovery.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        max_batch: int = DEFAULT_MAX_BATCH,
+        connect: store.ConnectionFactory = connect,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        if type(max_batch) is not int or max_batch < 1:
+            raise ValueError(f"max_batch must be a positive int, got {max_batch!r}")
+        self.path: Final = os.fspath(path)
+        if self.path == ":memory:" or self.path.startswith("file:"):
+            raise ValueError("the receipt journal needs a file path")
+        self._max_batch = max_batch
+        self._connect = connect
+        self._clock = clock
+        self._conn: JournalConnection | None = None
+        self._lock_fd: int | None = None
+        self._limiter: anyio.CapacityLimiter | None = None
+        self._task_group: anyio.abc.TaskGroup | None = None
+        self._committer_done: anyio.Event | None = None
+        self._wakeup: anyio.Event | None = None
+        self._queue: list[JournalChange] = []
+        self._number = 0
+        self._durable_through = 0
+        self._waiters: SortedDict[int, anyio.Event] = SortedDict()
+        self._attachments: list[_Attachment] = []
+        self._by_no: dict[int, _Attachment] = {}
+        self._next_runtime_no = 1
+        self._durable_listeners: list[Callable[[Sequence[JournalChange]], None]] = []
+        self._failure: JournalError | None = None
+        self._open = False
+        self._closing = False
+        self._commits = 0
+        self._largest_batch = 0
+        self._unjournaled = 0
+        self.recovery: RecoveryReport = RecoveryReport((), ())
+        """What opening the file finalised (filled in by ``__aenter__``)."""
+
+    # -- opening, recovery and closing ---------------------------------------------------
+
+    async def __aenter__(self) -> ReceiptJournal:
+        if self._open or self._closing:
+            raise JournalError("a ReceiptJournal is opened once")
+        self._limiter = anyio.CapacityLimiter(1)
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(self._open_sync, limiter=self._limiter)
+        self._open = True
+        self._committer_done = anyio.Event()
+        self._task_group = anyio.create_task_group()
+        await self._task_group.__aenter__()
+        self._task_group.start_soon(self._committer)
+        return self
+
+    def _open_sync(self) -> None:
+        """Lock, connect, check, recover (on the worker thread). Leaves nothing held on failure."""
+        lock_fd = store.lock(self.path)
+        try:
+            conn = self._connect(self.path)
+        except sqlite3.Error as exc:
+            store.unlock(lock_fd)
+            raise store.translate(exc, "opening", self.path) from exc
+        try:
+            store.prepare(conn, self.path)
+            self.recovery = store.recover(conn, self._now())
+            self._next_runtime_no = store.next_runtime_no(conn)
+        except BaseException as exc:
+            conn.close()
+            store.unlock(lock_fd)
+            if isinstance(exc, sqlite3.Error):
+                raise store.translate(exc, "opening", self.path) from exc
+            raise
+        self._conn, self._lock_fd = conn, lock_fd
+
+    def _now(self) -> float:
+        return _time.time() if self._clock is None else self._clock()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            await self.aclose()
+        finally:
+            # The committer has ended, so the task group is empty. The body's own exception
+            # is not handed to it (it would come back wrapped in an ExceptionGroup).
+            assert self._task_group is not None
+            await self._task_group.__aexit__(None, None, None)
+
+    async def aclose(self) -> None:
+        """Commit what is queued, detach every runtime and close the file. Idempotent.
+
+        A runtime still attached keeps a barrier that refuses to write (``JournalError``):
+        no input can reach a context unjournaled. Close the runtime first.
+        """
+        if not self._open or self._closing:
+            return
+        with anyio.CancelScope(shield=True):
+            self._closing = True
+            for attachment in self._attachments:
+                self._detach(attachment)
+            self._wake()
+            assert self._committer_done is not None
+            await self._committer_done.wait()
+            while self._queue and self._failure is None:  # the committer was cancelled early
+                await self._commit_next()
+            self._open = False
+            self._fail_waiters()
+            await anyio.to_thread.run_sync(self._close_sync, limiter=self._limiter)
+
+    def _close_sync(self) -> None:
+        try:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+        finally:
+            if self._lock_fd is not None:
+                store.unlock(self._lock_fd)
+                self._lock_fd = None
+
+    # -- attaching runtimes ----------------------------------------------------------------
+
+    def attach(self, runtime: LiveRuntime) -> Callable[[], None]:
+        """Journal every disposition change of ``runtime`` from now on; returns a detacher.
+
+        Inputs the runtime already holds are journaled first, as they stand. Installs
+        the runtime's write barrier (``LiveRuntime.set_write_barrier``), so a runtime
+        takes one journal. Detaching leaves a barrier that refuses to write, so no
+        input the journal saw queued can reach a context unjournaled; call
+        ``runtime.set_write_barrier(None)`` to drop it deliberately.
+        """
+        if not self._open or self._closing:
+            raise JournalError("attach needs an open journal ('async with ReceiptJournal(path)')")
+        if not isinstance(runtime, LiveRuntime):
+            raise TypeError(f"attach takes a LiveRuntime, got {type(runtime).__name__}")
+        if runtime.write_barrier is not None:
+            raise ValueError("this runtime already has a write barrier (attached to a journal?)")
+        records = list(_records(runtime).values())
+        if any(record.state is InputState.WRITING for record in records):
+            # its write began unmarked: recovery could not tell it from one never written
+            raise ValueError("attach between boundaries: a context write is in progress")
+        attachment = _Attachment(self._next_runtime_no, runtime, runtime.session_id)
+        self._next_runtime_no += 1
+        self._attachments.append(attachment)
+        self._by_no[attachment.runtime_no] = attachment
+        for record in records:
+            self._enqueue(attachment, ChangeKind.ACCEPTED, record, None)
+            state = record.state
+            if state.final:
+                reason = None if record.reason is None else record.reason.value
+                self._enqueue(attachment, ChangeKind(state.value), record, None, reason)
+        remove_listener = runtime.add_listener(lambda event: self._on_event(attachment, event))
+
+        async def barrier(generation_id: str, inputs: Sequence[Input]) -> None:
+            await self._mark_writing(attachment, inputs)
+
+        runtime.set_write_barrier(barrier)
+
+        def detach() -> None:
+            remove_listener()
+            if runtime.write_barrier is barrier:
+                runtime.set_write_barrier(self._refusing_barrier)
+
+        attachment.detach = detach
+        return lambda: self._detach(attachment)
+
+    def _detach(self, attachment: _Attachment) -> None:
+        if attachment.detach is not None:
+            attachment.detach()
+            attachment.detach = None
+
+    async def _refusing_barrier(self, generation_id: str, inputs: Sequence[Input]) -> None:
+        raise JournalError(
+            f"receipt journal {self.path!r} was detached or closed; refusing to write unjournaled input"
+        )
+
+    def _on_event(self, attachment: _Attachment, event: dict[str, Any]) -> None:
+        change = _EVENT_CHANGES.get(event["type"])
+        if change is None:
+            return
+        input_id = event["input_id"]
+        record = _records(attachment.runtime).get(input_id)
+        if record is None:  # cannot happen for these event types: the core emits them for records
+            raise JournalError(f"event {event['type']} for an input the runtime does not hold")
+        self._enqueue(attachment, change, record, event["sequence"], event.get("reason"), time=event["time"])
+
+    def _enqueue(
+        self,
+        attachment: _Attachment,
+        change: ChangeKind,
+        record: InputRecord,
+        sequence: int | None,
+        reason: str | None = None,
+        *,
+        time: float | None = None,
+    ) -> int:
+        """Queue one change for the next commit; its number. O(1) (the digest is O(text))."""
+        if self._failure is not None or self._closing:
+            self._unjournaled += 1
+            return 0
+        self._number += 1
+        if time is None:
+            time = self._now()
+        input = record.input
+        self._queue.append(
+            JournalChange(
+                number=self._number,
+                runtime_no=attachment.runtime_no,
+                session_id=attachment.session_id,
+                input_id=input.id,
+                generation_id=record.generation_id,
+                change=change,
+                disposition=DISPOSITION_OF_CHANGE[change],
+                reason=reason,
+                kind=input.kind,
+                digest=attachment.digest(input),
+                sequence=sequence,
+                admission=record.sequence,
+                time=time,
+            )
+        )
+        attachment.latest[input.id] = self._number
+        self._wake()
+        return self._number
+
+    async def _mark_writing(self, attachment: _Attachment, inputs: Sequence[Input]) -> None:
+        """The write barrier: one durable commit covers the whole batch's marks."""
+        self._raise_if_unusable()
+        records = _records(attachment.runtime)
+        number = 0
+        for input in inputs:
+            number = self._enqueue(attachment, ChangeKind.WRITING, records[input.id], None)
+        await self._wait_number(number)
+
+    # -- durability ------------------------------------------------------------------------
+
+    def add_durable_listener(self, listener: Callable[[Sequence[JournalChange]], None]) -> Callable[[], None]:
+        """Call ``listener(changes)`` after each commit returned, with the changes it made durable.
+
+        Called in the event loop, in change order; keep it quick. Returns a remover.
+        """
+        self._durable_listeners.append(listener)
+
+        def remove() -> None:
+            if listener in self._durable_listeners:
+                self._durable_listeners.remove(listener)
+
+        return remove
+
+    async def wait_durable(self, target: str | int, *, session_id: str | None = None) -> None:
+        """Return once a change is durable: it survives ``kill -9`` from then on.
+
+        ``target`` is an input id (everything journaled for it so far, for example its
+        ``queued`` receipt right after the submit) or a change number (``JournalChange.number``,
+        ``statistics().enqueued``). ``session_id`` picks the runtime when several attached
+        runtimes accepted the same id. Raises ``KeyError`` for an input the journal never
+        saw (a refused one), ``JournalError`` if the journal failed or closed first.
+        """
+        if self._failure is not None:  # checked first: after a failure nothing is journaled
+            raise self._failed()
+        if isinstance(target, str):
+            number = self._attachment_of(target, session_id).latest[target]
+        elif type(target) is int:
+            if target > self._number:
+                raise ValueError(f"change {target} was never queued (last is {self._number})")
+            number = target
+        else:
+            raise TypeError("wait_durable takes an input id (str) or a change number (int)")
+        await self._wait_number(number)
+
+    def durable_receipt(self, input_id: str, *, session_id: str | None = None) -> Receipt | None:
+        """The last receipt of ``input_id`` known durable, or ``None`` if there is none (yet)."""
+        try:
+            attachment = self._attachment_of(input_id, session_id)
+        except KeyError:
+            return None
+        return attachment.durable.get(input_id)
+
+    async def flush(self) -> None:
+        """Wait until every change queued so far is durable."""
+        await self._wait_number(self._number)
+
+    def _attachment_of(self, input_id: str, session_id: str | None) -> _Attachment:
+        found = [
+            a
+            for a in self._attachments
+            if input_id in a.latest and (session_id is None or a.session_id == session_id)
+        ]
+        if not found:
+            raise KeyError(input_id)
+        if len(found) > 1:
+            if session_id is None:
+                raise ValueError(f"input id {input_id!r} is journaled for several runtimes; pass session_id")
+            found = found[-1:]  # the same session attached twice: the latest runtime
+        return found[0]
+
+    def _failed(self) -> JournalError:
+        """A fresh error for each caller (re-raising one instance would pile up tracebacks)."""
+        assert self._failure is not None
+        error = JournalError(str(self._failure), sqlite_error=self._failure.sqlite_error)
+        error.__cause__ = self._failure
+        return error
+
+    def _raise_if_unusable(self) -> None:
+        if self._failure is not None:
+            raise self._failed()
+        if not self._open or self._closing:
+            raise JournalError(f"receipt journal {self.path!r} is closed")
+
+    async def _wait_number(self, number: int) -> None:
+        # A failed journal reports nothing durable any more, not even what was before.
+        if self._failure is not None:
+            raise self._failed()
+        if number <= self._durable_through:
+            await anyio.lowlevel.checkpoint()
+            return
+        if not self._open or self._closing:
+            raise JournalError(f"receipt journal {self.path!r} is closed")
+        waiter = self._waiters.get(number)
+        if waiter is None:
+            waiter = self._waiters[number] = anyio.Event()
+        await waiter.wait()
+        if self._failure is not None:
+            raise self._failed()
+        if number > self._durable_through:
+            raise JournalError(f"receipt journal {self.path!r} closed before change {number} was durable")
+
+    def _wake(self) -> None:
+        if self._wakeup is not None:
+            self._wakeup.set()
+
+    # -- the committer ---------------------------------------------------------------------
+
+    async def _committer(self) -> None:
+        assert self._committer_done is not None
+        try:
+            while self._failure is None:
+                if not self._queue:
+                    if self._closing:
+                        return
+                    self._wakeup = anyio.Event()
+                    try:
+                        await self._wakeup.wait()
+                    finally:
+                        self._wakeup = None
+                    continue
+                await self._commit_next()
+        finally:
+            self._committer_done.set()
+
+    async def _commit_next(self) -> None:
+        """Commit the next group of queued changes; never abandoned once begun."""
+        conn = self._conn
+        assert conn is not None
+        batch = self._queue[: self._max_batch]
+        del self._queue[: len(batch)]
+        with anyio.CancelScope(shield=True):
+            try:
+                await anyio.to_thread.run_sync(store.commit, conn, batch, limiter=self._limiter)
+            except sqlite3.Error as exc:
+                self._fail(store.translate(exc, "commit", self.path), lost=len(batch) + len(self._queue))
+                return
+        self._commits += 1
+        self._largest_batch = max(self._largest_batch, len(batch))
+        self._durable_through = batch[-1].number
+        for change in batch:
+            self._by_no[change.runtime_no].durable[change.input_id] = change.receipt()
+        waiters = self._waiters
+        while waiters and waiters.peekitem(0)[0] <= self._durable_through:
+            waiters.popitem(0)[1].set()
+        for listener in list(self._durable_listeners):
+            try:
+                listener(batch)
+            except Exception:
+                _log.exception("receipt journal durable listener %r raised", listener)
+
+    def _fail(self, error: JournalError, *, lost: int) -> None:
+        """A commit failed: nothing more is durable; tell waiters and event streams."""
+        self._failure = error
+        self._unjournaled += lost
+        self._queue.clear()
+        self._fail_waiters()
+        _log.error("%s", error)
+        for attachment in self._attachments:
+            _publish(
+                attachment.runtime,
+                "journal.failed",
+                {
+                    "path": self.path,
+                    "error": str(error),
+                    "sqlite_error": error.sqlite_error,
+                    "durable_through": self._durable_through,
+                },
+            )
+
+    def _fail_waiters(self) -> None:
+        waiters = self._waiters
+        while waiters:
+            waiters.popitem(0)[1].set()
+
+    # -- reading ---------------------------------------------------------------------------
+
+    async def entries(
+        self,
+        *,
+        generation_id: str | None = None,
+        disposition: Disposition | str | None = None,
+        input_id: str | None = None,
+    ) -> list[JournalEntry]:
+        """The durable state of the journaled inputs (all runtimes), read on the journal's thread.
+
+        Works on a failed journal too (it shows what is durable), not on a closed one.
+        """
+        if not self._open or self._closing:
+            raise JournalError(f"receipt journal {self.path!r} is closed")
+        conn = self._conn
+        assert conn is not None
+
+        def read() -> list[JournalEntry]:
+            return store.select(conn, generation_id=generation_id, disposition=disposition, input_id=input_id)
+
+        try:
+            return await anyio.to_thread.run_sync(read, limiter=self._limiter)
+        except sqlite3.Error as exc:
+            raise store.translate(exc, "reading", self.path) from exc
+
+    def statistics(self) -> JournalStatistics:
+        return JournalStatistics(
+            path=self.path,
+            open=self._open,
+            attached=sum(1 for a in self._attachments if a.detach is not None),
+            enqueued=self._number,
+            durable=self._durable_through,
+            commits=self._commits,
+            largest_batch=self._largest_batch,
+            waiters=len(self._waiters),
+            failed=None if self._failure is None else str(self._failure),
+            unjournaled=self._unjournaled,
+            recovered_held=len(self.recovery.held),
+            recovered_unknown=len(self.recovery.unknown),
+        )
+
+
+# -- the two places this module reaches into the runtime ----------------------------------
+# The journal needs each accepted input's kind and text (events carry only ids) and a
+# way to put ``journal.failed`` on the runtime's own event stream with a proper sequence.
+
+
+def _records(runtime: LiveRuntime) -> dict[str, InputRecord]:
+    return runtime._core.identities
+
+
+def _publish(runtime: LiveRuntime, type_: str, fields: dict[str, Any]) -> None:
+    runtime._core._emit(type_, fields)
