@@ -167,6 +167,10 @@ class Model:
     open: bool = False
     pending: list[str] = attrs.Factory(list)
     writing: str | None = None
+    announcing: str | None = None
+    """The input the write barrier is announcing: queued, no longer pending, not handed over."""
+    end_reason: str | None = None
+    """Why admission closed early (stop or close): the hold reason of an input the barrier returns."""
     closed: bool = False
     used_generations: list[str] = attrs.Factory(list)
 
@@ -218,6 +222,13 @@ class Program:
         self.ending: str | None = None  # what the program did to end the generation
         self.generations = 0
         self.next_id = 0
+        if self.draw(st.booleans(), "write barrier"):
+            # a write-ahead hook (as the receipt journal installs) parks before each batch
+            self.runtime.set_write_barrier(self._barrier)
+            self.figures["examples with a write barrier"] += 1
+
+    async def _barrier(self, generation_id: str, inputs: Sequence[Input]) -> None:
+        await self.driver.park("barrier")
 
     def draw(self, strategy: st.SearchStrategy[Any], label: str) -> Any:
         return self.data.draw(strategy, label=label)
@@ -248,7 +259,7 @@ class Program:
         self.loop_running = True
         self.ending = None
         self.tg.start_soon(self._run_loop, self.loop, gen_id)
-        self.model.gen_id, self.model.open = gen_id, True
+        self.model.gen_id, self.model.open, self.model.end_reason = gen_id, True, None
         self.model.used_generations.append(gen_id)
 
     async def _checkpoint(self, context: Context) -> None:
@@ -261,13 +272,21 @@ class Program:
         await anyio.wait_all_tasks_blocked()
         model = self.model
         parked = self.driver.parked
+        if parked is not None and parked.name == "barrier" and model.announcing is None:
+            # the write-ahead hook runs for the oldest pending input before it is handed over
+            assert model.pending, "write barrier with nothing pending"
+            model.announcing = model.pending.pop(0)
+            self.figures["write barrier parks"] += 1
         if parked is not None and parked.name.startswith("write-before:"):
             input_id = parked.name.split(":", 1)[1]
             if model.writing is None:
-                # C13: the boundary hands over the oldest pending input
-                assert model.pending, f"writing {input_id} with nothing pending"
-                assert input_id == model.pending[0], f"wrote {input_id}, oldest pending is {model.pending[0]}"
-                model.pending.pop(0)
+                if model.announcing == input_id:
+                    model.announcing = None
+                else:
+                    # C13: the boundary hands over the oldest pending input
+                    assert model.pending, f"writing {input_id} with nothing pending"
+                    assert input_id == model.pending[0], f"wrote {input_id}, oldest is {model.pending[0]}"
+                    model.pending.pop(0)
                 model.writing = input_id
             assert model.writing == input_id
         if not self.loop_running and model.gen_id is not None:
@@ -288,6 +307,13 @@ class Program:
         else:
             assert kind in ("generation.finished", "generation.stopped"), kind
             reason = ""
+        if model.announcing is not None:
+            # never handed to the writer: held, never unknown (C15), with the reason admission closed
+            announced_reason = model.end_reason or reason
+            assert announced_reason, f"{kind}: {model.announcing} returned by the barrier without a reason"
+            self.model.inputs[model.announcing].disposition = Disposition.HELD
+            self.model.inputs[model.announcing].reason = announced_reason
+            model.announcing = None
         if model.writing is not None:
             # only a cancel or a failure can interrupt a write (stop never does): unknown (C15)
             assert self.ending in ("cancel", "fail"), f"write of {model.writing} left unconfirmed"
@@ -454,6 +480,7 @@ class Program:
             self.model.closed = True
             if self.model.gen_id is not None:
                 self.model.open = False
+                self.model.end_reason = "runtime-closed"
                 self.model.hold_pending("runtime-closed")
             self.check()
         elif action == "race":
@@ -478,6 +505,7 @@ class Program:
                 if self.model.open:
                     self.model.open = False
                     self.ending = "stop"
+                    self.model.end_reason = "generation-stopped"
                     self.model.hold_pending("generation-stopped")
                 self.check()  # C17: held synchronously, in the stop call
         await self.settle()
