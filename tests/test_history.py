@@ -7,6 +7,7 @@ that rule, so a checker that always passes (or always fails) is caught.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -316,3 +317,14 @@ async def test_real_runtime_history_passes_and_survives_json() -> None:
     saved = json.loads(json.dumps(runtime.recent_events()))
     check_history(saved, identity_limit=3, require_final=True).assert_ok()
     await anyio.lowlevel.checkpoint()
+
+
+def test_reliability_doc_example_runs_and_prints_what_the_doc_says(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The history-checker example in docs/reliability.md runs and prints the output shown there."""
+    doc = (Path(__file__).parent.parent / "docs" / "reliability.md").read_text()
+    code = doc.split("```python\n", 1)[1].split("```", 1)[0]
+    shown = doc.split("It prints:\n\n```\n", 1)[1].split("```", 1)[0]
+    exec(compile(code, "docs/reliability.md", "exec"), {"__name__": "docs_example"})
+    assert capsys.readouterr().out == shown
