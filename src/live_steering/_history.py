@@ -131,15 +131,25 @@ class HistoryReport:
     """What ``check_history`` found: the violations and what the history contained."""
 
     violations: tuple[Violation, ...]
+    """Every broken rule found, in the order of the history."""
     events: int
+    """Events checked."""
     operations: int
+    """Recorded submissions checked."""
     generations: int
+    """Generations seen (started, or ended inside a window)."""
     accepted: int
+    """``steering.accepted`` events: identities admitted."""
     repeated: int
+    """``steering.repeated`` events."""
     refused: int
+    """``steering.refused`` events."""
     applied: int
+    """Inputs that ended applied."""
     held: int
+    """Inputs that ended held."""
     unknown: int
+    """Inputs that ended unknown."""
     queued: int
     """Accepted inputs still queued in the generation running when the history ends."""
     complete: bool
