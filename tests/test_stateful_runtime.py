@@ -51,8 +51,8 @@ from live_steering.testing import History
 
 LIMIT = 6  # small, so the identity cap fills inside an example
 BUDGET = 4  # provider calls per generation, so budget exhaustion happens too
-FAST_EXAMPLES = int(os.environ.get("LIVE_STEERING_STATEFUL_EXAMPLES", "100"))
-SLOW_EXAMPLES = 1_500
+FAST_EXAMPLES = int(os.environ.get("LIVE_STEERING_STATEFUL_EXAMPLES", "200"))
+SLOW_EXAMPLES = 5_000
 MAX_STEPS = 40
 
 #: Figures of the run, per backend: examples, steps, actions, scheduler draws.
@@ -83,6 +83,18 @@ class DrawnShuffle(random.Random):
                 x[i], x[j] = x[j], x[i]
                 self._figures["scheduler swaps"] += 1
             self._figures["scheduler decisions"] += 1
+
+
+async def quiesce() -> None:
+    """Run every task until all are blocked.
+
+    A few plain checkpoints first: anyio's asyncio ``wait_all_tasks_blocked`` sleeps
+    0.1 s whenever a task is still runnable, so letting them settle first keeps the
+    examples fast. The order is still the scheduler's (and on trio, Hypothesis's).
+    """
+    for _ in range(4):
+        await anyio.lowlevel.checkpoint()
+    await anyio.wait_all_tasks_blocked()
 
 
 class Injected(Exception):
@@ -269,7 +281,7 @@ class Program:
 
     async def settle(self) -> None:
         """Let every task run until all are blocked, then fold what the loop did into the model."""
-        await anyio.wait_all_tasks_blocked()
+        await quiesce()
         model = self.model
         parked = self.driver.parked
         if parked is not None and parked.name == "barrier" and model.announcing is None:
@@ -425,7 +437,7 @@ class Program:
         self.release(parked)
         if not submit_first:
             self.tg.start_soon(submitter)
-        await anyio.wait_all_tasks_blocked()
+        await quiesce()
         (receipt,) = results
         if receipt == before:
             # decided before the loop moved on
