@@ -461,6 +461,9 @@ class Program:
             actions += ["start"] * 3
         if self.driver.parked is not None:
             actions += ["release"] * 8 + ["race"] * 3 + ["fail", "cancel", "stop"]
+            if self.driver.parked.name == "barrier":
+                # a disturbance inside the write barrier is rare otherwise and has its own rule (C15)
+                actions += ["fail", "cancel", "stop"]
         if not self.model.closed and self.generations:
             actions += ["close"]
         return actions
