@@ -1,8 +1,16 @@
-"""Shared pytest configuration: the ``--runslow`` switch for the long runs behind the published figures."""
+"""Shared pytest configuration: both anyio backends for every async test (STYLE.md), and the
+``--runslow`` switch for the long runs behind docs/reliability.md's figures."""
 
 from __future__ import annotations
 
 import pytest
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    """Run each ``pytest.mark.anyio`` test once on asyncio and once on trio."""
+    backend: str = request.param
+    return backend
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -52,13 +52,6 @@ def steers_at(name: str, seen: list[str]) -> bool:
     return not name.startswith("write-after")
 
 
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    """Run each async test on both anyio backends."""
-    backend: str = request.param
-    return backend
-
-
 class Injected(Exception):
     """The failure injected at an await point."""
 

@@ -25,13 +25,6 @@ DISTINCT_IDS = 3_000
 LIMIT = 1_000
 
 
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    """Run each async test on both anyio backends."""
-    backend: str = request.param
-    return backend
-
-
 def submission(n: int) -> tuple[Input, str]:
     """The n-th submitter's input: ids repeat across submitters; every 11th conflicts in content."""
     input_id = f"flood-{(n * 7919) % DISTINCT_IDS}"

@@ -25,13 +25,6 @@ from live_steering.testing import (
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    """Run each async test on both anyio backends."""
-    backend: str = request.param
-    return backend
-
-
 class Log:
     """Builds an event log by hand, numbering events like a runtime does."""
 

@@ -29,13 +29,6 @@ pytestmark = pytest.mark.anyio
 GEN = "gen-hostile"
 
 
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    """Run each async test on both anyio backends."""
-    backend: str = request.param
-    return backend
-
-
 class Session:
     """A runtime with one open generation, every submission recorded in a History."""
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import cast
 
 #: Modules that register a subcommand, in the order ``--help`` lists them.
-_SUBCOMMANDS = ("live_steering._demo", "live_steering._receipts_cli")
+_SUBCOMMANDS = ("live_steering._demo", "live_steering._receipts_cli", "live_steering._acp_cli")
 
 
 def build_parser() -> argparse.ArgumentParser:

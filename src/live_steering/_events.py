@@ -111,6 +111,7 @@ class EventHub:
         self.listener_errors = 0
         self._listeners: list[Listener] = []
         self._subscriptions: set[Subscription] = set()
+        self._closed = False
 
     def publish(self, event: Event) -> None:
         log = self.log
@@ -137,10 +138,14 @@ class EventHub:
 
     def subscribe(self, max_buffer: int) -> Subscription:
         subscription = Subscription(self, max_buffer)
-        self._subscriptions.add(subscription)
+        if self._closed:  # nothing will ever be published: end it now rather than park forever
+            subscription._end()
+        else:
+            self._subscriptions.add(subscription)
         return subscription
 
     def close(self) -> None:
+        self._closed = True
         for subscription in list(self._subscriptions):
             subscription._end()
         self._subscriptions.clear()

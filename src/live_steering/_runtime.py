@@ -30,7 +30,7 @@ from ._core import (
     Phase,
     SteeringCore,
 )
-from ._errors import GenerationStateError
+from ._errors import GenerationClosedError, GenerationStateError, RuntimeClosedError
 from ._events import DEFAULT_LOG_SIZE, DEFAULT_SUBSCRIPTION_BUFFER, Event, EventHub, Listener, Subscription
 from ._types import HoldReason, Input, Receipt
 
@@ -222,12 +222,16 @@ class LiveRuntime:
 
         A running generation is not interrupted: its engine's waits return, its
         next boundary raises ``RuntimeClosedError``, and leaving its block still
-        publishes ``generation.stopped``. Subscriptions end after their buffers.
+        publishes ``generation.stopped``. Subscriptions end after their buffers,
+        once the running generation (if any) has published its last event.
         """
         self._core.close()
         if self._active is not None:
+            # Its in-flight write and terminal event are still to come: the hub closes
+            # when the block is left (Generation.__aexit__), so subscribers see them.
             self._active._wake()
-        self._hub.close()
+        else:
+            self._hub.close()
         await anyio.lowlevel.checkpoint()
 
     async def __aenter__(self) -> LiveRuntime:
@@ -263,6 +267,18 @@ class LiveRuntime:
         self._core._check()
 
 
+def _only_cancellation(exc: BaseException) -> bool:
+    """True for the backend's cancellation, also when a nursery grouped several of them.
+
+    A native trio nursery (strict exception groups) re-raises the ``Cancelled`` of its
+    children as a ``BaseExceptionGroup``; that is still a cancellation, not a failure.
+    """
+    cancelled = anyio.get_cancelled_exc_class()
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.split(cancelled)[1] is None
+    return isinstance(exc, cancelled)
+
+
 class Generation:
     """The engine's handle on one generation; made by ``LiveRuntime.open_generation``.
 
@@ -296,6 +312,10 @@ class Generation:
         if self._state is not None:
             raise GenerationStateError(f"generation {self.id!r} was already entered")
         runtime = self._runtime
+        # Checked again here: two handles made for one id before either ran would
+        # otherwise let an anchor to the first generation reach the second (C18).
+        if self.id in runtime._generation_ids:
+            raise ValueError(f"generation id {self.id!r} was already used in this runtime")
         self._state = runtime._core.start_generation(self.id)
         runtime._generation_ids.add(self.id)
         runtime._active = self
@@ -309,15 +329,22 @@ class Generation:
     ) -> None:
         state = self._require()
         fields: dict[str, str] = {}
+        reason: HoldReason | None = None
         if exc is None:
             ending = Ending.FINISHED
-        elif isinstance(exc, anyio.get_cancelled_exc_class()):
+        elif _only_cancellation(exc):
             ending = Ending.CANCELLED
+        elif isinstance(exc, (GenerationClosedError, RuntimeClosedError)) and state.ending is Ending.STOPPED:
+            # The loop ran into the stop (its next boundary was refused): that is how a
+            # stopped generation ends, not a failure. The exception still propagates.
+            ending, reason = Ending.STOPPED, state.end_reason
         else:
             ending, fields["error"] = Ending.FAILED, type(exc).__name__
-        self._terminal = self._runtime._core.end_generation(state, ending, None, **fields)
+        self._terminal = self._runtime._core.end_generation(state, ending, reason, **fields)
         self._runtime._active = None
         self._wake()
+        if self._runtime.closed:  # aclose() left the hub open for this generation's last events
+            self._runtime._hub.close()
 
     # -- state ----------------------------------------------------------------------------
 
@@ -403,6 +430,9 @@ class Generation:
             if state.phase is not Phase.OPEN:
                 await anyio.lowlevel.checkpoint()
                 return False
+            if self._waiter is not None:
+                # One waiter slot: a second waiter would orphan the first, which then never wakes.
+                raise GenerationStateError(f"another task is already waiting for input of {self.id!r}")
             self._waiter = waiter = anyio.Event()
             try:
                 await waiter.wait()

@@ -176,10 +176,11 @@ class AgentLoop:
 
     async def run(self, prompt: str, *, generation_id: str | None = None) -> LoopResult:
         """Run one generation for ``prompt`` until the model stops calling tools."""
-        self.context.add("user", prompt)
         calls = 0
         text = ""
         async with self.runtime.open_generation(generation_id) as gen:
+            # Added once the generation is open, so a refused open leaves the context untouched.
+            self.context.add("user", prompt)
             work: anyio.CancelScope | None = None
 
             def stop() -> None:
@@ -192,12 +193,14 @@ class AgentLoop:
             try:
                 # gen.accepting turns False on stop() or when the runtime closes.
                 while gen.accepting:
+                    # Budget first: a steer that no request will ever carry is held
+                    # (budget-exhausted), not written into a context nobody sends.
+                    if calls == self.call_budget:
+                        gen.stop(HoldReason.BUDGET_EXHAUSTED)
+                        break
                     # The request boundary: before every provider request.
                     await gen.boundary(self.context.add_steer)
                     if not gen.accepting:
-                        break
-                    if calls == self.call_budget:
-                        gen.stop(HoldReason.BUDGET_EXHAUSTED)
                         break
                     calls += 1
                     with anyio.CancelScope() as work:

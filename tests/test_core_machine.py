@@ -1,0 +1,422 @@
+"""Stateful Hypothesis test of the sans-IO ``SteeringCore`` against a small model (C10-C20).
+
+The machine submits (new ids, identical repeats, conflicting repeats, stale
+anchors, hostile inputs), runs boundaries a step at a time (take, then confirm,
+interrupt or return), checkpoints, stops, ends generations every way, closes,
+and starts new generations. After every step ``core._check()`` runs and the
+model's view of every input must match the core's receipts.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+import attrs
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from live_steering import Disposition, HoldReason, Input, Receipt, RefusalReason, RuntimeClosedError
+from live_steering._core import (
+    DEFAULT_IDENTITY_LIMIT,
+    Ending,
+    GenerationState,
+    InputRecord,
+    SteeringCore,
+)
+from strategies import hostile_inputs, valid_texts
+
+Event = dict[str, Any]
+
+MAX_TEXT = 64
+"""A small text limit so that over-long texts are cheap to generate."""
+
+_DEFAULT_REASON = {
+    Ending.STOPPED: HoldReason.GENERATION_STOPPED,
+    Ending.CANCELLED: HoldReason.GENERATION_CANCELLED,
+    Ending.FAILED: HoldReason.GENERATION_FAILED,
+}
+_FORWARD = {
+    Disposition.QUEUED: {Disposition.QUEUED, Disposition.APPLIED, Disposition.HELD, Disposition.UNKNOWN},
+    Disposition.APPLIED: {Disposition.APPLIED},
+    Disposition.HELD: {Disposition.HELD},
+    Disposition.UNKNOWN: {Disposition.UNKNOWN},
+}
+
+
+def valid_by_contract(item: Input) -> bool:
+    """C7's content rules, written independently of the core."""
+    if not 1 <= len(item.id) <= 128 or len(item.text) > MAX_TEXT:
+        return False
+    if not item.text.strip() or "\x00" in item.id + item.text:
+        return False
+    try:
+        (item.id + item.text).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+@attrs.define
+class ModelInput:
+    input: Input
+    anchor: str
+    disposition: Disposition = Disposition.QUEUED
+    reason: str | None = None
+
+    def receipt(self) -> Receipt:
+        return Receipt(True, self.input.id, self.anchor, self.disposition, self.reason)
+
+
+@attrs.define
+class ModelGeneration:
+    id: str
+    state: GenerationState
+    open: bool = True
+    ending: Ending | None = None
+    end_reason: HoldReason | None = None
+    pending: list[str] = attrs.Factory(list)
+    writing: InputRecord | None = None
+    boundary: bool = False
+    accepted: list[str] = attrs.Factory(list)
+    applied: list[str] = attrs.Factory(list)
+
+
+class CoreMachine(RuleBasedStateMachine):
+    """Drives one core; the model predicts every receipt and disposition."""
+
+    identity_limit = DEFAULT_IDENTITY_LIMIT
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[Event] = []
+        self.core = SteeringCore(
+            session_id="s",
+            sink=self.events.append,
+            clock=lambda: 0.0,
+            identity_limit=self.identity_limit,
+            max_text_chars=MAX_TEXT,
+        )
+        self.model: dict[str, ModelInput] = {}
+        self.gen: ModelGeneration | None = None
+        self.ended: list[str] = []
+        self.closed = False
+        self.fresh = itertools.count()
+        self.generations_started = 0
+        self.seen_events = 0
+        self.last_sequence = 0
+        self.observed: dict[str, Disposition] = {}
+        self.applied_events: dict[str, int] = {}
+
+    # -- the model's prediction of one submission (C6-C12, precedence as C7 is implemented) ---------
+
+    def expected(self, item: Input, anchor: str) -> Receipt:
+        def refused(reason: RefusalReason) -> Receipt:
+            return Receipt(False, item.id, anchor, None, reason.value)
+
+        if self.closed:
+            return refused(RefusalReason.CLOSED)
+        if item.kind != "steer":
+            return refused(RefusalReason.UNSUPPORTED_KIND)
+        if not valid_by_contract(item):
+            return refused(RefusalReason.INVALID_INPUT)
+        known = self.model.get(item.id)
+        if known is not None:
+            if known.input == item and known.anchor == anchor:
+                return known.receipt()
+            return refused(RefusalReason.IDENTITY_CONFLICT)
+        if self.gen is None or self.gen.id != anchor:
+            return refused(RefusalReason.STALE_GENERATION)
+        if not self.gen.open:
+            return refused(RefusalReason.FINISHING)
+        if len(self.model) >= self.identity_limit:
+            return refused(RefusalReason.CAPACITY)
+        return Receipt(True, item.id, anchor, Disposition.QUEUED)
+
+    def do_submit(self, item: Input, anchor: str) -> Receipt:
+        want = self.expected(item, anchor)
+        identities = dict(self.core.identities)
+        got = self.core.submit(item, anchor)
+        assert got == want, (item, anchor)
+        new = want.accepted and item.id not in self.model
+        if new:
+            assert self.gen is not None
+            self.model[item.id] = ModelInput(item, anchor)
+            self.gen.pending.append(item.id)
+            self.gen.accepted.append(item.id)
+        else:
+            # C6/C10/C11: a refusal or a repeat never adds, evicts or replaces an identity.
+            assert self.core.identities == identities
+            assert all(self.core.identities[k] is v for k, v in identities.items())
+        return got
+
+    def new_id(self) -> str:
+        return f"i{next(self.fresh)}"
+
+    # -- generations --------------------------------------------------------------------------------
+
+    @initialize()
+    def start_first(self) -> None:
+        self.start_generation()
+
+    @precondition(lambda self: self.gen is None and not self.closed)
+    @rule()
+    def start_generation(self) -> None:
+        gid = f"g{self.generations_started + 1}"
+        state = self.core.start_generation(gid)
+        self.generations_started += 1
+        self.gen = ModelGeneration(gid, state)
+
+    @precondition(lambda self: self.gen is None and self.closed)
+    @rule()
+    def start_after_close_raises(self) -> None:
+        with pytest.raises(RuntimeClosedError):
+            self.core.start_generation("never")
+
+    # -- submissions ----------------------------------------------------------------------------------
+
+    @rule(text=valid_texts)
+    def submit_new(self, text: str) -> None:
+        anchor = self.gen.id if self.gen is not None else "g0"
+        self.do_submit(Input("steer", text, id=self.new_id()), anchor)
+
+    @precondition(lambda self: bool(self.model))
+    @rule(data=st.data())
+    def submit_identical_repeat(self, data: st.DataObject) -> None:
+        known = self.model[data.draw(st.sampled_from(sorted(self.model)))]
+        receipt = self.do_submit(known.input, known.anchor)
+        if not self.closed:
+            assert receipt == self.core.receipt(known.input.id)
+            assert self.events[-1]["type"] == "steering.repeated"
+
+    @precondition(lambda self: bool(self.model))
+    @rule(data=st.data(), change=st.sampled_from(["text", "anchor", "kind"]))
+    def submit_conflicting_repeat(self, data: st.DataObject, change: str) -> None:
+        known = self.model[data.draw(st.sampled_from(sorted(self.model)))]
+        item, anchor = known.input, known.anchor
+        if change == "text":
+            item = Input("steer", item.text + " (edited)", id=item.id)
+        elif change == "kind":
+            item = Input("note", item.text, id=item.id)
+        else:
+            anchor = anchor + "-other"
+        receipt = self.do_submit(item, anchor)
+        assert not receipt.accepted
+
+    @rule(text=valid_texts, anchor=st.sampled_from(["old", "future", ""]))
+    def submit_stale(self, text: str, anchor: str) -> None:
+        if anchor == "old":
+            anchor = self.ended[-1] if self.ended else "g0"
+        receipt = self.do_submit(Input("steer", text, id=self.new_id()), anchor)
+        assert not receipt.accepted
+
+    @rule(item=hostile_inputs)
+    def submit_hostile(self, item: Input) -> None:
+        anchor = self.gen.id if self.gen is not None else "g0"
+        self.do_submit(item, anchor)
+
+    # -- boundaries -----------------------------------------------------------------------------------
+
+    @precondition(lambda self: self.gen is not None and self.gen.open and not self.gen.boundary)
+    @rule()
+    def begin_boundary(self) -> None:
+        assert self.gen is not None
+        self.core.begin_boundary(self.gen.state)
+        self.gen.boundary = True
+
+    @precondition(lambda self: self.gen is not None and self.gen.boundary and self.gen.writing is None)
+    @rule()
+    def take_next(self) -> None:
+        gen = self.gen
+        assert gen is not None
+        record = self.core.next_write(gen.state)
+        if not gen.open or not gen.pending:
+            assert record is None
+            return
+        assert record is not None
+        # C13: the oldest pending input, in admission order.
+        assert record.input.id == gen.pending.pop(0)
+        gen.writing = record
+
+    @precondition(lambda self: self.gen is not None and self.gen.writing is not None)
+    @rule(outcome=st.sampled_from(["confirm", "interrupt", "return"]))
+    def resolve_write(self, outcome: str) -> None:
+        gen = self.gen
+        assert gen is not None
+        record = gen.writing
+        assert record is not None
+        known = self.model[record.input.id]
+        gen.writing = None
+        if outcome == "confirm":
+            # C18: applied only in the generation it was anchored to, which is the running one.
+            assert known.anchor == gen.id == self.core.current.id  # type: ignore[union-attr]
+            receipt = self.core.confirm_write(gen.state, record)
+            known.disposition = Disposition.APPLIED
+            gen.applied.append(record.input.id)
+            assert receipt == known.receipt()
+        elif outcome == "interrupt":
+            self.core.interrupt_write(gen.state, record)
+            known.disposition, known.reason = Disposition.UNKNOWN, HoldReason.WRITE_INTERRUPTED.value
+        else:
+            self.core.return_write(gen.state, record)
+            if gen.open:
+                gen.pending.insert(0, record.input.id)
+            else:
+                assert gen.end_reason is not None
+                known.disposition, known.reason = Disposition.HELD, gen.end_reason.value
+
+    @precondition(lambda self: self.gen is not None and self.gen.boundary and self.gen.writing is None)
+    @rule()
+    def end_boundary(self) -> None:
+        assert self.gen is not None
+        self.core.end_boundary(self.gen.state)
+        self.gen.boundary = False
+
+    # -- checkpoint, stop, end, close -------------------------------------------------------------------
+
+    @precondition(lambda self: self.gen is not None and not self.gen.boundary)
+    @rule()
+    def after_checkpoint(self) -> None:
+        gen = self.gen
+        assert gen is not None
+        started = self.generations_started
+        result = self.core.after_checkpoint(gen.state)
+        if gen.open and gen.pending:
+            assert result is True
+            assert self.events[-1] == {
+                **self.events[-1],
+                "type": "generation.continued",
+                "generation_id": gen.id,
+            }
+        else:
+            assert result is False
+            if gen.open:
+                gen.open, gen.ending = False, Ending.FINISHED
+        # C16: continuing never starts a new generation.
+        assert self.generations_started == started
+
+    def hold_pending(self, gen: ModelGeneration, reason: HoldReason) -> None:
+        for input_id in gen.pending:
+            self.model[input_id].disposition = Disposition.HELD
+            self.model[input_id].reason = reason.value
+        gen.pending.clear()
+
+    @precondition(lambda self: self.gen is not None)
+    @rule(reason=st.sampled_from([HoldReason.GENERATION_STOPPED, HoldReason.BUDGET_EXHAUSTED]))
+    def stop(self, reason: HoldReason) -> None:
+        gen = self.gen
+        assert gen is not None
+        self.core.stop(gen.state, reason)
+        if gen.ending is None or gen.ending is Ending.FINISHED:
+            gen.open, gen.ending, gen.end_reason = False, Ending.STOPPED, reason
+            self.hold_pending(gen, reason)
+
+    @precondition(lambda self: self.gen is not None)
+    @rule(ending=st.sampled_from(list(Ending)))
+    def end_generation(self, ending: Ending) -> None:
+        gen = self.gen
+        assert gen is not None
+        terminal = self.core.end_generation(gen.state, ending)
+        reason: HoldReason | None = None
+        if ending is Ending.FINISHED:
+            if gen.ending is not None:
+                ending, reason = gen.ending, gen.end_reason
+            elif gen.pending:
+                ending, reason = Ending.STOPPED, HoldReason.GENERATION_STOPPED
+        elif gen.end_reason is HoldReason.RUNTIME_CLOSED:
+            reason = HoldReason.RUNTIME_CLOSED
+        if ending is not Ending.FINISHED and reason is None:
+            reason = _DEFAULT_REASON[ending]
+        if gen.writing is not None:
+            # C15: a write handed out and never confirmed is unknown, never held.
+            known = self.model[gen.writing.input.id]
+            known.disposition, known.reason = Disposition.UNKNOWN, HoldReason.WRITE_INTERRUPTED.value
+        if reason is not None:
+            self.hold_pending(gen, reason)
+        assert not gen.pending
+        assert self.events[-1]["type"] == ending.value
+        # C19: applied ids, and accepted-but-not-applied ids, of this generation.
+        assert terminal["input_ids"] == gen.applied
+        assert terminal["accepted_input_ids"] == [i for i in gen.accepted if i not in gen.applied]
+        for input_id in gen.accepted:
+            assert self.model[input_id].disposition is not Disposition.QUEUED
+        self.ended.append(gen.id)
+        self.gen = None
+
+    @rule()
+    def close(self) -> None:
+        result = self.core.close()
+        if self.closed:
+            assert result is None
+            return
+        self.closed = True
+        gen = self.gen
+        if gen is not None:
+            assert result is gen.state
+            gen.open, gen.ending, gen.end_reason = False, Ending.STOPPED, HoldReason.RUNTIME_CLOSED
+            self.hold_pending(gen, HoldReason.RUNTIME_CLOSED)
+
+    # -- invariants -------------------------------------------------------------------------------
+
+    @invariant()
+    def core_invariants_hold(self) -> None:
+        """The core's own ``_check()`` after every step."""
+        self.core._check()
+
+    @invariant()
+    def model_matches_every_receipt(self) -> None:
+        """C10/C11: every accepted identity is retained, never evicted, and answers the model's receipt."""
+        assert len(self.core.identities) <= self.identity_limit
+        assert set(self.core.identities) == set(self.model)
+        for input_id, known in self.model.items():
+            assert self.core.receipt(input_id) == known.receipt()
+        pending = [] if self.gen is None else self.gen.pending
+        assert (
+            [r.input.id for r in self.core.current.pending] == pending if self.core.current else not pending
+        )
+
+    @invariant()
+    def dispositions_only_move_forward(self) -> None:
+        """C18/C20: queued moves once to applied/held/unknown, then never changes; applied at most once."""
+        for input_id, known in self.model.items():
+            before = self.observed.get(input_id, Disposition.QUEUED)
+            assert known.disposition in _FORWARD[before], (input_id, before, known.disposition)
+            self.observed[input_id] = known.disposition
+
+    @invariant()
+    def events_are_pinned_and_ordered(self) -> None:
+        """C18/C21: events are JSON and strictly sequenced; applied once, in its anchor; no new turns."""
+        for event in self.events[self.seen_events :]:
+            json.dumps(event)
+            assert event["sequence"] > self.last_sequence
+            self.last_sequence = event["sequence"]
+            if event["type"] == "steering.applied":
+                input_id = event["input_id"]
+                self.applied_events[input_id] = self.applied_events.get(input_id, 0) + 1
+                assert self.applied_events[input_id] == 1
+                assert event["target_generation_id"] == self.model[input_id].anchor
+        self.seen_events = len(self.events)
+        started = sum(1 for e in self.events if e["type"] == "generation.started")
+        assert started == self.generations_started
+
+
+class SmallCapacityMachine(CoreMachine):
+    """The same machine with room for five identities, so ``capacity`` is reached often (C11)."""
+
+    identity_limit = 5
+
+
+_settings = settings(
+    max_examples=150,
+    stateful_step_count=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+
+TestCoreMachine = CoreMachine.TestCase
+TestCoreMachine.settings = _settings
+TestSmallCapacityMachine = SmallCapacityMachine.TestCase
+TestSmallCapacityMachine.settings = _settings

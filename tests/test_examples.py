@@ -1,0 +1,70 @@
+"""Every example the docs show runs as written: each ``examples/*.py`` and the README's "In thirty lines"."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
+
+
+def shown_in_docs(path: Path) -> bool:
+    """Docs examples open with their own path (tests/test_docs.py holds the docs to them)."""
+    return path.read_text(encoding="utf-8").startswith(f"# examples/{path.name}\n")
+
+
+#: Shown whole in docs/; they take the anyio backend as their only argument.
+DOC_EXAMPLES = [path for path in EXAMPLES if shown_in_docs(path)]
+#: Any other script in examples/ (for example a feature's client): run as its docstring says.
+OTHER_EXAMPLES = [path for path in EXAMPLES if not shown_in_docs(path)]
+
+
+def run_script(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(path), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=path.parent,
+    )
+
+
+def test_there_are_examples() -> None:
+    """The examples directory is found and has the docs' examples (so the parametrised runs are real)."""
+    assert len(DOC_EXAMPLES) >= 5
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+@pytest.mark.parametrize("path", DOC_EXAMPLES, ids=lambda path: path.name)
+def test_doc_example_runs_cleanly(path: Path, backend: str) -> None:
+    """The example exits 0 on this anyio backend with nothing on stderr (its own asserts hold)."""
+    proc = run_script(path, backend)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+
+
+@pytest.mark.parametrize("path", OTHER_EXAMPLES, ids=lambda path: path.name)
+def test_other_example_runs(path: Path) -> None:
+    """Every other script in examples/ runs with no arguments and exits 0."""
+    proc = run_script(path)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_readme_thirty_lines_example_runs(tmp_path: Path) -> None:
+    """The README's "In thirty lines" example runs and prints the steer it wrote into the context."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    match = re.search(r"^## In thirty lines\n.*?```python\n(.*?)```", readme, re.S | re.M)
+    assert match is not None, "README has no 'In thirty lines' python block"
+    code = match.group(1)
+    assert len(code.splitlines()) <= 30
+    script = tmp_path / "readme_example.py"
+    script.write_text(code, encoding="utf-8")
+    proc = run_script(script)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "['Use the corrected path']\n"

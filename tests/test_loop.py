@@ -1,0 +1,470 @@
+"""The reference loop (``live_steering.loop``) driven race by race with the testing fixtures.
+
+Every race is a sequence of gates (``live_steering.testing``), never a sleep; every test
+runs on asyncio and trio.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+
+from live_steering import Disposition, Input, LiveRuntime, Receipt
+from live_steering.loop import AgentLoop, Context, FunctionTools, LoopResult, Reply, ToolCall
+from live_steering.testing import EventRecorder, RecordingContext, ScriptedProvider, ScriptedTools
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+TOOLS = {"read": "file contents", "test": "3 passed"}
+
+
+def tool_reply(text: str, name: str = "read") -> Reply:
+    return Reply(text, (ToolCall(f"call-{name}", name, {}),))
+
+
+def anchor(runtime: LiveRuntime) -> str:
+    """What a host does: read the running generation's id."""
+    generation = runtime.generation
+    assert generation is not None
+    return str(generation["id"])
+
+
+async def steer(runtime: LiveRuntime, text: str, input_id: str) -> Receipt:
+    return await runtime.submit_steering(Input("steer", text, id=input_id), anchor(runtime))
+
+
+async def run_into(
+    results: list[LoopResult], loop: AgentLoop, prompt: str, generation_id: str | None = None
+) -> None:
+    results.append(await loop.run(prompt, generation_id=generation_id))
+
+
+def disposition(runtime: LiveRuntime, input_id: str) -> tuple[Disposition | None, str | None]:
+    receipt = runtime.receipt(input_id)
+    assert receipt is not None
+    return receipt.disposition, receipt.reason
+
+
+def texts(entries: Any, role: str) -> list[str]:
+    return [e.text for e in entries if e.role == role]
+
+
+class CheckpointGate:
+    """A durable-checkpoint hook the test can hold (the loop is "saving" while it is held)."""
+
+    def __init__(self) -> None:
+        self.saving = anyio.Event()
+        self.release = anyio.Event()
+        self.calls = 0
+
+    async def __call__(self, context: Context) -> None:
+        self.calls += 1
+        self.saving.set()
+        await self.release.wait()
+
+
+async def test_steers_during_model_call_reach_next_request_once_in_order() -> None:
+    """C13/C14: steers sent while model call 0 is in flight are in request 1 once each, in order."""
+    runtime = LiveRuntime()
+    provider = ScriptedProvider([tool_reply("reading"), "done"])
+    loop = AgentLoop(runtime, provider, ScriptedTools(TOOLS))
+    in_flight = provider.gate(0)
+    results: list[LoopResult] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run_into, results, loop, "fix it")
+        await in_flight.wait_reached()
+        first = await steer(runtime, "first", "s1")
+        second = await steer(runtime, "second", "s2")
+        assert (first.disposition, second.disposition) == (Disposition.QUEUED, Disposition.QUEUED)
+        in_flight.release()
+    assert provider.calls == 2
+    assert texts(provider.requests[0], "steer") == []
+    assert texts(provider.requests[1], "steer") == ["first", "second"]
+    # The boundary sits after the tool round: the steers follow the tool result.
+    assert [e.role for e in provider.requests[1]] == ["user", "assistant", "tool", "steer", "steer"]
+    assert results[0].applied_input_ids == ("s1", "s2")
+    assert disposition(runtime, "s1") == (Disposition.APPLIED, None)
+    runtime._check()
+
+
+async def test_burst_during_tool_call_reaches_next_request_once_in_order() -> None:
+    """C13/C14: a burst sent while a tool runs lands in the next request, each once, in admission order."""
+    runtime = LiveRuntime()
+    recorder = EventRecorder.attach(runtime)
+    provider = ScriptedProvider([tool_reply("testing", "test"), "green"])
+    tools = ScriptedTools(TOOLS)
+    running = tools.gate("test")
+    loop = AgentLoop(runtime, provider, tools)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run_into, [], loop, "make it pass")
+        await running.wait_reached()
+        for n in range(1, 6):
+            await steer(runtime, f"note {n}", f"b{n}")
+        running.release()
+    assert texts(provider.requests[1], "steer") == [f"note {n}" for n in range(1, 6)]
+    applied = [e["input_id"] for e in recorder.of_type("steering.applied")]
+    assert applied == [f"b{n}" for n in range(1, 6)]
+    for n in range(1, 6):
+        assert recorder.dispositions(f"b{n}") == ["queued", "applied"]
+
+
+async def test_running_tool_is_not_interrupted_by_a_steer() -> None:
+    """C14: a steer during a tool call waits for the next boundary; the tool finishes and its result stays."""
+    runtime = LiveRuntime()
+    provider = ScriptedProvider([tool_reply("testing", "test"), "green"])
+    tools = ScriptedTools(TOOLS)
+    running = tools.gate("test")
+    loop = AgentLoop(runtime, provider, tools)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run_into, [], loop, "make it pass")
+        await running.wait_reached()
+        await steer(runtime, "check lint too", "s1")
+        await anyio.wait_all_tasks_blocked()
+        # Still parked in the tool: no new request, nothing written yet.
+        assert provider.calls == 1
+        assert texts(loop.context.entries, "steer") == []
+        assert disposition(runtime, "s1") == (Disposition.QUEUED, None)
+        running.release()
+    assert len(tools.calls) == 1
+    roles = [e.role for e in provider.requests[1]]
+    assert roles.index("tool") < roles.index("steer")
+    assert texts(provider.requests[1], "tool") == ["3 passed"]
+
+
+async def test_late_steer_during_final_checkpoint_continues_same_generation() -> None:
+    """C16: a steer during the final checkpoint continues the same generation; the prompt is not replayed."""
+    runtime = LiveRuntime()
+    recorder = EventRecorder.attach(runtime)
+    checkpoint = CheckpointGate()
+    provider = ScriptedProvider(["done", "done with changelog"])
+    loop = AgentLoop(runtime, provider, ScriptedTools(TOOLS), checkpoint=checkpoint)
+    results: list[LoopResult] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run_into, results, loop, "bump the version", "g-late")
+        await checkpoint.saving.wait()
+        receipt = await steer(runtime, "update the changelog", "late")
+        assert receipt.disposition is Disposition.QUEUED
+        checkpoint.release.set()
+    assert recorder.count("generation.started") == 1
+    assert recorder.count("generation.continued") == 1
+    recorder.assert_order(
+        "generation.started",
+        "steering.accepted",
+        "generation.continued",
+        "input.delivered",
+        "steering.applied",
+        "generation.finished",
+    )
+    assert {e["generation_id"] for e in recorder.of_type("generation.continued")} == {"g-late"}
+    assert texts(loop.context.entries, "user") == ["bump the version"]
+    assert texts(provider.requests[1], "user") == ["bump the version"]
+    assert texts(provider.requests[1], "steer") == ["update the changelog"]
+    assert results[0].generation_id == "g-late"
+    assert results[0].outcome == "finished"
+    assert results[0].provider_calls == 2
+    assert checkpoint.calls == 2
+
+
+async def test_stop_during_checkpoint_holds_the_late_steer() -> None:
+    """C17: a stop while the checkpoint runs holds the steer that arrived meanwhile; no continuation."""
+    runtime = LiveRuntime()
+    recorder = EventRecorder.attach(runtime)
+    checkpoint = CheckpointGate()
+    provider = ScriptedProvider(["done"])
+    loop = AgentLoop(runtime, provider, ScriptedTools(TOOLS), checkpoint=checkpoint)
+    results: list[LoopResult] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run_into, results, loop, "bump the version")
+        await checkpoint.saving.wait()
+        await steer(runtime, "update the changelog", "late")
+        loop.stop()
+        assert disposition(runtime, "late") == (Disposition.HELD, "generation-stopped")
+        checkpoint.release.set()
+    assert recorder.count("generation.continued") == 0
+    assert results[0].outcome == "stopped"
+    assert results[0].held_input_ids == ("late",)
+    assert provider.calls == 1
+    assert texts(loop.context.entries, "steer") == []
+    terminal = recorder.of_type("generation.stopped")
+    assert [e["reason"] for e in terminal] == ["generation-stopped"]
+
+
+async def test_cancellation_before_injection_holds_and_never_writes() -> None:
+    """C17/C18: cancelling the loop with a steer pending holds it; its text is never in the context."""
+    runtime = LiveRuntime()
+    recorder = EventRecorder.attach(runtime)
+    provider = ScriptedProvider([tool_reply("reading"), "done"])
+    loop = AgentLoop(runtime, provider, ScriptedTools(TOOLS))
+    in_flight = provider.gate(0)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run_into, [], loop, "fix it")
+        await in_flight.wait_reached()
+        await steer(runtime, "SECRET-STEER-TEXT", "s1")
+        tg.cancel_scope.cancel()
+    assert disposition(runtime, "s1") == (Disposition.HELD, "generation-cancelled")
+    assert all("SECRET-STEER-TEXT" not in e.text for e in loop.context.entries)
+    assert all("SECRET-STEER-TEXT" not in e.text for request in provider.requests for e in request)
+    (terminal,) = recorder.of_type("generation.cancelled")
+    assert terminal["input_ids"] == []
+    assert terminal["accepted_input_ids"] == ["s1"]
+    assert runtime.generation is None
+    runtime._check()
+
+
+async def test_interrupted_write_is_unknown_and_later_inputs_are_not() -> None:
+    """C15: cancelling at the second write makes it unknown (never held); the next is held, not unknown."""
+    runtime = LiveRuntime()
+    recorder = EventRecorder.attach(runtime)
+    context = RecordingContext()
+    provider = ScriptedProvider([tool_reply("reading")], then="done")
+    loop = AgentLoop(runtime, provider, ScriptedTools(TOOLS), context=context)
+    in_flight = provider.gate(0)
+    second_write = context.gate_write(1)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run_into, [], loop, "migrate")
+        await in_flight.wait_reached()
+        for n in (1, 2, 3):
+            await steer(runtime, f"note {n}", f"w{n}")
+        in_flight.release()
+        await second_write.wait_reached()
+        assert disposition(runtime, "w2") == (Disposition.QUEUED, None)
+        tg.cancel_scope.cancel()
+    assert disposition(runtime, "w1") == (Disposition.APPLIED, None)
+    assert disposition(runtime, "w2") == (Disposition.UNKNOWN, "write-interrupted")
+    assert disposition(runtime, "w3") == (Disposition.HELD, "generation-cancelled")
+    assert recorder.dispositions("w2") == ["queued", "unknown"]
+    assert recorder.dispositions("w3") == ["queued", "held"]
+    assert [e["input_id"] for e in recorder.of_type("steering.held")] == ["w3"]
+    assert context.steer_ids() == ["w1"]
+    assert provider.calls == 1
+    runtime._check()
+
+
+async def test_writer_failure_is_unknown_and_fails_the_generation() -> None:
+    """C15/C17: a writer that raises makes its input unknown, holds the rest, publishes generation.failed."""
+    runtime = LiveRuntime()
+    recorder = EventRecorder.attach(runtime)
+    context = RecordingContext()
+    context.fail_write(0, OSError("disk full"))
+    provider = ScriptedProvider([tool_reply("reading"), "done"])
+    loop = AgentLoop(runtime, provider, ScriptedTools(TOOLS), context=context)
+    in_flight = provider.gate(0)
+    errors: list[BaseException] = []
+
+    async def run_expecting_failure() -> None:
+        try:
+            await loop.run("migrate")
+        except OSError as error:
+            errors.append(error)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run_expecting_failure)
+        await in_flight.wait_reached()
+        await steer(runtime, "note 1", "f1")
+        await steer(runtime, "note 2", "f2")
+        in_flight.release()
+    assert [str(e) for e in errors] == ["disk full"]
+    assert disposition(runtime, "f1") == (Disposition.UNKNOWN, "write-interrupted")
+    assert disposition(runtime, "f2") == (Disposition.HELD, "generation-failed")
+    (failed,) = recorder.of_type("generation.failed")
+    assert failed["error"] == "OSError"
+    assert failed["input_ids"] == []
+    assert failed["accepted_input_ids"] == ["f1", "f2"]
+    assert context.steers() == []
+    runtime._check()
+
+
+async def test_exhausted_call_budget_holds_pending_steers() -> None:
+    """C17: with the call budget spent, a steer sent during the last tool round is held budget-exhausted."""
+    runtime = LiveRuntime()
+    recorder = EventRecorder.attach(runtime)
+    provider = ScriptedProvider([tool_reply("testing", "test")], then=tool_reply("again", "test"))
+    tools = ScriptedTools(TOOLS)
+    running = tools.gate("test", 1)
+    loop = AgentLoop(runtime, provider, tools, call_budget=2)
+    results: list[LoopResult] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run_into, results, loop, "loop forever")
+        await running.wait_reached()
+        await steer(runtime, "too late", "b1")
+        running.release()
+    assert provider.calls == 2
+    assert results[0].outcome == "budget-exhausted"
+    assert results[0].held_input_ids == ("b1",)
+    assert disposition(runtime, "b1") == (Disposition.HELD, "budget-exhausted")
+    assert texts(loop.context.entries, "steer") == []
+    (stopped,) = recorder.of_type("generation.stopped")
+    assert stopped["reason"] == "budget-exhausted"
+
+
+async def test_stop_then_new_generation_in_same_runtime() -> None:
+    """C17/C18: a stopped generation does not close the runtime; the next one runs and nothing moves to it."""
+    runtime = LiveRuntime()
+    recorder = EventRecorder.attach(runtime)
+    provider = ScriptedProvider(["working", "done"])
+    loop = AgentLoop(runtime, provider, ScriptedTools(TOOLS))
+    in_flight = provider.gate(0)
+    results: list[LoopResult] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run_into, results, loop, "first task", "g1")
+        await in_flight.wait_reached()
+        await steer(runtime, "held one", "h1")
+        loop.stop()
+    assert results[0].outcome == "stopped"
+    assert runtime.generation is None
+    assert runtime.capability["mode"] == "request_boundary"
+
+    second_call = provider.gate(1)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run_into, results, loop, "second task", "g2")
+        await second_call.wait_reached()
+        stale = await runtime.submit_steering(Input("steer", "for g1", id="x1"), "g1")
+        assert (stale.accepted, stale.reason) == (False, "stale-generation")
+        await steer(runtime, "applied one", "a2")
+        second_call.release()
+    assert results[1].outcome == "finished"
+    assert results[1].applied_input_ids == ("a2",)
+    assert recorder.count("generation.started") == 2
+    assert disposition(runtime, "h1") == (Disposition.HELD, "generation-stopped")
+    assert texts(loop.context.entries, "steer") == ["applied one"]
+    runtime._check()
+
+
+async def test_aclose_during_run_holds_pending_and_stops() -> None:
+    """C17: closing the runtime while a model call is in flight holds the pending steer (runtime-closed)."""
+    runtime = LiveRuntime()
+    recorder = EventRecorder.attach(runtime)
+    provider = ScriptedProvider(["done"])
+    loop = AgentLoop(runtime, provider, ScriptedTools(TOOLS))
+    in_flight = provider.gate(0)
+    results: list[LoopResult] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run_into, results, loop, "fix it")
+        await in_flight.wait_reached()
+        generation_id = anchor(runtime)
+        await steer(runtime, "never written", "c1")
+        await runtime.aclose()
+        assert disposition(runtime, "c1") == (Disposition.HELD, "runtime-closed")
+        late = await runtime.submit_steering(Input("steer", "after close", id="c2"), generation_id)
+        assert (late.accepted, late.reason) == (False, "closed")
+        in_flight.release()
+    assert results[0].outcome == "stopped"
+    (stopped,) = recorder.of_type("generation.stopped")
+    assert stopped["reason"] == "runtime-closed"
+    assert stopped["accepted_input_ids"] == ["c1"]
+    assert runtime.capability["mode"] == "unavailable"
+    assert texts(loop.context.entries, "steer") == []
+
+
+async def test_terminal_event_lists_applied_and_unapplied_inputs() -> None:
+    """C19: the terminal event carries input_ids (applied) and accepted_input_ids (accepted, not applied)."""
+    runtime = LiveRuntime()
+    recorder = EventRecorder.attach(runtime)
+    provider = ScriptedProvider([tool_reply("reading"), "working"])
+    loop = AgentLoop(runtime, provider, ScriptedTools(TOOLS))
+    first_call, second_call = provider.gate(0), provider.gate(1)
+    results: list[LoopResult] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run_into, results, loop, "fix it", "g-term")
+        await first_call.wait_reached()
+        await steer(runtime, "applied", "t1")
+        first_call.release()
+        await second_call.wait_reached()
+        await steer(runtime, "held", "t2")
+        loop.stop()
+    (terminal,) = recorder.of_type("generation.stopped")
+    assert terminal["generation_id"] == "g-term"
+    assert terminal["input_ids"] == ["t1"]
+    assert terminal["accepted_input_ids"] == ["t2"]
+    assert results[0].applied_input_ids == ("t1",)
+    assert results[0].held_input_ids == ("t2",)
+    assert recorder.types()[-1] == "generation.stopped"
+
+
+async def test_context_entries_carry_input_and_generation_metadata() -> None:
+    """C13: each steer entry the loop writes carries input_id and target_generation_id."""
+    runtime = LiveRuntime()
+    provider = ScriptedProvider([tool_reply("reading"), "done"])
+    loop = AgentLoop(runtime, provider, ScriptedTools(TOOLS))
+    in_flight = provider.gate(0)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run_into, [], loop, "fix it", "g-meta")
+        await in_flight.wait_reached()
+        await steer(runtime, "one", "m1")
+        await steer(runtime, "two", "m2")
+        in_flight.release()
+    steers = [e for e in loop.context.entries if e.role == "steer"]
+    assert [dict(e.metadata) for e in steers] == [
+        {"input_id": "m1", "target_generation_id": "g-meta", "delivery": "request_boundary", "kind": "steer"},
+        {"input_id": "m2", "target_generation_id": "g-meta", "delivery": "request_boundary", "kind": "steer"},
+    ]
+
+
+async def test_refused_open_leaves_context_untouched() -> None:
+    """A run whose generation cannot open (reused id) raises and adds nothing to the context."""
+    runtime = LiveRuntime()
+    loop = AgentLoop(runtime, ScriptedProvider(["done"]), ScriptedTools(TOOLS))
+    await loop.run("first", generation_id="g-once")
+    with pytest.raises(ValueError, match="already used"):
+        await loop.run("second", generation_id="g-once")
+    assert texts(loop.context.entries, "user") == ["first"]
+
+
+async def test_loop_stop_when_idle_is_a_no_op() -> None:
+    """AgentLoop.stop() outside a run changes nothing and the next run finishes normally."""
+    runtime = LiveRuntime()
+    loop = AgentLoop(runtime, ScriptedProvider(["done"]), ScriptedTools(TOOLS))
+    loop.stop()
+    result = await loop.run("hello")
+    assert (result.outcome, result.provider_calls, result.text) == ("finished", 1, "done")
+
+
+def test_call_budget_must_be_positive() -> None:
+    """A call budget below 1 is a clear ValueError at construction."""
+    with pytest.raises(ValueError, match="call_budget"):
+        AgentLoop(LiveRuntime(), ScriptedProvider([]), ScriptedTools({}), call_budget=0)
+
+
+async def test_stop_never_cancels_a_write_in_progress() -> None:
+    """C14/C17: AgentLoop.stop() during a write lets it complete (applied); the steers behind it are held."""
+    runtime = LiveRuntime()
+    context = RecordingContext()
+    provider = ScriptedProvider([tool_reply("reading"), "done"])
+    loop = AgentLoop(runtime, provider, ScriptedTools(TOOLS), context=context)
+    in_flight = provider.gate(0)
+    first_write = context.gate_write(0)
+    results: list[LoopResult] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run_into, results, loop, "fix it")
+        await in_flight.wait_reached()
+        await steer(runtime, "one", "s1")
+        await steer(runtime, "two", "s2")
+        in_flight.release()
+        await first_write.wait_reached()
+        loop.stop()
+        assert disposition(runtime, "s2") == (Disposition.HELD, "generation-stopped")
+        first_write.release()
+    assert disposition(runtime, "s1") == (Disposition.APPLIED, None)
+    assert context.steer_ids() == ["s1"]
+    assert results[0].outcome == "stopped"
+    assert results[0].applied_input_ids == ("s1",)
+    assert provider.calls == 1  # no request after the stop
+
+
+async def test_function_tools_calls_named_functions() -> None:
+    """FunctionTools runs the named function with the call's arguments; an unknown name is an error result."""
+
+    async def add(a: int, b: int) -> str:
+        return str(a + b)
+
+    tools = FunctionTools({"add": add})
+    assert await tools.run(ToolCall("c1", "add", {"a": 2, "b": 3})) == "5"
+    assert await tools.run(ToolCall("c2", "nope")) == "error: no tool named 'nope'"
