@@ -30,12 +30,19 @@ from typing import Any
 import anyio
 
 from ._events import Event
+from ._history import History, HistoryReport, HistoryViolationError, Operation, Violation, check_history
 from ._types import Input
 from .loop import Context, ContextEntry, Reply, ToolCall
 
 __all__ = [
     "EventRecorder",
     "Gate",
+    "History",
+    "HistoryReport",
+    "HistoryViolationError",
+    "Operation",
+    "Violation",
+    "check_history",
     "RecordingContext",
     "ScriptError",
     "ScriptedProvider",
