@@ -153,9 +153,15 @@ def assert_refused_cleanly(rig: Rig, item: Input, gen: str, reason: RefusalReaso
     assert rig.types(mark) == ["steering.refused"]
     event = rig.events[-1]
     assert event["reason"] == reason.value
-    assert event["input_id"] == item.id[:256]
-    assert event["generation_id"] == gen[:256]
+    assert event["input_id"] == event_safe(item.id)
+    assert event["generation_id"] == event_safe(gen)
+    json.dumps(event, ensure_ascii=False).encode("utf-8")  # C21: writable as UTF-8 text, always
     return receipt
+
+
+def event_safe(value: str) -> str:
+    """What a refusal event carries for a hostile id: 256 characters at most, lone surrogates escaped."""
+    return value[:256].encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 # -- C7: every refusal reason ------------------------------------------------------------------

@@ -310,7 +310,7 @@ class CoreMachine(RuleBasedStateMachine):
         gen = self.gen
         assert gen is not None
         self.core.stop(gen.state, reason)
-        if gen.ending is None or gen.ending is Ending.FINISHED:
+        if gen.open:  # once admission closed, a stop changes nothing: the first ending stands
             gen.open, gen.ending, gen.end_reason = False, Ending.STOPPED, reason
             self.hold_pending(gen, reason)
 
@@ -356,6 +356,7 @@ class CoreMachine(RuleBasedStateMachine):
         gen = self.gen
         if gen is not None:
             assert result is gen.state
+        if gen is not None and gen.open:  # a generation already closing keeps its own ending
             gen.open, gen.ending, gen.end_reason = False, Ending.STOPPED, HoldReason.RUNTIME_CLOSED
             self.hold_pending(gen, HoldReason.RUNTIME_CLOSED)
 

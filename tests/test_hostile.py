@@ -250,10 +250,10 @@ async def test_conflicting_repeats_of_hostile_ids_are_refused(session: Session) 
 
 
 async def test_refusal_events_are_json_serialisable_even_for_surrogate_ids(session: Session) -> None:
-    """A refused lone-surrogate id still gives a JSON-serialisable (ASCII-escaped) event (C21)."""
+    """A refused lone-surrogate id gives an event writable as UTF-8 JSON, the surrogate escaped (C21)."""
     await session.refused(Input("steer", "x", id="\udc80bad"), "invalid-input")
-    line = json.dumps(session.history.events[-1])
-    assert json.loads(line)["input_id"] == "\udc80bad"
+    line = json.dumps(session.history.events[-1], ensure_ascii=False).encode("utf-8")
+    assert json.loads(line)["input_id"] == "\\udc80bad"
 
 
 ANY_CHAR = st.characters(exclude_categories=())  # includes lone surrogates and NUL

@@ -1280,3 +1280,30 @@ async def test_second_concurrent_wait_for_input_is_refused() -> None:
             runtime.submit_steering_nowait(steer("a"), "g1")
         await gen.boundary(Context().write)
     assert woke == [True]
+
+
+async def test_stop_after_the_checkpoint_closed_admission_keeps_it_finished() -> None:
+    """C16/C19: once the after-checkpoint decision closed admission, stop() and aclose() change nothing."""
+    runtime = LiveRuntime()
+    seen: list[dict[str, Any]] = []
+    runtime.add_listener(seen.append)
+    async with runtime.open_generation("g1") as gen:
+        assert not gen.continue_after_checkpoint()
+        gen.stop()
+        await runtime.aclose()
+    assert seen[-1]["type"] == "generation.finished"
+    assert "reason" not in seen[-1]
+
+
+async def test_aclose_after_a_stop_keeps_the_stop_reason() -> None:
+    """C17: a generation stopped for its budget keeps that reason when the runtime closes before it ends."""
+    runtime = LiveRuntime()
+    async with runtime.open_generation("g1") as gen:
+        await runtime.submit_steering(Input("steer", "late", id="a"), "g1")
+        gen.stop(HoldReason.BUDGET_EXHAUSTED)
+        await runtime.aclose()
+    receipt = runtime.receipt("a")
+    assert receipt is not None
+    assert receipt.reason == "budget-exhausted"
+    assert gen.terminal_event is not None
+    assert gen.terminal_event["reason"] == "budget-exhausted"

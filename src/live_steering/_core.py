@@ -222,8 +222,16 @@ class CoreStatistics:
     closed: bool
 
 
-def _truncate(value: str) -> str:
-    return value if len(value) <= _EVENT_ID_CHARS else value[:_EVENT_ID_CHARS]
+def event_safe(value: str) -> str:
+    """A refused (possibly hostile) id as events carry it: bounded, and valid UTF-8.
+
+    At most ``_EVENT_ID_CHARS`` characters; lone surrogates become ``\\udcxx``
+    escapes, so a host writing events as UTF-8 text never fails on one.
+    """
+    value = value if len(value) <= _EVENT_ID_CHARS else value[:_EVENT_ID_CHARS]
+    if _encodable(value):
+        return value
+    return value.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _encodable(value: str) -> bool:
@@ -435,8 +443,8 @@ class SteeringCore:
         self._emit(
             "steering.refused",
             {
-                "input_id": _truncate(input.id),
-                "generation_id": _truncate(generation_id),
+                "input_id": event_safe(input.id),
+                "generation_id": event_safe(generation_id),
                 "reason": reason.value,
                 "detail": detail,
             },
@@ -565,9 +573,14 @@ class SteeringCore:
         return False
 
     def stop(self, gen: GenerationState, reason: HoldReason = HoldReason.GENERATION_STOPPED) -> None:
-        """Close admission and hold every pending input (C17). Idempotent: the first reason wins."""
+        """Close admission and hold every pending input (C17).
+
+        Once admission is closed (an earlier stop, the runtime's close, or the
+        after-checkpoint decision to finish) there is nothing left to stop: the call
+        changes nothing, so the first ending and its reason stand.
+        """
         self._require_current(gen, "stop")
-        if gen.ending is not None and gen.ending is not Ending.FINISHED:
+        if gen.phase is not Phase.OPEN:
             return
         gen.phase = Phase.CLOSING
         gen.ending = Ending.STOPPED
@@ -625,7 +638,7 @@ class SteeringCore:
             return None
         self.closed = True
         gen = self.current
-        if gen is not None and gen.phase is not Phase.ENDED:
+        if gen is not None and gen.phase is Phase.OPEN:  # a closing one keeps its own ending
             gen.phase = Phase.CLOSING
             gen.ending = Ending.STOPPED
             gen.end_reason = HoldReason.RUNTIME_CLOSED

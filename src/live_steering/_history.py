@@ -50,6 +50,7 @@ from typing import Any, Final
 
 import attrs
 
+from ._core import event_safe
 from ._types import Disposition, HoldReason, Input, Receipt, RefusalReason
 
 __all__ = [
@@ -73,8 +74,6 @@ _DECISIONS: Final = frozenset({"steering.accepted", "steering.repeated", "steeri
 _HOLD_REASONS: Final = frozenset(r.value for r in HoldReason) - {HoldReason.WRITE_INTERRUPTED.value}
 _UNKNOWN_REASONS: Final = frozenset({HoldReason.WRITE_INTERRUPTED.value, HoldReason.RUNTIME_LOST.value})
 _REFUSALS: Final = frozenset(r.value for r in RefusalReason)
-#: Refusal events carry at most this many characters of an id (see ``_core._EVENT_ID_CHARS``).
-_EVENT_ID_CHARS: Final = 256
 
 
 class HistoryViolationError(AssertionError):
@@ -241,8 +240,8 @@ class _Checker:
                     continue
                 event_id = event.get("input_id")
                 if event["type"] == "steering.refused":
-                    anchor_ok = event.get("generation_id") == op.generation_id[:_EVENT_ID_CHARS]
-                    id_ok = event_id == wanted_id[:_EVENT_ID_CHARS]
+                    anchor_ok = event.get("generation_id") == event_safe(op.generation_id)
+                    id_ok = event_id == event_safe(wanted_id)
                 else:
                     anchor_ok = event.get("target_generation_id") == op.generation_id
                     id_ok = event_id == wanted_id
