@@ -35,7 +35,7 @@ from typing import Any, Final
 import attrs
 
 from ._errors import GenerationClosedError, GenerationStateError, InvariantError, RuntimeClosedError
-from ._types import Disposition, HoldReason, Input, Receipt, RefusalReason
+from ._types import Disposition, HoldReason, Input, Receipt, RefusalReason, utf8_encodable
 
 __all__ = [
     "DEFAULT_IDENTITY_LIMIT",
@@ -229,20 +229,9 @@ def event_safe(value: str) -> str:
     escapes, so a host writing events as UTF-8 text never fails on one.
     """
     value = value if len(value) <= _EVENT_ID_CHARS else value[:_EVENT_ID_CHARS]
-    if _encodable(value):
+    if utf8_encodable(value):
         return value
     return value.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-def _encodable(value: str) -> bool:
-    # ASCII is the common case and cannot hold a lone surrogate.
-    if value.isascii():
-        return True
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 class SteeringCore:
@@ -432,7 +421,7 @@ class SteeringCore:
         if "\x00" in id_ or "\x00" in text:
             return "NUL character"
         # ASCII, the common case, is always encodable: skip two calls on the hot path.
-        if not ((id_.isascii() and text.isascii()) or (_encodable(id_) and _encodable(text))):
+        if not ((id_.isascii() and text.isascii()) or (utf8_encodable(id_) and utf8_encodable(text))):
             return "not encodable as UTF-8"
         return None
 

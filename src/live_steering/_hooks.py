@@ -41,9 +41,10 @@ from typing import Any, Final
 
 import attrs
 
+from ._core import event_safe
 from ._errors import InvariantError
 from ._events import DEFAULT_LOG_SIZE, DEFAULT_SUBSCRIPTION_BUFFER, Event, EventHub, Listener, Subscription
-from ._types import Disposition
+from ._types import Disposition, plain_str, utf8_encodable
 
 __all__ = [
     "DEFAULT_QUEUE_CAPACITY",
@@ -72,8 +73,6 @@ MAX_ID_CHARS: Final = 128
 SEPARATOR: Final = "\n\n"
 #: What redacted text reads as on the event stream.
 REDACTED: Final = "[redacted]"
-#: Refusal events carry at most this much of a (possibly hostile) command id.
-_EVENT_ID_CHARS: Final = 256
 DROP_SESSION_ENDED: Final = "session-ended"
 DROP_CLOSED: Final = "closed"
 
@@ -404,28 +403,6 @@ class _Instruction:
         )
 
 
-def _encodable(value: str) -> bool:
-    if value.isascii():
-        return True
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _plain(value: object, name: str) -> str:
-    if type(value) is str:
-        return value
-    if isinstance(value, str):
-        return str.__str__(value)
-    raise TypeError(f"{name} must be a str, got {type(value).__name__}")
-
-
-def _truncate(value: str) -> str:
-    return value if len(value) <= _EVENT_ID_CHARS else value[:_EVENT_ID_CHARS]
-
-
 class HookSession:
     """One live session's instruction queue for one vendor. Sans-IO; not thread-safe.
 
@@ -464,7 +441,7 @@ class HookSession:
         ``time`` of events; ``monotonic``: the clock ``queued_ms`` is measured on.
         """
         profile = vendor if isinstance(vendor, VendorProfile) else PROFILES[Vendor(vendor)]
-        session_id = _plain(session_id, "session_id")
+        session_id = plain_str(session_id, "session_id")
         if not session_id:
             raise ValueError("session_id must be a non-empty str")
         for name, value in (
@@ -551,8 +528,8 @@ class HookSession:
         with an ``InstructionRefusal`` reason; a refusal changes nothing. Raises
         ``TypeError`` only when an argument is not a string.
         """
-        command_id = _plain(command_id, "command_id")
-        text = _plain(text, "text")
+        command_id = plain_str(command_id, "command_id")
+        text = plain_str(text, "text")
         problem = self._validate(command_id, text)
         if problem is not None:
             return self._refuse(command_id, InstructionRefusal.INVALID_INPUT, problem)
@@ -606,7 +583,7 @@ class HookSession:
             return "text is blank"
         if "\x00" in command_id or "\x00" in text:
             return "NUL character"
-        if not (_encodable(command_id) and _encodable(text)):
+        if not (utf8_encodable(command_id) and utf8_encodable(text)):
             return "not encodable as UTF-8"
         return None
 
@@ -614,13 +591,13 @@ class HookSession:
         self._refused += 1
         self._emit(
             "instruction.refused",
-            {"command_id": _truncate(command_id), "reason": reason.value, "detail": detail},
+            {"command_id": event_safe(command_id), "reason": reason.value, "detail": detail},
         )
         return InstructionReceipt(False, command_id, self.session_id, None, reason.value, detail)
 
     def receipt(self, command_id: str) -> InstructionReceipt | None:
         """The current receipt of an accepted command id, or ``None``. O(1)."""
-        record = self._identities.get(_plain(command_id, "command_id"))
+        record = self._identities.get(plain_str(command_id, "command_id"))
         return None if record is None else record.receipt(self.session_id)
 
     # -- hook moments ---------------------------------------------------------------------
@@ -635,7 +612,7 @@ class HookSession:
         vendor's session-end moment every queued instruction is dropped
         (``instruction.dropped {reason: "session-ended"}``). O(delivered).
         """
-        moment = _plain(moment, "moment")
+        moment = plain_str(moment, "moment")
         if type(reply_would_be_empty) is not bool:
             raise TypeError("reply_would_be_empty must be a bool")
         if self._ended:

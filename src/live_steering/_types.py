@@ -22,17 +22,31 @@ __all__ = [
 ]
 
 
-def _plain_str(value: object) -> str:
+def plain_str(value: object, name: str | None = None) -> str:
     """Return ``value`` as an exact ``str``; refuse anything that is not a string.
 
     A ``str`` subclass may override ``__eq__``/``__hash__``; identity decisions
     must never run through user code, so subclasses are copied to a plain ``str``.
+    ``name`` names the argument in the ``TypeError``.
     """
     if type(value) is str:
         return value
     if isinstance(value, str):
         return str.__str__(value)
-    raise TypeError(f"expected str, got {type(value).__name__}")
+    if name is None:
+        raise TypeError(f"expected str, got {type(value).__name__}")
+    raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+
+
+def utf8_encodable(value: str) -> bool:
+    """True when ``value`` can be stored as UTF-8 (no lone surrogate). O(n), fast for ASCII."""
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _new_input_id() -> str:
@@ -51,11 +65,11 @@ class Input:
     with a refusal receipt, so that a host always gets a receipt it can persist.
     """
 
-    kind: str = attrs.field(converter=_plain_str)
+    kind: str = attrs.field(converter=plain_str)
     """What the input is. The steering capability accepts only ``"steer"``."""
-    text: str = attrs.field(converter=_plain_str)
+    text: str = attrs.field(converter=plain_str)
     """The text written into the generation's context."""
-    id: str = attrs.field(converter=_plain_str, factory=_new_input_id, kw_only=True)
+    id: str = attrs.field(converter=plain_str, factory=_new_input_id, kw_only=True)
     """The stable identity (1-128 characters). Repeats with the same id are deduplicated (C10).
 
     Compared exactly: ids differing only in case or Unicode normalisation are distinct.
