@@ -45,10 +45,10 @@ def journal_path(tmp_path: Path) -> Path:
 
 
 def test_table_lists_every_receipt(journal_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """The table has a header and one row per input with id, generation, disposition, reason and time."""
+    """The table has a header and one row per input: id, generation, disposition, reason, time, runtime."""
     assert main(["receipts", str(journal_path)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["ID", "GENERATION", "DISPOSITION", "REASON", "WHEN"]
+    assert lines[0].split() == ["ID", "GENERATION", "DISPOSITION", "REASON", "WHEN", "RUNTIME"]
     cells = [line.split() for line in lines[1:]]
     assert [c[:4] for c in cells] == [
         ["fix-1", "gen-a", "applied", "-"],
@@ -57,6 +57,8 @@ def test_table_lists_every_receipt(journal_path: Path, capsys: pytest.CaptureFix
         ["fix-3", "gen-b", "held", "generation-stopped"],
     ]
     assert all(c[4].endswith("Z") and "T" in c[4] for c in cells)
+    assert len({c[5] for c in cells}) == 1
+    assert cells[0][5].endswith("#1")
 
 
 def test_filters_by_generation_and_disposition(

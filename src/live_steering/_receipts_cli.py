@@ -16,7 +16,9 @@ from ._journal_store import iso
 from ._types import Disposition
 from .journal import JournalEntry, JournalError, read_receipts
 
-_COLUMNS = ("ID", "GENERATION", "DISPOSITION", "REASON", "WHEN")
+#: RUNTIME is ``session#n``: identities are per runtime, so the same id may appear once
+#: for each runtime that journaled into the file (two runs of the demo, say).
+_COLUMNS = ("ID", "GENERATION", "DISPOSITION", "REASON", "WHEN", "RUNTIME")
 
 
 def register(subparsers: Any) -> None:
@@ -54,6 +56,7 @@ def _row(entry: JournalEntry) -> tuple[str, ...]:
         entry.disposition.value,
         entry.reason or "-",
         iso(entry.updated_at),
+        f"{_printable(entry.session_id)}#{entry.runtime_no}",
     )
 
 
