@@ -583,6 +583,39 @@ async def test_failed_write_surfaces_and_reports_nothing_false(
         assert set(reopened.recovery.held) == set(in_file)
 
 
+async def test_an_unexpected_commit_error_fails_the_journal_instead_of_killing_it(tmp_path: Path) -> None:
+    """A non-SQLite exception in a commit fails the journal like a disk error: waiters raise JournalError."""
+
+    class Exploding(FaultyConnection):
+        def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> sqlite3.Cursor:
+            if self.armed and sql == "COMMIT":
+                raise UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed")
+            return super().execute(sql, parameters)
+
+    conn = Exploding()
+    async with ReceiptJournal(tmp_path / "r.db", connect=conn.factory) as journal:
+        runtime = LiveRuntime()
+        journal.attach(runtime)
+        conn.armed = True
+        async with runtime.open_generation("g1") as gen:
+            await _submit(runtime, "g1", "a")
+            with pytest.raises(JournalError, match="commit failed"):
+                await journal.wait_durable("a")
+            assert journal.statistics().failed is not None
+            assert [e["type"] for e in runtime.recent_events()].count("journal.failed") == 1
+            gen.stop()
+        runtime._check()
+
+
+async def test_the_connection_runs_wal_with_synchronous_full(tmp_path: Path) -> None:
+    """C22: the journal's own connection is in WAL mode with synchronous=FULL (2), as durability needs."""
+    conn = FaultyConnection()
+    async with ReceiptJournal(tmp_path / "r.db", connect=conn.factory):
+        assert conn._conn is not None
+        assert conn._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn._conn.execute("PRAGMA synchronous").fetchone()[0] == 2
+
+
 async def test_an_exception_from_the_body_propagates_unwrapped(tmp_path: Path) -> None:
     """The journal's internal task group never wraps the host's own exception in an ExceptionGroup."""
     with pytest.raises(KeyError, match="host bug"):

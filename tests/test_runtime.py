@@ -1241,7 +1241,7 @@ async def test_boundary_refused_after_a_stop_still_ends_as_stopped(how: str) -> 
     ("config", "error"),
     [
         ({"session_id": ""}, ValueError),
-        ({"session_id": 7}, ValueError),
+        ({"session_id": 7}, TypeError),
         ({"max_text_chars": 0}, ValueError),
         ({"identity_limit": 0}, ValueError),
         ({"event_log_size": 0}, ValueError),
@@ -1307,3 +1307,20 @@ async def test_aclose_after_a_stop_keeps_the_stop_reason() -> None:
     assert receipt.reason == "budget-exhausted"
     assert gen.terminal_event is not None
     assert gen.terminal_event["reason"] == "budget-exhausted"
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["", "x" * 129, "gen\x00", "gen-\ud800"],
+    ids=["empty", "too-long", "nul", "lone-surrogate"],
+)
+def test_engine_chosen_ids_follow_the_input_id_rules(bad: str) -> None:
+    """C21/C24: generation and session ids ride in every event, so they meet C7's id rules or raise."""
+    runtime = LiveRuntime()
+    with pytest.raises(ValueError, match="generation_id"):
+        runtime.open_generation(bad)
+    with pytest.raises(ValueError, match="session_id"):
+        LiveRuntime(session_id=bad)
+    with pytest.raises(TypeError, match="generation_id"):
+        runtime.open_generation(b"g1")  # type: ignore[arg-type]
+    assert runtime.open_generation("x" * 128).id == "x" * 128  # the limit itself is fine

@@ -26,6 +26,7 @@ from ._core import (
     DEFAULT_IDENTITY_LIMIT,
     DEFAULT_MAX_TEXT_CHARS,
     DELIVERY,
+    MAX_ID_CHARS,
     CoreStatistics,
     Ending,
     GenerationState,
@@ -35,7 +36,7 @@ from ._core import (
 )
 from ._errors import GenerationClosedError, GenerationStateError, RuntimeClosedError
 from ._events import DEFAULT_LOG_SIZE, DEFAULT_SUBSCRIPTION_BUFFER, Event, EventHub, Listener, Subscription
-from ._types import HoldReason, Input, Receipt
+from ._types import HoldReason, Input, Receipt, plain_str, utf8_encodable
 
 __all__ = ["Generation", "LiveRuntime", "RuntimeStatistics", "WriteBarrier", "Writer"]
 
@@ -83,6 +84,21 @@ class RuntimeStatistics(CoreStatistics):
     """Listener calls that raised (logged, never propagated into the runtime)."""
 
 
+def _engine_id(value: object, name: str) -> str:
+    """Check an id the engine chooses (session, generation) by the rules of input ids (C7).
+
+    These ids ride in every event and in the receipt journal, so they must be as
+    clean as an admitted input id: 1-128 characters, no NUL, valid UTF-8.
+    ``TypeError`` for a non-string, ``ValueError`` for a bad one.
+    """
+    value = plain_str(value, name)
+    if not 1 <= len(value) <= MAX_ID_CHARS:
+        raise ValueError(f"{name} must be a non-empty str of at most {MAX_ID_CHARS} characters")
+    if "\x00" in value or not utf8_encodable(value):
+        raise ValueError(f"{name} must be valid UTF-8 text without NUL, got {value!r}")
+    return value
+
+
 class LiveRuntime:
     """One live session's steering runtime. Create one per session; close it with ``aclose()``.
 
@@ -117,8 +133,8 @@ class LiveRuntime:
         """
         if session_id is None:
             session_id = f"session-{uuid.uuid4().hex[:12]}"
-        elif type(session_id) is not str or not session_id:
-            raise ValueError(f"session_id must be a non-empty str, got {session_id!r}")
+        else:
+            session_id = _engine_id(session_id, "session_id")
         if type(boundary_delivery) is not bool:
             raise TypeError("boundary_delivery must be a bool")
         self._hub = EventHub(event_log_size)
@@ -295,8 +311,8 @@ class LiveRuntime:
         """
         if generation_id is None:
             generation_id = f"gen-{uuid.uuid4().hex}"
-        elif type(generation_id) is not str or not generation_id:
-            raise ValueError(f"generation_id must be a non-empty str, got {generation_id!r}")
+        else:
+            generation_id = _engine_id(generation_id, "generation_id")
         if generation_id in self._generation_ids:
             raise ValueError(f"generation id {generation_id!r} was already used in this runtime")
         return Generation(self, generation_id)

@@ -513,6 +513,11 @@ class ReceiptJournal:
             except sqlite3.Error as exc:
                 self._fail(store.translate(exc, "commit", self.path), lost=len(batch) + len(self._queue))
                 return
+            except Exception as exc:  # anything else must fail the journal loudly, not kill its task
+                error = JournalError(f"receipt journal {self.path!r}: commit failed: {exc!r}")
+                error.__cause__ = exc
+                self._fail(error, lost=len(batch) + len(self._queue))
+                return
         self._commits += 1
         self._largest_batch = max(self._largest_batch, len(batch))
         self._durable_through = batch[-1].number
