@@ -321,8 +321,9 @@ async def test_closing_under_cancellation_still_commits_what_was_queued(tmp_path
 
 
 async def test_mark_is_durable_before_the_writer_sees_the_input(tmp_path: Path) -> None:
-    """When the writer runs, its input is marked in the file; the whole batch was marked in one commit."""
+    """C23: when the writer runs, its input is marked in the file and no input behind it is."""
     path = tmp_path / "r.db"
+    ids = [f"i{n}" for n in range(10)]
     async with ReceiptJournal(path) as journal:
         runtime = LiveRuntime()
         journal.attach(runtime)
@@ -334,14 +335,17 @@ async def test_mark_is_durable_before_the_writer_sees_the_input(tmp_path: Path) 
             marked_at_write.append({e.input_id: e.marked for e in read_receipts(path)})
 
         async with runtime.open_generation("g1") as gen:
-            await _submit(runtime, "g1", *(f"i{n}" for n in range(10)))
+            await _submit(runtime, "g1", *ids)
             await journal.flush()
             before = journal.statistics().commits
             await gen.boundary(writer)
             gen.stop()
-        assert commits_at_write[0] == before + 1, "the ten marks took more than one commit"
-        assert all(all(marks.values()) for marks in marked_at_write)
-        assert len(marked_at_write) == 10
+    assert len(marked_at_write) == 10
+    for k, marks in enumerate(marked_at_write):
+        assert marks[ids[k]], f"{ids[k]} reached the writer unmarked"
+        assert not any(marks[i] for i in ids[k + 1 :]), f"inputs behind {ids[k]} were already marked"
+    # one durable commit per input written: its mark (with the previous input's applied)
+    assert commits_at_write == [before + k + 1 for k in range(10)]
 
 
 async def test_cancelled_while_the_mark_commits_the_input_is_held_not_unknown(tmp_path: Path) -> None:

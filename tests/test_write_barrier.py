@@ -39,8 +39,8 @@ async def _submit(runtime: LiveRuntime, gen_id: str, *ids: str) -> None:
         assert receipt.accepted
 
 
-async def test_barrier_covers_the_whole_batch_before_the_first_write() -> None:
-    """One barrier call announces every pending input, and it returns before any write starts."""
+async def test_barrier_announces_each_input_right_before_its_write() -> None:
+    """C23: each input gets its own barrier call just before its write, so only it is "maybe written"."""
     log = Log()
     runtime = LiveRuntime()
     runtime.set_write_barrier(log.barrier)
@@ -50,9 +50,11 @@ async def test_barrier_covers_the_whole_batch_before_the_first_write() -> None:
         assert [r.input_id for r in applied] == ["a", "b", "c"]
         gen.stop()
     assert log.steps == [
-        ("barrier", ("a", "b", "c")),
+        ("barrier", ("a",)),
         ("write", ("a",)),
+        ("barrier", ("b",)),
         ("write", ("b",)),
+        ("barrier", ("c",)),
         ("write", ("c",)),
     ]
     runtime._check()
@@ -94,7 +96,7 @@ async def test_input_admitted_during_a_write_gets_its_own_barrier_call() -> None
     assert runtime.receipt("late").disposition is Disposition.APPLIED  # type: ignore[union-attr]
 
 
-async def test_a_failing_barrier_leaves_the_batch_pending_not_unknown() -> None:
+async def test_a_failing_barrier_leaves_the_inputs_pending_not_unknown() -> None:
     """A barrier that raises hands nothing to the writer: inputs stay queued and a retry writes them."""
     log = Log()
     runtime = LiveRuntime()
@@ -117,7 +119,7 @@ async def test_a_failing_barrier_leaves_the_batch_pending_not_unknown() -> None:
         runtime._check()
         await gen.boundary(log.writer)
         gen.stop()
-    assert log.steps == [("barrier", ("a", "b")), ("write", ("a",)), ("write", ("b",))]
+    assert log.steps == [("barrier", ("a",)), ("write", ("a",)), ("barrier", ("b",)), ("write", ("b",))]
     assert runtime.statistics().unknown == 0
     runtime._check()
 

@@ -46,8 +46,8 @@ __all__ = ["Generation", "LiveRuntime", "RuntimeStatistics", "WriteBarrier", "Wr
 Writer = Callable[[Input, Mapping[str, Any]], Awaitable[None] | None]
 
 #: An optional write-ahead hook (see ``LiveRuntime.set_write_barrier``): awaited with the
-#: generation id and a batch of inputs before the first of them is handed to the writer.
-#: If it raises or is cancelled, none of the batch was handed: they stay pending (C15).
+#: generation id and the one input about to be handed to the writer (as a 1-tuple).
+#: If it raises or is cancelled, the input was not handed: it stays pending (C15).
 WriteBarrier = Callable[[str, Sequence[Input]], Awaitable[None]]
 
 _STOP_REASONS: Final = frozenset({HoldReason.GENERATION_STOPPED, HoldReason.BUDGET_EXHAUSTED})
@@ -256,16 +256,17 @@ class LiveRuntime:
     def set_write_barrier(self, barrier: WriteBarrier | None) -> None:
         """Install (or with ``None`` remove) a write-ahead hook for every boundary.
 
-        ``await barrier(generation_id, inputs)`` runs inside ``boundary()`` before the
-        first of ``inputs`` is handed to the writer; ``inputs`` is the input about to be
-        written followed by everything pending behind it, so one call can cover a whole
-        batch (the receipt journal marks them all in one durable commit). Inputs admitted
-        while the boundary runs get a call of their own before they are written.
+        ``await barrier(generation_id, inputs)`` runs inside ``boundary()`` right before
+        an input is handed to the writer; ``inputs`` holds exactly that input. Announcing
+        one input at a time is what lets a journal tell "maybe written" (the one input
+        marked) from "never handed over" (everything behind it) after a crash (C23); the
+        receipt journal pays one durable commit per input written, which also carries the
+        previous input's ``applied``.
 
-        If the barrier raises or is cancelled, no input of its batch was handed to the
-        writer: they stay pending (or are held if the generation is ending, C15) and
-        the exception propagates out of ``boundary()``. If the generation was stopped
-        while the barrier ran, the input is held instead of written.
+        If the barrier raises or is cancelled, the input was not handed to the writer: it
+        stays pending (or is held if the generation is ending, C15) and the exception
+        propagates out of ``boundary()``. If the generation was stopped while the barrier
+        ran, the input is held instead of written.
         """
         if barrier is not None and not callable(barrier):
             raise TypeError("the write barrier must be an async callable or None")
@@ -437,7 +438,7 @@ class Generation:
         the boundary runs join it. Returns the applied receipts. O(batch).
 
         With a write barrier (``LiveRuntime.set_write_barrier``) each input is
-        announced to it, a batch at a time, before it is handed to the writer.
+        announced to it, on its own, right before it is handed to the writer.
         """
         state = self._require()
         runtime = self._runtime
@@ -445,20 +446,18 @@ class Generation:
         await anyio.lowlevel.checkpoint_if_cancelled()
         core.begin_boundary(state)
         applied: list[Receipt] = []
-        # ids the barrier has already let through in this boundary
-        announced: set[str] = set()
         try:
             while (record := core.next_write(state)) is not None:
                 barrier = runtime._write_barrier
-                if barrier is not None and record.input.id not in announced:
-                    batch = [record.input, *(pending.input for pending in state.pending)]
+                if barrier is not None:
+                    # One input per call: an input marked "maybe written" must be the one
+                    # about to be handed over, so recovery can hold the rest (C23).
                     try:
-                        await barrier(record.generation_id, batch)
+                        await barrier(record.generation_id, (record.input,))
                     except BaseException:
                         # never handed to the writer: pending again, not unknown (C15)
                         core.return_write(state, record)
                         raise
-                    announced.update(item.id for item in batch)
                     if state.phase is not Phase.OPEN:
                         # stopped or closed while the barrier ran: held like the rest (C17)
                         core.return_write(state, record)

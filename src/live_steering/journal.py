@@ -7,8 +7,8 @@ A ``ReceiptJournal`` owns one SQLite file (stdlib ``sqlite3``, WAL,
 the kernel when the process dies). It attaches to ``LiveRuntime``s: a listener
 turns each disposition event (``steering.accepted``/``applied``/``held``/``unknown``)
 into a numbered *change* appended to an in-memory queue, in event order, and the
-runtime's write barrier appends a ``writing`` mark for a batch of inputs and
-waits until that mark is durable before the loop's writer sees any of them.
+runtime's write barrier appends a ``writing`` mark for the one input about to be
+written and waits until that mark is durable before the loop's writer sees it.
 
 One committer task takes everything queued (up to ``max_batch``) and commits it in
 one ``BEGIN IMMEDIATE`` transaction on a worker thread, one thread at a time
@@ -377,7 +377,7 @@ class ReceiptJournal:
         return self._number
 
     async def _mark_writing(self, attachment: _Attachment, inputs: Sequence[Input]) -> None:
-        """The write barrier: one durable commit covers the whole batch's marks."""
+        """The write barrier: the marks of ``inputs`` (the runtime passes one) are durable on return."""
         self._raise_if_unusable()
         records = _records(attachment.runtime)
         number = 0
