@@ -322,3 +322,19 @@ def test_any_unicode_long(anyio_backend: str, submissions: list[tuple[str, str, 
         path = os.path.join(os.environ["LIVE_STEERING_FIGURES"], "hostile.txt")
         with open(path, "w") as out:
             out.write(f"{dict(sorted(TRIED.items()))}\n")
+
+
+@pytest.mark.parametrize("field", ["kind", "text", "id"])
+@pytest.mark.parametrize("value", [["a list"], b"bytes", None], ids=["list", "bytes", "none"])
+async def test_an_input_forged_past_its_converters_is_a_type_error(field: str, value: object) -> None:
+    """C6/C24: an Input whose frozen fields were forged to non-str raises TypeError and changes nothing."""
+    runtime = LiveRuntime()
+    async with runtime.open_generation(GEN) as gen:
+        forged = Input("steer", "text", id="forged")
+        object.__setattr__(forged, field, value)
+        before = runtime.statistics()
+        with pytest.raises(TypeError, match="plain str"):
+            await runtime.submit_steering(forged, GEN)
+        assert runtime.statistics() == before
+        runtime._check()
+        gen.stop()

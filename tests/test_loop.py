@@ -468,3 +468,27 @@ async def test_function_tools_calls_named_functions() -> None:
     tools = FunctionTools({"add": add})
     assert await tools.run(ToolCall("c1", "add", {"a": 2, "b": 3})) == "5"
     assert await tools.run(ToolCall("c2", "nope")) == "error: no tool named 'nope'"
+
+
+async def test_the_loops_own_input_path_is_untouched_by_the_capability() -> None:
+    """C5: a prompt through the loop's own path keeps its behaviour; the capability only adds to it."""
+    runtime = LiveRuntime()
+    recorder = EventRecorder.attach(runtime)
+    provider = ScriptedProvider(["first", "second"])
+    loop = AgentLoop(runtime, provider, ScriptedTools({}))
+    first = await loop.run("an ordinary prompt")
+    # the ordinary path: a user entry, no identity used, no steering event, nothing held
+    assert provider.texts_of(0) == ["an ordinary prompt"]
+    assert runtime.statistics().identities == 0
+    assert not [t for t in recorder.types() if t.startswith(("steering.", "input."))]
+    assert first.outcome == "finished"
+    # a steer through the capability in between leaves the next ordinary prompt as it was
+    stale = await runtime.capability["submit"](Input("steer", "not a turn", id="s1"), first.generation_id)
+    assert stale.reason == "stale-generation"  # never started as a turn of its own (C18)
+    second = await loop.run("another prompt")
+    assert [e.text for e in provider.requests[1] if e.role == "user"] == [
+        "an ordinary prompt",
+        "another prompt",
+    ]
+    assert not [e for e in provider.requests[1] if e.role == "steer"]
+    assert second.applied_input_ids == ()

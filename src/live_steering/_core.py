@@ -335,6 +335,9 @@ class SteeringCore:
         """
         if not isinstance(input, Input):
             raise TypeError(f"submit takes an Input, got {type(input).__name__}")
+        if type(input.id) is not str or type(input.text) is not str or type(input.kind) is not str:
+            # Only an Input forged past its converters (object.__setattr__) gets here.
+            raise TypeError("submit takes an Input whose kind, text and id are plain str")
         if type(generation_id) is not str:
             if not isinstance(generation_id, str):
                 raise TypeError(f"generation_id must be a str, got {type(generation_id).__name__}")
