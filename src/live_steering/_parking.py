@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import types
-from collections.abc import Generator
+from collections.abc import Awaitable, Generator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ class Parker:
         """Wake the parked task, if any; True if one was woken. Never blocks."""
         raise NotImplementedError
 
-    async def yield_shielded(self) -> None:
+    def yield_shielded(self) -> Awaitable[None]:
         """Yield once, shielded from cancellation, letting a task just unparked here run first.
 
         Like ``anyio.lowlevel.cancel_shielded_checkpoint()``: a cancellation of the
@@ -73,23 +73,6 @@ class Parker:
 
 def _occupied() -> RuntimeError:
     return RuntimeError("another task is already parked here")
-
-
-@types.coroutine
-def _yield_on_done_future(loop: asyncio.AbstractEventLoop) -> Generator[asyncio.Future[None], None, None]:
-    """Suspend the current asyncio task on a future that is already done.
-
-    Its wake-up is scheduled at once, behind every callback scheduled before it (so
-    behind a task just unparked), and anyio never delivers a cancel scope's
-    cancellation to a task whose awaited future is done (that would lose the
-    result): the cancellation reaches the caller at its next checkpoint, as with
-    anyio's shielded checkpoint, without the ``CancelScope`` that one enters. A bare
-    ``task.cancel()`` is still delivered here, as asyncio requires.
-    """
-    future: asyncio.Future[None] = loop.create_future()
-    future.set_result(None)
-    future._asyncio_future_blocking = True  # what ``await future`` sets before it suspends
-    yield future
 
 
 class _AsyncioParker(Parker):
@@ -119,10 +102,19 @@ class _AsyncioParker(Parker):
         future.set_result(None)  # schedules the parked task's wake-up
         return True
 
-    async def yield_shielded(self) -> None:
-        # asyncio runs callbacks first in, first out: the task unparked before this
-        # yield runs before the caller resumes.
-        await _yield_on_done_future(self._loop)
+    @types.coroutine
+    def yield_shielded(self) -> Generator[asyncio.Future[None], None, None]:
+        # Suspends the task on a future that is already done: its wake-up is scheduled
+        # at once, behind the callbacks scheduled before it (asyncio runs them first in,
+        # first out), so behind the task just unparked. anyio never delivers a cancel
+        # scope's cancellation to a task whose awaited future is done (that would lose
+        # the result), so the cancellation reaches the caller at its next checkpoint,
+        # as with anyio's shielded checkpoint but without the CancelScope it enters.
+        # A bare ``task.cancel()`` is still delivered here, as asyncio requires.
+        future = self._loop.create_future()
+        future.set_result(None)
+        future._asyncio_future_blocking = True  # what ``await future`` sets before it suspends
+        yield future
 
 
 class _TrioParker(Parker):

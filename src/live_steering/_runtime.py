@@ -21,9 +21,11 @@ import anyio.lowlevel
 import attrs
 
 from ._core import (
+    ADMITTED,
     DEFAULT_IDENTITY_LIMIT,
     DEFAULT_MAX_TEXT_CHARS,
     DELIVERY,
+    REPEATED,
     CoreStatistics,
     Ending,
     GenerationState,
@@ -155,9 +157,9 @@ class LiveRuntime:
         argument types raise ``TypeError``.
         """
         receipt, outcome = self._core.decide(input, generation_id)
-        if receipt is not None and outcome is Outcome.REPEATED:
+        if receipt is not None and outcome is REPEATED:
             return receipt
-        if outcome is Outcome.ADMITTED:
+        if outcome is ADMITTED:
             gen = self._active  # an admission means a generation of this runtime is running
             assert gen is not None
             parker = gen._parker
