@@ -250,3 +250,28 @@ async def test_wait_for_input_cancelled_while_parked_leaves_no_waiter() -> None:
             receipt = await runtime.submit_steering(Input("steer", "go left", id="a"), "g1")
             assert woke == [True]  # the admission's yield let the engine run first
         assert receipt.accepted
+
+
+async def test_many_tasks_yield_at_once_and_all_resume() -> None:
+    """Concurrent yield_shielded() calls (one shared done future on asyncio) all resume, each
+    once, and the parker stays usable."""
+    parker = Parker.for_running_backend()
+    resumed: list[int] = []
+
+    async def yielder(number: int) -> None:
+        await parker.yield_shielded()
+        resumed.append(number)
+        await parker.yield_shielded()
+        resumed.append(number)
+
+    async with anyio.create_task_group() as tg:
+        for number in range(5):
+            tg.start_soon(yielder, number)
+    assert sorted(resumed) == sorted([*range(5), *range(5)])
+    probe = _Probe(parker)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(probe.run)
+        await anyio.wait_all_tasks_blocked()
+        parker.unpark()
+        await parker.yield_shielded()
+        assert probe.returned

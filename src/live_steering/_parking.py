@@ -76,11 +76,15 @@ def _occupied() -> RuntimeError:
 
 
 class _AsyncioParker(Parker):
-    __slots__ = ("_future", "_loop")
+    __slots__ = ("_done", "_future", "_loop")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._future: asyncio.Future[None] | None = None
+        self._done: asyncio.Future[None] = loop.create_future()
+        """Resolved once and shared by every ``yield_shielded``: a task awaiting a done
+        future schedules its own wake-up and leaves nothing on it, so one serves all."""
+        self._done.set_result(None)
 
     @property
     def occupied(self) -> bool:
@@ -111,8 +115,7 @@ class _AsyncioParker(Parker):
         # the result), so the cancellation reaches the caller at its next checkpoint,
         # as with anyio's shielded checkpoint but without the CancelScope it enters.
         # A bare ``task.cancel()`` is still delivered here, as asyncio requires.
-        future = self._loop.create_future()
-        future.set_result(None)
+        future = self._done
         future._asyncio_future_blocking = True  # what ``await future`` sets before it suspends
         yield future
 
