@@ -417,7 +417,19 @@ class SteeringCore:
         identities[id_] = record
         gen.pending.append(record)
         gen.accepted_ids.append(id_)
-        self._emit_input("steering.accepted", record)
+        # ``self._emit_input("steering.accepted", record)``, built in place: one call less
+        # on the path from a submission to the engine it wakes.
+        self._event_sequence += 1
+        self._sink(
+            {
+                "type": "steering.accepted",
+                "sequence": self._event_sequence,
+                "session_id": self.session_id,
+                "time": self._clock(),
+                "input_id": id_,
+                "target_generation_id": generation_id,
+            }
+        )
         return None, ADMITTED
 
     def queued_receipt(self, input_id: str) -> Receipt:
