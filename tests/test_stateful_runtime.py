@@ -495,7 +495,7 @@ class Program:
         elif action == "close":
             await self.runtime.aclose()
             self.model.closed = True
-            if self.model.gen_id is not None:
+            if self.model.gen_id is not None and self.model.open:  # a closing one keeps its reason
                 self.model.open = False
                 self.model.end_reason = "runtime-closed"
                 self.model.hold_pending("runtime-closed")

@@ -38,6 +38,7 @@ from ._errors import GenerationClosedError, GenerationStateError, InvariantError
 from ._types import Disposition, HoldReason, Input, Receipt, RefusalReason, utf8_encodable
 
 __all__ = [
+    "ADMITTED",
     "DEFAULT_IDENTITY_LIMIT",
     "DEFAULT_MAX_TEXT_CHARS",
     "DELIVERY",
@@ -48,8 +49,10 @@ __all__ = [
     "INPUT_TRANSITIONS",
     "InputRecord",
     "InputState",
+    "OPEN",
     "Outcome",
     "Phase",
+    "REPEATED",
     "SteeringCore",
 ]
 
@@ -131,6 +134,15 @@ class Phase(enum.Enum):
     OPEN = "open"  # admission open
     CLOSING = "closing"  # admission closed; nothing pending; terminal event not yet published
     ENDED = "ended"  # terminal event published
+
+
+# The members the path of every admission tests, bound to module names: reading a member
+# off its class costs about 100 ns on Python 3.11 (``EnumType`` defines ``__getattr__``,
+# which takes every class attribute read off the interpreter's fast path), and that path
+# (submit -> woken engine) has a budget of a few microseconds.
+OPEN: Final = Phase.OPEN
+ADMITTED: Final = Outcome.ADMITTED
+REPEATED: Final = Outcome.REPEATED
 
 
 class Ending(enum.Enum):
@@ -364,8 +376,21 @@ class SteeringCore:
         ):
             # An identical repeat was valid when it was admitted: a lookup and a comparison (C10).
             self._repeated += 1
-            self._emit_input("steering.repeated", record, {"disposition": _DISPOSITION_VALUE[record.state]})
-            return record.receipt(), Outcome.REPEATED
+            # ``_emit_input("steering.repeated", record, {"disposition": ...})``, built in
+            # place: no second dict to merge, one call less (like the accepted event below).
+            self._event_sequence += 1
+            self._sink(
+                {
+                    "type": "steering.repeated",
+                    "sequence": self._event_sequence,
+                    "session_id": self.session_id,
+                    "time": self._clock(),
+                    "input_id": id_,
+                    "target_generation_id": generation_id,
+                    "disposition": _DISPOSITION_VALUE[record.state],
+                }
+            )
+            return record.receipt(), REPEATED
         text = input.text
         # What a plain ASCII input of the right size passes cheaply; anything else is
         # decided (and explained) by ``_validate``.
@@ -393,7 +418,7 @@ class SteeringCore:
             return self._refuse(
                 input, generation_id, RefusalReason.STALE_GENERATION, "not the running generation"
             )
-        if gen.phase is not Phase.OPEN:
+        if gen.phase is not OPEN:
             return self._refuse(
                 input, generation_id, RefusalReason.FINISHING, "the generation has closed admission"
             )
@@ -405,8 +430,20 @@ class SteeringCore:
         identities[id_] = record
         gen.pending.append(record)
         gen.accepted_ids.append(id_)
-        self._emit_input("steering.accepted", record)
-        return None, Outcome.ADMITTED
+        # ``self._emit_input("steering.accepted", record)``, built in place: one call less
+        # on the path from a submission to the engine it wakes.
+        self._event_sequence += 1
+        self._sink(
+            {
+                "type": "steering.accepted",
+                "sequence": self._event_sequence,
+                "session_id": self.session_id,
+                "time": self._clock(),
+                "input_id": id_,
+                "target_generation_id": generation_id,
+            }
+        )
+        return None, ADMITTED
 
     def queued_receipt(self, input_id: str) -> Receipt:
         """The answer to the admission of ``input_id`` (C9): queued, whatever happened since. O(1)."""

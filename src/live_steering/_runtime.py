@@ -9,12 +9,10 @@ implies (C8, C16), and it never starts a task of its own.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import time
-import types
 import uuid
-from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Final
 
@@ -23,10 +21,12 @@ import anyio.lowlevel
 import attrs
 
 from ._core import (
+    ADMITTED,
     DEFAULT_IDENTITY_LIMIT,
     DEFAULT_MAX_TEXT_CHARS,
     DELIVERY,
     MAX_ID_CHARS,
+    REPEATED,
     CoreStatistics,
     Ending,
     GenerationState,
@@ -36,6 +36,7 @@ from ._core import (
 )
 from ._errors import GenerationClosedError, GenerationStateError, RuntimeClosedError
 from ._events import DEFAULT_LOG_SIZE, DEFAULT_SUBSCRIPTION_BUFFER, Event, EventHub, Listener, Subscription
+from ._parking import Parker
 from ._types import HoldReason, Input, Receipt, plain_str, utf8_encodable
 
 __all__ = ["Generation", "LiveRuntime", "RuntimeStatistics", "WriteBarrier", "Writer"]
@@ -51,24 +52,6 @@ Writer = Callable[[Input, Mapping[str, Any]], Awaitable[None] | None]
 WriteBarrier = Callable[[str, Sequence[Input]], Awaitable[None]]
 
 _STOP_REASONS: Final = frozenset({HoldReason.GENERATION_STOPPED, HoldReason.BUDGET_EXHAUSTED})
-
-
-@types.coroutine
-def _asyncio_shielded_yield() -> Generator[asyncio.Future[None], None, None]:
-    """``anyio.lowlevel.cancel_shielded_checkpoint()`` on asyncio, at the price of a plain checkpoint.
-
-    anyio shields by entering a ``CancelScope``, which on asyncio costs as much
-    again as the yield itself, on the path of every admission. Instead the task is
-    suspended on a future that is already done: its wake-up is scheduled at once,
-    and anyio never delivers a cancel scope's cancellation to a task whose awaited
-    future is done (that would lose the result), so the cancellation reaches the
-    caller at its next checkpoint, as with the shielded checkpoint. A bare
-    ``task.cancel()`` is still delivered here, as asyncio requires.
-    """
-    future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    future.set_result(None)
-    future._asyncio_future_blocking = True  # what ``await future`` sets before it suspends
-    yield future
 
 
 @attrs.frozen
@@ -190,13 +173,15 @@ class LiveRuntime:
         argument types raise ``TypeError``.
         """
         receipt, outcome = self._core.decide(input, generation_id)
-        if receipt is not None and outcome is Outcome.REPEATED:
+        if receipt is not None and outcome is REPEATED:
             return receipt
-        if outcome is Outcome.ADMITTED:
+        if outcome is ADMITTED:
             gen = self._active  # an admission means a generation of this runtime is running
             assert gen is not None
-            gen._wake()
-            await gen._shielded_yield()
+            parker = gen._parker
+            assert parker is not None  # made when the generation was entered
+            parker.unpark()
+            await parker.yield_shielded()  # the woken engine runs first
             return self._core.queued_receipt(input.id)
         if outcome is Outcome.REFUSED:
             await anyio.lowlevel.cancel_shielded_checkpoint()
@@ -355,9 +340,9 @@ class Generation:
         self._runtime = runtime
         self.id: Final = generation_id
         self._state: GenerationState | None = None
-        self._waiter: anyio.Event | None = None
+        self._parker: Parker | None = None
+        """Where the engine waits for input; made for the running backend on entry."""
         self._terminal: Event | None = None
-        self._shielded_yield: Callable[[], Awaitable[None]] = anyio.lowlevel.cancel_shielded_checkpoint
 
     def _require(self) -> GenerationState:
         if self._state is None:
@@ -373,12 +358,7 @@ class Generation:
         if self.id in runtime._generation_ids:
             raise ValueError(f"generation id {self.id!r} was already used in this runtime")
         self._state = runtime._core.start_generation(self.id)
-        if asyncio._get_running_loop() is not None:
-            self._shielded_yield = _asyncio_shielded_yield
-        else:  # anyio's other backend; bound here to skip anyio's dispatch on every admission
-            import trio.lowlevel
-
-            self._shielded_yield = trio.lowlevel.cancel_shielded_checkpoint
+        self._parker = Parker.for_running_backend()
         runtime._generation_ids.add(self.id)
         runtime._active = self
         return self
@@ -490,17 +470,15 @@ class Generation:
             # Nothing to wait for, but an async call is always a checkpoint.
             await anyio.lowlevel.checkpoint()
             return bool(state.pending)
+        parker = self._parker
+        assert parker is not None  # entered: _require() passed
         while not state.pending:
             if state.phase is not Phase.OPEN:
                 return False
-            if self._waiter is not None:
-                # One waiter slot: a second waiter would orphan the first, which then never wakes.
+            if parker.occupied:
+                # One parking spot: a second waiter would orphan the first, which then never wakes.
                 raise GenerationStateError(f"another task is already waiting for input of {self.id!r}")
-            self._waiter = waiter = anyio.Event()
-            try:
-                await waiter.wait()  # the checkpoint of this call: it parked
-            finally:
-                self._waiter = None
+            await parker.park()  # the checkpoint of this call: it parked
         return True
 
     def continue_after_checkpoint(self) -> bool:
@@ -524,5 +502,5 @@ class Generation:
         self._wake()
 
     def _wake(self) -> None:
-        if self._waiter is not None:
-            self._waiter.set()
+        if self._parker is not None:
+            self._parker.unpark()

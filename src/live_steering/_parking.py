@@ -1,0 +1,207 @@
+"""``Parker``: where a generation's engine waits for input, and how an admission hands over to it.
+
+Every wake-up of the engine sits on the path from ``submit_steering`` to the
+engine's next line (C8): the submitter unparks the engine in the same step as the
+admission, then yields once so that the engine runs first. ``wait_for_input`` used
+to park on an ``anyio.Event`` (a fresh one per wait, wrapping the backend's event,
+which parks on a list or a ``ParkingLot`` built for many waiters). The engine is
+one task, so it parks on the backend's bare primitive instead:
+
+* asyncio: a future of the running loop, which ``unpark`` resolves. An anyio
+  cancel scope cancels a task waiting on a pending future (``task.cancel()``), so
+  a parked engine is cancelled as it was on the event.
+* trio: ``trio.lowlevel.wait_task_rescheduled``, ``unpark`` reschedules the task.
+  A cancellation calls the abort function, which forgets the task (no later
+  ``unpark`` may reschedule it) and lets trio deliver the ``Cancelled``.
+
+Callers check their condition before parking and after waking: ``unpark`` with no
+task parked does nothing, and a parked task also wakes when cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import types
+from collections.abc import Awaitable, Generator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import trio.lowlevel
+
+__all__ = ["Parker"]
+
+
+class Parker:
+    """One task at a time parks here until another task unparks it (or it is cancelled).
+
+    Make one with ``Parker.for_running_backend()`` inside the event loop that uses it.
+    """
+
+    __slots__ = ()
+
+    @staticmethod
+    def for_running_backend() -> Parker:
+        """A parker for the running anyio backend (asyncio or trio)."""
+        loop = asyncio._get_running_loop()
+        return _TrioParker() if loop is None else _AsyncioParker(loop)
+
+    @property
+    def occupied(self) -> bool:
+        """True from a task's call of ``park()`` until that call returns (woken or cancelled)."""
+        raise NotImplementedError
+
+    async def park(self) -> None:
+        """Suspend the calling task until ``unpark()``: a checkpoint, cancellable.
+
+        Raises ``RuntimeError`` if another task is already parked here.
+        """
+        raise NotImplementedError
+
+    def unpark(self) -> bool:
+        """Wake the parked task, if any; True if one was woken. Never blocks."""
+        raise NotImplementedError
+
+    def yield_shielded(self) -> Awaitable[None]:
+        """Yield once, shielded from cancellation, letting a task just unparked here run first.
+
+        Like ``anyio.lowlevel.cancel_shielded_checkpoint()``: a cancellation of the
+        caller is not delivered here but at its next checkpoint. Costs about a plain
+        checkpoint.
+        """
+        raise NotImplementedError
+
+
+def _occupied() -> RuntimeError:
+    return RuntimeError("another task is already parked here")
+
+
+class _AsyncioParker(Parker):
+    __slots__ = ("_done", "_future", "_loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._future: asyncio.Future[None] | None = None
+        self._done: asyncio.Future[None] = loop.create_future()
+        """Resolved once and shared by every ``yield_shielded``: a task awaiting a done
+        future schedules its own wake-up and leaves nothing on it, so one serves all."""
+        self._done.set_result(None)
+
+    @property
+    def occupied(self) -> bool:
+        return self._future is not None
+
+    async def park(self) -> None:
+        if self._future is not None:
+            raise _occupied()
+        self._future = future = self._loop.create_future()
+        try:
+            await future
+        finally:
+            self._future = None
+
+    def unpark(self) -> bool:
+        future = self._future
+        if future is None or future.done():
+            return False
+        future.set_result(None)  # schedules the parked task's wake-up
+        return True
+
+    @types.coroutine
+    def yield_shielded(self) -> Generator[asyncio.Future[None], None, None]:
+        # Suspends the task on a future that is already done: its wake-up is scheduled
+        # at once, behind the callbacks scheduled before it (asyncio runs them first in,
+        # first out), so behind the task just unparked. anyio never delivers a cancel
+        # scope's cancellation to a task whose awaited future is done (that would lose
+        # the result), so the cancellation reaches the caller at its next checkpoint,
+        # as with anyio's shielded checkpoint but without the CancelScope it enters.
+        # A bare ``task.cancel()`` is still delivered here, as asyncio requires.
+        future = self._done
+        future._asyncio_future_blocking = True  # what ``await future`` sets before it suspends
+        yield future
+
+
+class _TrioParker(Parker):
+    __slots__ = (
+        "_checkpoint",
+        "_current_task",
+        "_follower",
+        "_follower_resumes",
+        "_occupied",
+        "_outcome",
+        "_reschedule",
+        "_resumes",
+        "_task",
+        "_wait",
+    )
+
+    def __init__(self) -> None:
+        import outcome  # trio's own dependency
+        import trio.lowlevel  # only when trio runs: it is anyio's optional backend
+
+        self._outcome = outcome.Value
+        # What the parked task and its follower are resumed with. ``reschedule`` would
+        # build a fresh ``Value(None)`` on the spot (about 0.4 us, in the waker's step or
+        # in the woken task's, before its first line); ``park()`` builds both ahead, while
+        # nobody waits on it. An outcome is used once: each park builds its own (at most
+        # one wake and one follower per park), so these first two are never used.
+        self._resumes = self._outcome(None)
+        self._follower_resumes = self._outcome(None)
+        self._occupied = False
+        self._task: trio.lowlevel.Task | None = None
+        """The parked task, until it is unparked or its park is aborted."""
+        self._follower: trio.lowlevel.Task | None = None
+        """A task in ``yield_shielded`` waiting for the unparked task to run first."""
+        self._current_task = trio.lowlevel.current_task
+        self._wait = trio.lowlevel.wait_task_rescheduled
+        self._reschedule = trio.lowlevel.reschedule
+        self._checkpoint = trio.lowlevel.cancel_shielded_checkpoint
+
+    @property
+    def occupied(self) -> bool:
+        return self._occupied
+
+    async def park(self) -> None:
+        if self._occupied:
+            raise _occupied()
+        self._occupied = True
+        self._task = self._current_task()
+        self._resumes = self._outcome(None)
+        self._follower_resumes = self._outcome(None)
+        try:
+            await self._wait(self._abort)
+        finally:
+            self._occupied = False
+            follower, self._follower = self._follower, None
+            if follower is not None:
+                self._reschedule(follower, self._follower_resumes)
+
+    def _abort(self, raise_cancel: object) -> trio.lowlevel.Abort:
+        import trio.lowlevel
+
+        self._task = None  # trio reschedules it itself, with the Cancelled
+        return trio.lowlevel.Abort.SUCCEEDED
+
+    def unpark(self) -> bool:
+        task = self._task
+        if task is None:
+            return False
+        self._task = None  # a task is rescheduled exactly once
+        self._reschedule(task, self._resumes)
+        return True
+
+    async def yield_shielded(self) -> None:
+        if self._occupied and self._task is None and self._follower is None:
+            # The parked task was unparked and has not run yet. trio runs the tasks of
+            # one batch in either order, so rather than joining its batch, wait for it
+            # to reschedule this task as it leaves ``park()``.
+            self._follower = self._current_task()
+            await self._wait(_refuse_abort)
+        else:
+            await self._checkpoint()
+
+
+def _refuse_abort(raise_cancel: object) -> trio.lowlevel.Abort:
+    """Shielded: a cancellation waits for the caller's next checkpoint."""
+    import trio.lowlevel
+
+    return trio.lowlevel.Abort.FAILED
