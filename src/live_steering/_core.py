@@ -549,11 +549,10 @@ class SteeringCore:
         """The input was never handed to the writer: back to the head of the queue (C15)."""
         self._take_writing(gen, record)
         self._move(record, Action.RETURN)
-        if gen.phase is Phase.OPEN:
-            gen.pending.appendleft(record)
-        else:  # the generation was stopped meanwhile: hold it like the rest
-            gen.pending.appendleft(record)
-            assert gen.end_reason is not None
+        gen.pending.appendleft(record)
+        if gen.phase is not Phase.OPEN:  # stopped or closed meanwhile: held like the rest (C17)
+            if gen.end_reason is None:  # only a stop or a close closes admission mid-boundary
+                raise InvariantError(f"generation {gen.id!r} closed mid-boundary without a reason")
             self._hold_pending(gen, gen.end_reason)
 
     def confirm_write(self, gen: GenerationState, record: InputRecord) -> Receipt:
