@@ -1,10 +1,12 @@
 """Stateful Hypothesis test of the sans-IO ``SteeringCore`` against a small model (C10-C20).
 
 The machine submits (new ids, identical repeats, conflicting repeats, stale
-anchors, hostile inputs), runs boundaries a step at a time (take, then confirm,
-interrupt or return), checkpoints, stops, ends generations every way, closes,
-and starts new generations. After every step ``core._check()`` runs and the
-model's view of every input must match the core's receipts.
+anchors, hostile inputs; a new id's ``steering.accepted`` is sometimes left owed,
+as the runtime leaves it while the woken engine runs first), runs boundaries a
+step at a time (take, then confirm, interrupt or return), checkpoints, stops,
+ends generations every way, closes, and starts new generations. After every
+step ``core._check()`` runs and the model's view of every input must match the
+core's receipts.
 """
 
 from __future__ import annotations
@@ -110,6 +112,7 @@ class CoreMachine(RuleBasedStateMachine):
         self.last_sequence = 0
         self.observed: dict[str, Disposition] = {}
         self.applied_events: dict[str, int] = {}
+        self.accepted_events: set[str] = set()
 
     # -- the model's prediction of one submission (C6-C12, precedence as C7 is implemented) ---------
 
@@ -136,10 +139,15 @@ class CoreMachine(RuleBasedStateMachine):
             return refused(RefusalReason.CAPACITY)
         return Receipt(True, item.id, anchor, Disposition.QUEUED)
 
-    def do_submit(self, item: Input, anchor: str) -> Receipt:
+    def do_submit(self, item: Input, anchor: str, *, publish: bool = True) -> Receipt:
+        """``core.submit``; with ``publish=False`` an admission's event is left owed (``decide``)."""
         want = self.expected(item, anchor)
         identities = dict(self.core.identities)
-        got = self.core.submit(item, anchor)
+        if publish:
+            got = self.core.submit(item, anchor)
+        else:
+            receipt, _ = self.core.decide(item, anchor)
+            got = self.core.queued_receipt(item.id) if receipt is None else receipt
         assert got == want, (item, anchor)
         new = want.accepted and item.id not in self.model
         if new:
@@ -178,10 +186,16 @@ class CoreMachine(RuleBasedStateMachine):
 
     # -- submissions ----------------------------------------------------------------------------------
 
-    @rule(text=valid_texts)
-    def submit_new(self, text: str) -> None:
+    @rule(text=valid_texts, publish=st.booleans())
+    def submit_new(self, text: str, publish: bool) -> None:
         anchor = self.gen.id if self.gen is not None else "g0"
-        self.do_submit(Input("steer", text, id=self.new_id()), anchor)
+        self.do_submit(Input("steer", text, id=self.new_id()), anchor, publish=publish)
+
+    @rule()
+    def publish_owed(self) -> None:
+        """What the runtime does once the woken engine had its first step; idempotent."""
+        self.core.publish_owed()
+        assert self.core._owed is None
 
     @precondition(lambda self: bool(self.model))
     @rule(data=st.data())
@@ -394,6 +408,14 @@ class CoreMachine(RuleBasedStateMachine):
             json.dumps(event)
             assert event["sequence"] > self.last_sequence
             self.last_sequence = event["sequence"]
+            input_id: str | None = event.get("input_id")
+            if event["type"] == "steering.accepted":
+                assert input_id is not None
+                assert input_id not in self.accepted_events, "accepted published twice"
+                self.accepted_events.add(input_id)
+            elif event["type"] != "steering.refused" and input_id is not None:
+                # Nothing about an input is published before its acceptance, owed or not.
+                assert input_id in self.accepted_events, (event["type"], input_id)
             if event["type"] == "steering.applied":
                 input_id = event["input_id"]
                 self.applied_events[input_id] = self.applied_events.get(input_id, 0) + 1
@@ -402,6 +424,10 @@ class CoreMachine(RuleBasedStateMachine):
         self.seen_events = len(self.events)
         started = sum(1 for e in self.events if e["type"] == "generation.started")
         assert started == self.generations_started
+        # Every admission's event is out, except at most the last one, while it is owed.
+        owed = self.core._owed
+        unpublished = set(self.model) - self.accepted_events
+        assert unpublished == (set() if owed is None else {owed.input.id})
 
 
 class SmallCapacityMachine(CoreMachine):

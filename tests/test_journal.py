@@ -135,6 +135,28 @@ async def test_attach_journals_what_the_runtime_already_holds(tmp_path: Path) ->
             assert _states(tmp_path / "r.db")["pending"] == ("applied", None)
 
 
+async def test_attach_in_a_woken_engine_first_step_journals_the_admission_once(tmp_path: Path) -> None:
+    """Attached before the submitter resumed (its steering.accepted still owed): one accepted change."""
+    runtime = LiveRuntime()
+    async with ReceiptJournal(tmp_path / "r.db") as journal:
+
+        async def engine() -> None:
+            async with runtime.open_generation("g1") as gen:
+                assert await gen.wait_for_input()
+                journal.attach(runtime)  # the engine's first step after the wake-up
+                await gen.boundary(_noop_writer)
+                assert not gen.continue_after_checkpoint()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(engine)
+            await anyio.wait_all_tasks_blocked()
+            await _submit(runtime, "g1", "a")
+        await journal.flush()
+    changes = rows(tmp_path / "r.db", "SELECT change FROM changes WHERE input_id = 'a' ORDER BY id")
+    assert [change for (change,) in changes] == ["accepted", "writing", "applied"]
+    assert _states(tmp_path / "r.db") == {"a": ("applied", None)}
+
+
 async def test_attach_refuses_a_second_journal_and_detach_refuses_unjournaled_writes(tmp_path: Path) -> None:
     """One journal per runtime; once detached the barrier refuses writes: nothing is written unjournaled."""
     async with ReceiptJournal(tmp_path / "r.db") as journal:

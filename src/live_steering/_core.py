@@ -23,6 +23,12 @@ State, and the invariants ``_check()`` asserts after any step:
   is APPLIED, HELD or UNKNOWN (C17-C19).
 
 Every state change is reported as a pinned event dict (C21) through ``sink``.
+One event may wait briefly: an admission's ``steering.accepted`` is *owed* until
+the shell calls ``publish_owed()`` (after the woken engine's first step, so that
+building and fanning it out is not on the path from a submit to the engine it
+wakes) or until anything else is published or moves a record, whichever comes
+first. At most one admission is owed at a time, so the stream's order is the
+order of the changes, and ``submit`` never returns before its event is out.
 """
 
 from __future__ import annotations
@@ -287,10 +293,25 @@ class SteeringCore:
         self._repeated = 0
         self._refused = 0
         self._final_counts = {InputState.APPLIED: 0, InputState.HELD: 0, InputState.UNKNOWN: 0}
+        self._owed: InputRecord | None = None
+        """The last admission while its ``steering.accepted`` is unpublished (see ``publish_owed``)."""
 
     # -- events ---------------------------------------------------------------------------
 
+    def publish_owed(self) -> None:
+        """Publish the owed ``steering.accepted`` of the last admission, if any. O(1).
+
+        The shell calls it right after the engine an admission woke had its first
+        step; every other publication and every move of a record calls it first.
+        """
+        record = self._owed
+        if record is not None:
+            self._owed = None
+            self._emit_input("steering.accepted", record)
+
     def _emit(self, type_: str, fields: dict[str, Any]) -> None:
+        if self._owed is not None:
+            self.publish_owed()
         self._event_sequence += 1
         event = {
             "type": type_,
@@ -303,6 +324,8 @@ class SteeringCore:
 
     def _emit_input(self, type_: str, record: InputRecord, extra: dict[str, Any] | None = None) -> None:
         # The hot path of every submit and every write: one dict per event, built in place.
+        if self._owed is not None:
+            self.publish_owed()
         self._event_sequence += 1
         event = {
             "type": type_,
@@ -331,14 +354,16 @@ class SteeringCore:
         Raises ``TypeError`` only for arguments of the wrong type (C6).
         """
         receipt, _ = self.decide(input, generation_id)
+        self.publish_owed()
         return self.queued_receipt(input.id) if receipt is None else receipt
 
     def decide(self, input: Input, generation_id: str) -> tuple[Receipt | None, Outcome]:
         """``submit``, also saying whether the input was admitted, repeated or refused.
 
-        An admission returns no receipt: its receipt is fixed (C9) and building it
-        is the costliest step, so the shell builds it with ``queued_receipt`` after
-        the woken engine had its turn.
+        An admission returns no receipt and leaves its ``steering.accepted`` owed:
+        the receipt is fixed (C9) and the event is the costliest step, so the shell
+        wakes the engine first, then calls ``publish_owed`` and ``queued_receipt``
+        (anything published meanwhile publishes the owed event first).
 
         The hot path of every submission: it runs in the submitter's step, often
         with cold caches, so it calls as few functions as it can (see
@@ -376,6 +401,8 @@ class SteeringCore:
         ):
             # An identical repeat was valid when it was admitted: a lookup and a comparison (C10).
             self._repeated += 1
+            if self._owed is not None:  # it may be the very admission still owed
+                self.publish_owed()
             # ``_emit_input("steering.repeated", record, {"disposition": ...})``, built in
             # place: no second dict to merge, one call less (like the accepted event below).
             self._event_sequence += 1
@@ -425,24 +452,14 @@ class SteeringCore:
         identities = self.identities
         if len(identities) >= self.identity_limit:
             return self._refuse(input, generation_id, RefusalReason.CAPACITY, "the identity limit is reached")
+        if self._owed is not None:  # one owed admission at a time keeps the stream in order
+            self.publish_owed()
         self._admission_sequence += 1
         record = InputRecord(input, generation_id, self._admission_sequence)
         identities[id_] = record
         gen.pending.append(record)
         gen.accepted_ids.append(id_)
-        # ``self._emit_input("steering.accepted", record)``, built in place: one call less
-        # on the path from a submission to the engine it wakes.
-        self._event_sequence += 1
-        self._sink(
-            {
-                "type": "steering.accepted",
-                "sequence": self._event_sequence,
-                "session_id": self.session_id,
-                "time": self._clock(),
-                "input_id": id_,
-                "target_generation_id": generation_id,
-            }
-        )
+        self._owed = record  # its steering.accepted: see publish_owed
         return None, ADMITTED
 
     def queued_receipt(self, input_id: str) -> Receipt:
@@ -488,6 +505,8 @@ class SteeringCore:
     # -- transitions ----------------------------------------------------------------------
 
     def _move(self, record: InputRecord, action: Action, reason: HoldReason | None = None) -> None:
+        if self._owed is not None:  # nothing happens to an input before its acceptance is out
+            self.publish_owed()
         target = INPUT_TRANSITIONS.get((record.state, action))
         if target is None:
             raise InvariantError(f"input {record.input.id!r}: {action.value} from {record.state.value}")
@@ -676,6 +695,7 @@ class SteeringCore:
     # -- introspection --------------------------------------------------------------------
 
     def statistics(self) -> CoreStatistics:
+        self.publish_owed()  # events_emitted counts it
         gen = self.current
         return CoreStatistics(
             identities=len(self.identities),
@@ -727,3 +747,7 @@ class SteeringCore:
             require((record.reason is not None) == final_with_reason, "reason does not fit the state")
         for state, count in self._final_counts.items():
             require(counts[state] == count, f"{state.value} counter drifted")
+        owed = self._owed
+        if owed is not None:
+            require(owed.sequence == self._admission_sequence, "an event is owed for an older admission")
+            require(owed.state is InputState.PENDING, "an input moved before its acceptance was published")

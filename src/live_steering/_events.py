@@ -1,9 +1,11 @@
 """Event fan-out: the bounded recent-event log, listeners and subscriptions (C21).
 
 The core hands every event to ``EventHub.publish`` synchronously, in the step that
-caused it. Publishing never awaits and never raises into the core: a listener that
-raises is logged and counted, a subscriber that does not keep up loses the
-overflow (counted), and the recent-event log forgets its oldest entries (counted).
+caused it (an awaited admission's ``steering.accepted`` right after the engine it
+woke had its first step; see ``SteeringCore.publish_owed``). Publishing never
+awaits and never raises into the core: a listener that raises is logged and
+counted, a subscriber that does not keep up loses the overflow (counted), and the
+recent-event log forgets its oldest entries (counted).
 """
 
 from __future__ import annotations

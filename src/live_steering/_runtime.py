@@ -167,12 +167,16 @@ class LiveRuntime:
         un-admits an input. After an admission or a refusal the call yields once,
         shielded from cancellation, so that a woken engine runs first and the caller
         still gets its receipt (a cancellation reaches it at its next checkpoint).
+        ``steering.accepted`` is published when the call resumes, or earlier if the
+        engine publishes anything first: always before the call returns, and
+        before any later event.
         An identical repeat (C10) changes nothing and wakes no one, so it is answered
         without a scheduling round: to wait for a disposition, subscribe to events
         rather than resubmitting in a loop. Refusals are receipts; only wrong
         argument types raise ``TypeError``.
         """
-        receipt, outcome = self._core.decide(input, generation_id)
+        core = self._core
+        receipt, outcome = core.decide(input, generation_id)
         if receipt is not None and outcome is REPEATED:
             return receipt
         if outcome is ADMITTED:
@@ -181,8 +185,11 @@ class LiveRuntime:
             parker = gen._parker
             assert parker is not None  # made when the generation was entered
             parker.unpark()
-            await parker.yield_shielded()  # the woken engine runs first
-            return self._core.queued_receipt(input.id)
+            try:
+                await parker.yield_shielded()  # the woken engine runs first
+            finally:  # also when asyncio's task.cancel() lands on the yield
+                core.publish_owed()  # steering.accepted, unless the engine published it first
+            return core.queued_receipt(input.id)
         if outcome is Outcome.REFUSED:
             await anyio.lowlevel.cancel_shielded_checkpoint()
         assert receipt is not None
@@ -194,6 +201,7 @@ class LiveRuntime:
         if outcome is Outcome.ADMITTED:
             assert self._active is not None
             self._active._wake()
+            self._core.publish_owed()
             return self._core.queued_receipt(input.id)
         assert receipt is not None
         return receipt
@@ -204,6 +212,7 @@ class LiveRuntime:
 
     def subscribe(self, max_buffer: int = DEFAULT_SUBSCRIPTION_BUFFER) -> Subscription:
         """Receive every event published from now on, as an async iterator (C21)."""
+        self._core.publish_owed()  # what was decided before this call is not "from now on"
         return self._hub.subscribe(max_buffer)
 
     def add_listener(self, listener: Listener) -> Callable[[], None]:
@@ -212,10 +221,12 @@ class LiveRuntime:
         A listener must be quick and must not call back into the runtime. One that
         raises is logged and counted, and the runtime carries on.
         """
+        self._core.publish_owed()  # nor is it for a listener added now
         return self._hub.add_listener(listener)
 
     def recent_events(self) -> list[Event]:
         """The bounded log of recent events, oldest first."""
+        self._core.publish_owed()
         return list(self._hub.log)
 
     def statistics(self) -> RuntimeStatistics:
