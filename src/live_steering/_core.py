@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import collections
 import enum
+import itertools
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -149,6 +150,8 @@ class Phase(enum.Enum):
 OPEN: Final = Phase.OPEN
 ADMITTED: Final = Outcome.ADMITTED
 REPEATED: Final = Outcome.REPEATED
+#: What ``decide`` returns for an admission, made once (a tuple per call costs on the hot path).
+_ADMISSION: Final[tuple[None, Outcome]] = (None, ADMITTED)
 
 
 class Ending(enum.Enum):
@@ -211,8 +214,8 @@ class GenerationState:
     writing: InputRecord | None = None
     """The input handed to the writer right now, if any."""
     boundary_active: bool = False
-    accepted_ids: list[str] = attrs.Factory(list)
-    """Every input admitted into this generation, in admission order."""
+    admitted_before: int = 0
+    """Admissions of the runtime before this generation started (see ``SteeringCore._admitted_into``)."""
     applied_ids: list[str] = attrs.Factory(list)
     """Every input applied in this generation, in application order."""
     continuations: int = 0
@@ -422,8 +425,10 @@ class SteeringCore:
         # What a plain ASCII input of the right size passes cheaply; anything else is
         # decided (and explained) by ``_validate``.
         if not (
-            0 < len(id_) <= MAX_ID_CHARS
-            and 0 < len(text) <= self.max_text_chars
+            id_
+            and len(id_) <= MAX_ID_CHARS
+            and text
+            and len(text) <= self.max_text_chars
             and id_.isascii()
             and text.isascii()
             and "\x00" not in id_
@@ -458,9 +463,8 @@ class SteeringCore:
         record = InputRecord(input, generation_id, self._admission_sequence)
         identities[id_] = record
         gen.pending.append(record)
-        gen.accepted_ids.append(id_)
         self._owed = record  # its steering.accepted: see publish_owed
-        return None, ADMITTED
+        return _ADMISSION
 
     def queued_receipt(self, input_id: str) -> Receipt:
         """The answer to the admission of ``input_id`` (C9): queued, whatever happened since. O(1)."""
@@ -532,7 +536,7 @@ class SteeringCore:
             raise GenerationStateError(
                 f"generation {self.current.id!r} is still running; end it before starting another"
             )
-        gen = GenerationState(generation_id)
+        gen = GenerationState(generation_id, admitted_before=self._admission_sequence)
         self.current = gen
         self._generations_started += 1
         self._emit("generation.started", {"generation_id": generation_id})
@@ -666,13 +670,26 @@ class SteeringCore:
         terminal: dict[str, Any] = {
             "generation_id": gen.id,
             "input_ids": list(gen.applied_ids),
-            "accepted_input_ids": [i for i in gen.accepted_ids if i not in applied],
+            "accepted_input_ids": [i for i in self._admitted_into(gen) if i not in applied],
         }
         if reason is not None:
             terminal["reason"] = reason.value
         terminal.update(fields)
         self._emit(ending.value, terminal)
         return terminal
+
+    def _admitted_into(self, gen: GenerationState) -> list[str]:
+        """The ids admitted into the current generation ``gen``, in admission order. O(their number).
+
+        Admission only ever goes to the running generation and identities are never
+        evicted (C11), so they are the newest entries of the insertion-ordered table:
+        no per-admission list to keep.
+        """
+        count = self._admission_sequence - gen.admitted_before
+        newest = itertools.islice(reversed(self.identities.values()), count)
+        ids = [record.input.id for record in newest]
+        ids.reverse()  # oldest first
+        return ids
 
     def close(self) -> GenerationState | None:
         """Close the runtime: refuse every later submit, hold what is pending (C17).
@@ -737,6 +754,15 @@ class SteeringCore:
                 require(gen.boundary_active, "a write outside a boundary")
                 live.add(id(gen.writing))
             require(len(gen.applied_ids) == len(set(gen.applied_ids)), "an input applied twice")
+            admitted = self._admitted_into(gen)
+            require(
+                all(self.identities[i].generation_id == gen.id for i in admitted),
+                "an input admitted into this generation is anchored elsewhere",
+            )
+            require(
+                set(gen.applied_ids) <= set(admitted),
+                "an input applied in a generation it was not admitted to",
+            )
         counts = {state: 0 for state in InputState}
         for input_id, record in self.identities.items():
             require(record.input.id == input_id, "identity keyed under the wrong id")

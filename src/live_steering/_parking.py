@@ -189,15 +189,16 @@ class _TrioParker(Parker):
         self._reschedule(task, self._resumes)
         return True
 
-    async def yield_shielded(self) -> None:
+    def yield_shielded(self) -> Awaitable[None]:
+        # Returns trio's own awaitable rather than wrapping it in a coroutine of its
+        # own: one frame less on the path to the engine. The caller awaits it at once.
         if self._occupied and self._task is None and self._follower is None:
             # The parked task was unparked and has not run yet. trio runs the tasks of
             # one batch in either order, so rather than joining its batch, wait for it
             # to reschedule this task as it leaves ``park()``.
             self._follower = self._current_task()
-            await self._wait(_refuse_abort)
-        else:
-            await self._checkpoint()
+            return self._wait(_refuse_abort)
+        return self._checkpoint()
 
 
 def _refuse_abort(raise_cancel: object) -> trio.lowlevel.Abort:
