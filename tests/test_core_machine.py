@@ -146,7 +146,7 @@ class CoreMachine(RuleBasedStateMachine):
         if publish:
             got = self.core.submit(item, anchor)
         else:
-            receipt, _ = self.core.decide(item, anchor)
+            receipt = self.core.decide(item, anchor)
             got = self.core.queued_receipt(item.id) if receipt is None else receipt
         assert got == want, (item, anchor)
         new = want.accepted and item.id not in self.model

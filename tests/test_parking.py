@@ -151,10 +151,24 @@ async def test_a_woken_task_cancelled_before_it_ran_still_returns() -> None:
     assert not parker.occupied
 
 
+async def _wake_and_yield(parker: Parker, how: str) -> None:
+    """The two ways a submitter wakes the engine and lets it run first."""
+    if how == "hand_over":
+        await parker.hand_over()
+    else:
+        parker.unpark()
+        await parker.yield_shielded()
+
+
+HOW = pytest.mark.parametrize("how", ["unpark+yield_shielded", "hand_over"])
+
+
+@HOW
 @pytest.mark.parametrize("rounds", [64])
-async def test_yield_shielded_lets_the_unparked_task_run_first(rounds: int) -> None:
-    """After unpark(), yield_shielded() resumes its caller only once the woken task ran
-    (trio runs one batch in either order, so this is repeated to catch a coin flip)."""
+async def test_yield_shielded_lets_the_unparked_task_run_first(rounds: int, how: str) -> None:
+    """After unpark(), yield_shielded() (or hand_over(), both in one) resumes its caller only
+    once the woken task ran (trio runs one batch in either order, so this is repeated to
+    catch a coin flip)."""
     parker = Parker.for_running_backend()
     order: list[str] = []
 
@@ -167,14 +181,14 @@ async def test_yield_shielded_lets_the_unparked_task_run_first(rounds: int) -> N
         tg.start_soon(engine)
         for _ in range(rounds):
             await anyio.wait_all_tasks_blocked()
-            parker.unpark()
-            await parker.yield_shielded()
+            await _wake_and_yield(parker, how)
             order.append("submitter")
     assert order == ["engine", "submitter"] * rounds
 
 
-async def test_yield_shielded_without_a_woken_task_is_a_plain_yield() -> None:
-    """With nobody unparked, yield_shielded() lets other ready tasks run and returns."""
+@pytest.mark.parametrize("how", ["yield_shielded", "hand_over"])
+async def test_yield_shielded_without_a_woken_task_is_a_plain_yield(how: str) -> None:
+    """With nobody unparked (or parked), each lets other ready tasks run and returns."""
     parker = Parker.for_running_backend()
     ran = False
 
@@ -184,12 +198,14 @@ async def test_yield_shielded_without_a_woken_task_is_a_plain_yield() -> None:
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(other)
-        await parker.yield_shielded()
-        await parker.yield_shielded()
+        plain_yield = parker.hand_over if how == "hand_over" else parker.yield_shielded
+        await plain_yield()
+        await plain_yield()
         assert ran
 
 
-async def test_yield_shielded_is_shielded_from_cancellation() -> None:
+@HOW
+async def test_yield_shielded_is_shielded_from_cancellation(how: str) -> None:
     """A cancelled caller is not interrupted in yield_shielded() (with or without a woken task);
     the cancellation arrives at its next checkpoint."""
     parker = Parker.for_running_backend()
@@ -200,8 +216,7 @@ async def test_yield_shielded_is_shielded_from_cancellation() -> None:
         await anyio.wait_all_tasks_blocked()
         with anyio.CancelScope() as scope:
             scope.cancel()
-            parker.unpark()
-            await parker.yield_shielded()  # hands over to the woken task
+            await _wake_and_yield(parker, how)  # hands over to the woken task
             steps.append("after handing over")
             await parker.yield_shielded()  # nobody woken: a plain shielded yield
             steps.append("after a plain yield")

@@ -45,7 +45,6 @@ from ._errors import GenerationClosedError, GenerationStateError, InvariantError
 from ._types import Disposition, HoldReason, Input, Receipt, RefusalReason, utf8_encodable
 
 __all__ = [
-    "ADMITTED",
     "DEFAULT_IDENTITY_LIMIT",
     "DEFAULT_MAX_TEXT_CHARS",
     "DELIVERY",
@@ -57,9 +56,7 @@ __all__ = [
     "InputRecord",
     "InputState",
     "OPEN",
-    "Outcome",
     "Phase",
-    "REPEATED",
     "SteeringCore",
 ]
 
@@ -106,14 +103,6 @@ _DISPOSITION_VALUE: Final = {state: disposition.value for state, disposition in 
 _DELIVERY_FIELDS: Final = {"delivery": DELIVERY}
 
 
-class Outcome(enum.Enum):
-    """What one submission did, so the shell knows whether anyone needs to run."""
-
-    ADMITTED = "admitted"  # a new identity entered the boundary queue (C9)
-    REPEATED = "repeated"  # an identical repeat: answered from the identity table (C10)
-    REFUSED = "refused"  # refused before admission, nothing changed (C6)
-
-
 class Action(enum.Enum):
     """What the core may do to an accepted input."""
 
@@ -143,15 +132,11 @@ class Phase(enum.Enum):
     ENDED = "ended"  # terminal event published
 
 
-# The members the path of every admission tests, bound to module names: reading a member
+# The member the path of every admission tests, bound to a module name: reading a member
 # off its class costs about 100 ns on Python 3.11 (``EnumType`` defines ``__getattr__``,
 # which takes every class attribute read off the interpreter's fast path), and that path
 # (submit -> woken engine) has a budget of a few microseconds.
 OPEN: Final = Phase.OPEN
-ADMITTED: Final = Outcome.ADMITTED
-REPEATED: Final = Outcome.REPEATED
-#: What ``decide`` returns for an admission, made once (a tuple per call costs on the hot path).
-_ADMISSION: Final[tuple[None, Outcome]] = (None, ADMITTED)
 
 
 class Ending(enum.Enum):
@@ -310,7 +295,19 @@ class SteeringCore:
         record = self._owed
         if record is not None:
             self._owed = None
-            self._emit_input("steering.accepted", record)
+            # ``_emit_input("steering.accepted", record)``, built in place: this is on the
+            # path of every awaited submit, so one call less.
+            self._event_sequence += 1
+            self._sink(
+                {
+                    "type": "steering.accepted",
+                    "sequence": self._event_sequence,
+                    "session_id": self.session_id,
+                    "time": self._clock(),
+                    "input_id": record.input.id,
+                    "target_generation_id": record.generation_id,
+                }
+            )
 
     def _emit(self, type_: str, fields: dict[str, Any]) -> None:
         if self._owed is not None:
@@ -356,14 +353,15 @@ class SteeringCore:
         repeat) or a refusal. O(1) plus the length of the text for validation.
         Raises ``TypeError`` only for arguments of the wrong type (C6).
         """
-        receipt, _ = self.decide(input, generation_id)
+        receipt = self.decide(input, generation_id)
         self.publish_owed()
         return self.queued_receipt(input.id) if receipt is None else receipt
 
-    def decide(self, input: Input, generation_id: str) -> tuple[Receipt | None, Outcome]:
-        """``submit``, also saying whether the input was admitted, repeated or refused.
+    def decide(self, input: Input, generation_id: str) -> Receipt | None:
+        """``submit``, except that an admission returns ``None``.
 
-        An admission returns no receipt and leaves its ``steering.accepted`` owed:
+        A refusal or an identical repeat returns its receipt (``accepted`` tells
+        them apart). An admission returns no receipt and leaves its ``steering.accepted`` owed:
         the receipt is fixed (C9) and the event is the costliest step, so the shell
         wakes the engine first, then calls ``publish_owed`` and ``queued_receipt``
         (anything published meanwhile publishes the owed event first).
@@ -420,7 +418,7 @@ class SteeringCore:
                     "disposition": _DISPOSITION_VALUE[record.state],
                 }
             )
-            return record.receipt(), REPEATED
+            return record.receipt()
         text = input.text
         # What a plain ASCII input of the right size passes cheaply; anything else is
         # decided (and explained) by ``_validate``.
@@ -464,7 +462,7 @@ class SteeringCore:
         identities[id_] = record
         gen.pending.append(record)
         self._owed = record  # its steering.accepted: see publish_owed
-        return _ADMISSION
+        return None
 
     def queued_receipt(self, input_id: str) -> Receipt:
         """The answer to the admission of ``input_id`` (C9): queued, whatever happened since. O(1)."""
@@ -486,9 +484,7 @@ class SteeringCore:
             return "not encodable as UTF-8"
         return None
 
-    def _refuse(
-        self, input: Input, generation_id: str, reason: RefusalReason, detail: str
-    ) -> tuple[Receipt, Outcome]:
+    def _refuse(self, input: Input, generation_id: str, reason: RefusalReason, detail: str) -> Receipt:
         self._refused += 1
         self._emit(
             "steering.refused",
@@ -499,7 +495,7 @@ class SteeringCore:
                 "detail": detail,
             },
         )
-        return Receipt(False, input.id, generation_id, None, reason.value), Outcome.REFUSED
+        return Receipt(False, input.id, generation_id, None, reason.value)
 
     def receipt(self, input_id: str) -> Receipt | None:
         """The current receipt of an accepted input id, or ``None`` if never accepted. O(1)."""

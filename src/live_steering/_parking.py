@@ -70,6 +70,14 @@ class Parker:
         """
         raise NotImplementedError
 
+    def hand_over(self) -> Awaitable[None]:
+        """``unpark()`` then ``yield_shielded()`` in one call; await the result at once.
+
+        The path from a submit to the engine it wakes: written out in each backend's
+        parker rather than as two calls, since every step on it counts.
+        """
+        raise NotImplementedError
+
 
 def _occupied() -> RuntimeError:
     return RuntimeError("another task is already parked here")
@@ -118,6 +126,15 @@ class _AsyncioParker(Parker):
         future = self._done
         future._asyncio_future_blocking = True  # what ``await future`` sets before it suspends
         yield future
+
+    @types.coroutine
+    def hand_over(self) -> Generator[asyncio.Future[None], None, None]:
+        parked = self._future
+        if parked is not None and not parked.done():
+            parked.set_result(None)
+        done = self._done
+        done._asyncio_future_blocking = True
+        yield done
 
 
 class _TrioParker(Parker):
@@ -199,6 +216,17 @@ class _TrioParker(Parker):
             self._follower = self._current_task()
             return self._wait(_refuse_abort)
         return self._checkpoint()
+
+    def hand_over(self) -> Awaitable[None]:
+        task = self._task
+        if task is None:  # nobody parked, or woken by another task: as yield_shielded()
+            return self.yield_shielded()
+        self._task = None
+        self._reschedule(task, self._resumes)
+        # As yield_shielded() then finds it (a follower only ever waits on a woken task,
+        # so there is none yet): follow the task just woken.
+        self._follower = self._current_task()
+        return self._wait(_refuse_abort)
 
 
 def _refuse_abort(raise_cancel: object) -> trio.lowlevel.Abort:

@@ -21,16 +21,13 @@ import anyio.lowlevel
 import attrs
 
 from ._core import (
-    ADMITTED,
     DEFAULT_IDENTITY_LIMIT,
     DEFAULT_MAX_TEXT_CHARS,
     DELIVERY,
     MAX_ID_CHARS,
-    REPEATED,
     CoreStatistics,
     Ending,
     GenerationState,
-    Outcome,
     Phase,
     SteeringCore,
 )
@@ -130,6 +127,8 @@ class LiveRuntime:
             boundary_delivery=boundary_delivery,
         )
         self._active: Generation | None = None
+        self._engine_parker: Parker | None = None
+        """``_active._parker`` while a generation runs: one read on the path of every admission."""
         self._generation_ids: set[str] = set()
         self._write_barrier: WriteBarrier | None = None
 
@@ -176,34 +175,27 @@ class LiveRuntime:
         argument types raise ``TypeError``.
         """
         core = self._core
-        receipt, outcome = core.decide(input, generation_id)
-        if receipt is not None and outcome is REPEATED:
-            return receipt
-        if outcome is ADMITTED:
-            gen = self._active  # an admission means a generation of this runtime is running
-            assert gen is not None
-            parker = gen._parker
-            assert parker is not None  # made when the generation was entered
-            parker.unpark()
+        receipt = core.decide(input, generation_id)
+        if receipt is None:  # admitted, so a generation of this runtime is running
+            parker = self._engine_parker
+            assert parker is not None
             try:
-                await parker.yield_shielded()  # the woken engine runs first
+                await parker.hand_over()  # wakes the engine, which runs first
             finally:  # also when asyncio's task.cancel() lands on the yield
                 core.publish_owed()  # steering.accepted, unless the engine published it first
             return core.queued_receipt(input.id)
-        if outcome is Outcome.REFUSED:
+        if not receipt.accepted:
             await anyio.lowlevel.cancel_shielded_checkpoint()
-        assert receipt is not None
         return receipt
 
     def submit_steering_nowait(self, input: Input, generation_id: str) -> Receipt:
         """``submit_steering`` without the yield, for synchronous callers. O(1) plus validation."""
-        receipt, outcome = self._core.decide(input, generation_id)
-        if outcome is Outcome.ADMITTED:
-            assert self._active is not None
-            self._active._wake()
+        receipt = self._core.decide(input, generation_id)
+        if receipt is None:  # admitted
+            assert self._engine_parker is not None
+            self._engine_parker.unpark()
             self._core.publish_owed()
             return self._core.queued_receipt(input.id)
-        assert receipt is not None
         return receipt
 
     def receipt(self, input_id: str) -> Receipt | None:
@@ -372,6 +364,7 @@ class Generation:
         self._parker = Parker.for_running_backend()
         runtime._generation_ids.add(self.id)
         runtime._active = self
+        runtime._engine_parker = self._parker
         return self
 
     async def __aexit__(
@@ -395,6 +388,7 @@ class Generation:
             ending, fields["error"] = Ending.FAILED, type(exc).__name__
         self._terminal = self._runtime._core.end_generation(state, ending, reason, **fields)
         self._runtime._active = None
+        self._runtime._engine_parker = None
         self._wake()
         if self._runtime.closed:  # aclose() left the hub open for this generation's last events
             self._runtime._hub.close()
