@@ -221,3 +221,63 @@ async def test_an_input_held_by_a_stop_in_the_first_step_is_accepted_then_held()
     assert runtime.receipt("a") == Receipt(True, "a", "g1", Disposition.HELD, "generation-stopped")
     assert about(events, "a") == ["steering.accepted", "steering.held"]
     assert events[-1]["type"] == "generation.stopped"
+
+
+async def test_a_listener_or_subscription_removed_in_the_first_step_still_gets_the_acceptance() -> None:
+    """Both were attached when the input was admitted, so its acceptance is theirs to see."""
+    runtime = LiveRuntime()
+    early: list[Event] = []
+    remove = runtime.add_listener(early.append)
+    subscription = runtime.subscribe()
+
+    def first_step() -> None:
+        remove()
+        subscription.close()
+
+    async def host() -> None:
+        await runtime.submit_steering(steer("a"), "g1")
+
+    await run_with_engine(runtime, first_step, host)
+    assert about(early, "a") == ["steering.accepted"]
+    received: list[str] = []
+    while (event := subscription.receive_nowait()) is not None:
+        received.append(event["type"])
+    assert received == ["generation.started", "steering.accepted"]
+
+
+@pytest.mark.parametrize("read", ["receipt", "generation", "pending"])
+async def test_reading_the_input_queued_in_the_first_step_publishes_the_acceptance(read: str) -> None:
+    """An input a reader sees queued, or counts pending, has its steering.accepted out."""
+    runtime = LiveRuntime()
+    events: list[Event] = []
+    runtime.add_listener(events.append)
+    seen: list[object] = []
+    handle: list[Any] = []
+
+    def first_step() -> None:
+        if read == "receipt":
+            receipt = runtime.receipt("a")
+            assert receipt is not None
+            seen.append(receipt.disposition)
+        elif read == "generation":
+            generation = runtime.generation
+            assert generation is not None
+            seen.append(generation["pending"])
+        else:
+            seen.append(handle[0].pending)
+        seen.append(about(events, "a"))
+
+    async def engine() -> None:
+        async with runtime.open_generation("g1") as gen:
+            handle.append(gen)
+            assert await gen.wait_for_input()
+            first_step()
+            await gen.boundary(lambda item, metadata: None)
+            assert not gen.continue_after_checkpoint()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(engine)
+        await anyio.wait_all_tasks_blocked()
+        await runtime.submit_steering(steer("a"), "g1")
+    expected = Disposition.QUEUED if read == "receipt" else 1
+    assert seen == [expected, ["steering.accepted"]]

@@ -100,7 +100,6 @@ _DISPOSITION_OF: Final = {
 _FINAL: Final = frozenset({InputState.APPLIED, InputState.HELD, InputState.UNKNOWN})
 #: The plain string a ``steering.repeated`` event carries (enum ``.value`` is slow on the hot path).
 _DISPOSITION_VALUE: Final = {state: disposition.value for state, disposition in _DISPOSITION_OF.items()}
-_DELIVERY_FIELDS: Final = {"delivery": DELIVERY}
 
 
 class Action(enum.Enum):
@@ -289,8 +288,10 @@ class SteeringCore:
     def publish_owed(self) -> None:
         """Publish the owed ``steering.accepted`` of the last admission, if any. O(1).
 
-        The shell calls it right after the engine an admission woke had its first
-        step; every other publication and every move of a record calls it first.
+        The shell calls it when the submitter resumes after the engine an admission
+        woke had its first step, and before any read that shows the admission or any
+        change of the event's consumers; every other publication and every move of a
+        record calls it first.
         """
         record = self._owed
         if record is not None:
@@ -577,10 +578,25 @@ class SteeringCore:
     def confirm_write(self, gen: GenerationState, record: InputRecord) -> Receipt:
         """The writer returned: the input is applied (C14)."""
         self._take_writing(gen, record)
-        self._move(record, Action.CONFIRM)
-        gen.applied_ids.append(record.input.id)
-        self._emit_input("input.delivered", record, _DELIVERY_FIELDS)
-        self._emit_input("steering.applied", record, _DELIVERY_FIELDS)
+        self._move(record, Action.CONFIRM)  # publishes an owed acceptance first
+        input_id = record.input.id
+        gen.applied_ids.append(input_id)
+        # The two events of C14, as ``_emit_input`` would build them with the delivery
+        # field, in place and with one clock reading: this runs once per input written.
+        time = self._clock()
+        for type_ in ("input.delivered", "steering.applied"):
+            self._event_sequence += 1
+            self._sink(
+                {
+                    "type": type_,
+                    "sequence": self._event_sequence,
+                    "session_id": self.session_id,
+                    "time": time,
+                    "input_id": input_id,
+                    "target_generation_id": record.generation_id,
+                    "delivery": DELIVERY,
+                }
+            )
         return record.receipt()
 
     def interrupt_write(self, gen: GenerationState, record: InputRecord) -> None:

@@ -1,8 +1,9 @@
 """Event fan-out: the bounded recent-event log, listeners and subscriptions (C21).
 
 The core hands every event to ``EventHub.publish`` synchronously, in the step that
-caused it (an awaited admission's ``steering.accepted`` right after the engine it
-woke had its first step; see ``SteeringCore.publish_owed``). Publishing never
+caused it (an awaited admission's ``steering.accepted`` once the submitter resumes,
+or earlier in whichever step first needs it out; see ``SteeringCore.publish_owed``
+and ``EventHub.settle``). Publishing never
 awaits and never raises into the core: a listener that raises is logged and
 counted, a subscriber that does not keep up loses the overflow (counted), and the
 recent-event log forgets its oldest entries (counted).
@@ -27,6 +28,10 @@ DEFAULT_LOG_SIZE: Final = 1_024
 DEFAULT_SUBSCRIPTION_BUFFER: Final = 1_024
 
 _log = logging.getLogger("live_steering")
+
+
+def _nothing() -> None:
+    pass
 
 
 class Subscription:
@@ -72,6 +77,8 @@ class Subscription:
 
     def close(self) -> None:
         """Stop receiving events. Buffered ones can still be read."""
+        if self in self._hub._subscriptions:
+            self._hub.settle()
         self._hub._subscriptions.discard(self)
         self._end()
 
@@ -115,6 +122,10 @@ class EventHub:
         self._listeners: list[Listener] = []
         self._subscriptions: set[Subscription] = set()
         self._closed = False
+        self.settle: Callable[[], None] = _nothing
+        """Called before a listener or subscription is added or removed: the owner
+        publishes what it still owes, so each consumer gets exactly the events of the
+        changes made while it was attached (``LiveRuntime`` sets ``publish_owed``)."""
 
     def publish(self, event: Event) -> None:
         log = self.log
@@ -133,9 +144,11 @@ class EventHub:
                 subscription._push(event)
 
     def add_listener(self, listener: Listener) -> Callable[[], None]:
+        self.settle()
         self._listeners.append(listener)
 
         def remove() -> None:
+            self.settle()
             if listener in self._listeners:
                 self._listeners.remove(listener)
 
@@ -143,6 +156,7 @@ class EventHub:
 
     def subscribe(self, max_buffer: int) -> Subscription:
         subscription = Subscription(self, max_buffer)
+        self.settle()
         if self._closed:  # nothing will ever be published: end it now rather than park forever
             subscription._end()
         else:

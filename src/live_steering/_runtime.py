@@ -126,6 +126,7 @@ class LiveRuntime:
             max_text_chars=max_text_chars,
             boundary_delivery=boundary_delivery,
         )
+        self._hub.settle = self._core.publish_owed
         self._active: Generation | None = None
         self._engine_parker: Parker | None = None
         """``_active._parker`` while a generation runs: one read on the path of every admission."""
@@ -151,6 +152,7 @@ class LiveRuntime:
     @property
     def generation(self) -> dict[str, Any] | None:
         """``None`` while no generation runs, else ``{"id", "phase", "pending"}`` (C2)."""
+        self._core.publish_owed()  # what "pending" counts has its steering.accepted out
         gen = self._core.current
         if gen is None:
             return None
@@ -200,11 +202,11 @@ class LiveRuntime:
 
     def receipt(self, input_id: str) -> Receipt | None:
         """The current receipt of an accepted input id, or ``None``. O(1)."""
+        self._core.publish_owed()  # an input seen queued has its steering.accepted out
         return self._core.receipt(input_id)
 
     def subscribe(self, max_buffer: int = DEFAULT_SUBSCRIPTION_BUFFER) -> Subscription:
         """Receive every event published from now on, as an async iterator (C21)."""
-        self._core.publish_owed()  # what was decided before this call is not "from now on"
         return self._hub.subscribe(max_buffer)
 
     def add_listener(self, listener: Listener) -> Callable[[], None]:
@@ -213,7 +215,6 @@ class LiveRuntime:
         A listener must be quick and must not call back into the runtime. One that
         raises is logged and counted, and the runtime carries on.
         """
-        self._core.publish_owed()  # nor is it for a listener added now
         return self._hub.add_listener(listener)
 
     def recent_events(self) -> list[Event]:
@@ -398,6 +399,7 @@ class Generation:
     @property
     def pending(self) -> int:
         """Inputs admitted and waiting for the next boundary."""
+        self._runtime._core.publish_owed()
         return len(self._require().pending)
 
     @property
