@@ -157,6 +157,32 @@ async def test_attach_in_a_woken_engine_first_step_journals_the_admission_once(t
     assert _states(tmp_path / "r.db") == {"a": ("applied", None)}
 
 
+@pytest.mark.parametrize("leave", ["detach", "aclose"])
+async def test_leaving_in_a_woken_engine_first_step_keeps_the_admission(tmp_path: Path, leave: str) -> None:
+    """Detached or closed before the submitter resumed: the acceptance it still owed is journaled."""
+    runtime = LiveRuntime()
+    journal = ReceiptJournal(tmp_path / "r.db")
+    async with journal:
+        detach = journal.attach(runtime)
+
+        async def engine() -> None:
+            async with runtime.open_generation("g1") as gen:
+                assert await gen.wait_for_input()
+                if leave == "detach":  # the engine's first step after the wake-up
+                    detach()
+                else:
+                    await journal.aclose()
+                gen.stop()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(engine)
+            await anyio.wait_all_tasks_blocked()
+            await _submit(runtime, "g1", "a")
+    changes = rows(tmp_path / "r.db", "SELECT change FROM changes WHERE input_id = 'a' ORDER BY id")
+    assert [change for (change,) in changes] == ["accepted"]
+    assert journal.statistics().unjournaled == 0
+
+
 async def test_attach_refuses_a_second_journal_and_detach_refuses_unjournaled_writes(tmp_path: Path) -> None:
     """One journal per runtime; once detached the barrier refuses writes: nothing is written unjournaled."""
     async with ReceiptJournal(tmp_path / "r.db") as journal:

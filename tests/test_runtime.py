@@ -1324,3 +1324,29 @@ def test_engine_chosen_ids_follow_the_input_id_rules(bad: str) -> None:
     with pytest.raises(TypeError, match="generation_id"):
         runtime.open_generation(b"g1")  # type: ignore[arg-type]
     assert runtime.open_generation("x" * 128).id == "x" * 128  # the limit itself is fine
+
+
+async def test_consumers_changed_during_a_fan_out_take_effect_from_the_next_event() -> None:
+    """A listener that removes another listener and closes a subscription while it is called:
+    both still get that event (the fan-out goes on over the consumers it started with), and
+    nothing after it."""
+    runtime = LiveRuntime()
+    second: list[str] = []
+    subscription = runtime.subscribe()
+    removers: list[Callable[[], None]] = []
+
+    def first(event: Event) -> None:
+        if event["type"] == "steering.accepted":
+            removers[0]()
+            subscription.close()
+
+    runtime.add_listener(first)
+    removers.append(runtime.add_listener(lambda event: second.append(event["type"])))
+    async with runtime.open_generation("g1") as gen:
+        await runtime.submit_steering(steer("a"), "g1")
+        gen.stop()
+    assert second == ["generation.started", "steering.accepted"]
+    received: list[str] = []
+    while (event := subscription.receive_nowait()) is not None:
+        received.append(event["type"])
+    assert received == ["generation.started", "steering.accepted"]

@@ -77,9 +77,7 @@ class Subscription:
 
     def close(self) -> None:
         """Stop receiving events. Buffered ones can still be read."""
-        if self in self._hub._subscriptions:
-            self._hub.settle()
-        self._hub._subscriptions.discard(self)
+        self._hub._unsubscribe(self)
         self._end()
 
     def __aiter__(self) -> Subscription:
@@ -119,8 +117,10 @@ class EventHub:
         self._log_size = log_size
         self.log_dropped = 0
         self.listener_errors = 0
-        self._listeners: list[Listener] = []
-        self._subscriptions: set[Subscription] = set()
+        # Tuples, replaced on every change: a fan-out goes on over the consumers it
+        # started with, whatever a listener adds or removes meanwhile.
+        self._listeners: tuple[Listener, ...] = ()
+        self._subscriptions: tuple[Subscription, ...] = ()
         self._closed = False
         self.settle: Callable[[], None] = _nothing
         """Called before a listener or subscription is added or removed: the owner
@@ -132,6 +132,7 @@ class EventHub:
         if len(log) == self._log_size:
             self.log_dropped += 1
         log.append(event)
+        subscriptions = self._subscriptions  # the consumers this fan-out started with
         if self._listeners:
             for listener in self._listeners:
                 try:
@@ -139,18 +140,20 @@ class EventHub:
                 except Exception:
                     self.listener_errors += 1
                     _log.exception("live_steering event listener %r raised; event kept", listener)
-        if self._subscriptions:
-            for subscription in self._subscriptions:
+        if subscriptions:
+            for subscription in subscriptions:
                 subscription._push(event)
 
     def add_listener(self, listener: Listener) -> Callable[[], None]:
         self.settle()
-        self._listeners.append(listener)
+        self._listeners += (listener,)
 
         def remove() -> None:
-            self.settle()
             if listener in self._listeners:
-                self._listeners.remove(listener)
+                self.settle()
+                listeners = list(self._listeners)
+                listeners.remove(listener)
+                self._listeners = tuple(listeners)
 
         return remove
 
@@ -160,14 +163,20 @@ class EventHub:
         if self._closed:  # nothing will ever be published: end it now rather than park forever
             subscription._end()
         else:
-            self._subscriptions.add(subscription)
+            self._subscriptions += (subscription,)
         return subscription
 
+    def _unsubscribe(self, subscription: Subscription) -> None:
+        if subscription in self._subscriptions:
+            self.settle()
+            self._subscriptions = tuple(s for s in self._subscriptions if s is not subscription)
+
     def close(self) -> None:
+        self.settle()
         self._closed = True
-        for subscription in list(self._subscriptions):
+        subscriptions, self._subscriptions = self._subscriptions, ()
+        for subscription in subscriptions:
             subscription._end()
-        self._subscriptions.clear()
 
     @property
     def subscribers(self) -> int:

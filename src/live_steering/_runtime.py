@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 import time
 import uuid
+import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Final
@@ -126,7 +127,7 @@ class LiveRuntime:
             max_text_chars=max_text_chars,
             boundary_delivery=boundary_delivery,
         )
-        self._hub.settle = self._core.publish_owed
+        self._hub.settle = _publisher_of_owed(self._core)
         self._active: Generation | None = None
         self._engine_parker: Parker | None = None
         """``_active._parker`` while a generation runs: one read on the path of every admission."""
@@ -309,6 +310,18 @@ class LiveRuntime:
 
     def _check(self) -> None:
         self._core._check()
+
+
+def _publisher_of_owed(core: SteeringCore) -> Callable[[], None]:
+    """``core.publish_owed``, without the hub holding the core (which holds the hub)."""
+    core_ref = weakref.ref(core)
+
+    def settle() -> None:
+        owner = core_ref()
+        if owner is not None:
+            owner.publish_owed()
+
+    return settle
 
 
 def _only_cancellation(exc: BaseException) -> bool:

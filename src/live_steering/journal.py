@@ -249,9 +249,11 @@ class ReceiptJournal:
         if not self._open or self._closing:
             return
         with anyio.CancelScope(shield=True):
-            self._closing = True
+            # Detach before closing the queue: detaching publishes an acceptance a runtime
+            # still owes (``EventHub.settle``), and it is this journal's to record.
             for attachment in self._attachments:
                 self._detach(attachment)
+            self._closing = True
             self._wake()
             assert self._committer_done is not None
             await self._committer_done.wait()
