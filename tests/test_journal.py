@@ -157,6 +157,30 @@ async def test_attach_in_a_woken_engine_first_step_journals_the_admission_once(t
     assert _states(tmp_path / "r.db") == {"a": ("applied", None)}
 
 
+async def test_journal_reads_in_a_woken_engine_first_step_see_the_admission(tmp_path: Path) -> None:
+    """Before the submitter resumed: the journal answers for the input the runtime shows queued."""
+    runtime = LiveRuntime()
+    seen: list[object] = []
+    async with ReceiptJournal(tmp_path / "r.db") as journal:
+        journal.attach(runtime)
+
+        async def engine() -> None:
+            async with runtime.open_generation("g1") as gen:
+                assert await gen.wait_for_input()
+                enqueued = journal.statistics().enqueued  # the engine's first step
+                await journal.wait_durable("a")  # no KeyError: the journal saw it
+                seen.append(enqueued)
+                await gen.boundary(_noop_writer)
+                gen.stop()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(engine)
+            await anyio.wait_all_tasks_blocked()
+            await _submit(runtime, "g1", "a")
+    assert seen == [1]
+    assert _states(tmp_path / "r.db") == {"a": ("applied", None)}
+
+
 @pytest.mark.parametrize("leave", ["detach", "aclose"])
 async def test_leaving_in_a_woken_engine_first_step_keeps_the_admission(tmp_path: Path, leave: str) -> None:
     """Detached or closed before the submitter resumed: the acceptance it still owed is journaled."""

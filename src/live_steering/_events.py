@@ -76,7 +76,10 @@ class Subscription:
         return self._buffer.popleft() if self._buffer else None
 
     def close(self) -> None:
-        """Stop receiving events. Buffered ones can still be read."""
+        """Stop receiving events (one being fanned out at this moment still arrives).
+
+        Buffered ones can still be read.
+        """
         self._hub._unsubscribe(self)
         self._end()
 
@@ -117,22 +120,28 @@ class EventHub:
         self._log_size = log_size
         self.log_dropped = 0
         self.listener_errors = 0
-        # Tuples, replaced on every change: a fan-out goes on over the consumers it
-        # started with, whatever a listener adds or removes meanwhile.
+        # A fan-out goes on over the consumers it started with, whatever a listener adds
+        # or removes meanwhile: listeners (few) are a tuple replaced on every change;
+        # subscriptions (maybe one per client) an insertion-ordered dict, O(1) to add and
+        # remove, with a snapshot that the first publish after a change rebuilds.
         self._listeners: tuple[Listener, ...] = ()
-        self._subscriptions: tuple[Subscription, ...] = ()
+        self._subscriptions: dict[Subscription, None] = {}
+        self._fan_out: tuple[Subscription, ...] | None = ()
         self._closed = False
         self.settle: Callable[[], None] = _nothing
-        """Called before a listener or subscription is added or removed: the owner
-        publishes what it still owes, so each consumer gets exactly the events of the
-        changes made while it was attached (``LiveRuntime`` sets ``publish_owed``)."""
+        """Called before a listener or subscription is added or removed and before the hub
+        closes: the owner publishes what it still owes, so each consumer gets exactly the
+        events of the changes made while it was attached (``LiveRuntime`` has it call
+        ``SteeringCore.publish_owed``)."""
 
     def publish(self, event: Event) -> None:
         log = self.log
         if len(log) == self._log_size:
             self.log_dropped += 1
         log.append(event)
-        subscriptions = self._subscriptions  # the consumers this fan-out started with
+        subscriptions = self._fan_out  # the consumers this fan-out started with
+        if subscriptions is None:
+            subscriptions = self._fan_out = tuple(self._subscriptions)
         if self._listeners:
             for listener in self._listeners:
                 try:
@@ -163,18 +172,22 @@ class EventHub:
         if self._closed:  # nothing will ever be published: end it now rather than park forever
             subscription._end()
         else:
-            self._subscriptions += (subscription,)
+            self._subscriptions[subscription] = None
+            self._fan_out = None
         return subscription
 
     def _unsubscribe(self, subscription: Subscription) -> None:
         if subscription in self._subscriptions:
             self.settle()
-            self._subscriptions = tuple(s for s in self._subscriptions if s is not subscription)
+            del self._subscriptions[subscription]
+            self._fan_out = None
 
     def close(self) -> None:
         self.settle()
         self._closed = True
-        subscriptions, self._subscriptions = self._subscriptions, ()
+        subscriptions = list(self._subscriptions)
+        self._subscriptions.clear()
+        self._fan_out = ()
         for subscription in subscriptions:
             subscription._end()
 

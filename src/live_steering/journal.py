@@ -413,6 +413,7 @@ class ReceiptJournal:
         """
         if self._failure is not None:  # checked first: after a failure nothing is journaled
             raise self._failed()
+        self._settle()
         if isinstance(target, str):
             number = self._attachment_of(target, session_id).latest[target]
         elif type(target) is int:
@@ -433,7 +434,15 @@ class ReceiptJournal:
 
     async def flush(self) -> None:
         """Wait until every change queued so far is durable."""
+        self._settle()
         await self._wait_number(self._number)
+
+    def _settle(self) -> None:
+        """Journal what an attached runtime still owes: an admission whose ``steering.accepted``
+        waits for its submitter to resume. A read here then agrees with ``runtime.receipt()``."""
+        for attachment in self._attachments:
+            if attachment.detach is not None:
+                _publish_owed(attachment.runtime)
 
     def _attachment_of(self, input_id: str, session_id: str | None) -> _Attachment:
         found = [
@@ -585,6 +594,7 @@ class ReceiptJournal:
             raise store.translate(exc, "reading", self.path) from exc
 
     def statistics(self) -> JournalStatistics:
+        self._settle()
         return JournalStatistics(
             path=self.path,
             open=self._open,
@@ -601,9 +611,10 @@ class ReceiptJournal:
         )
 
 
-# -- the two places this module reaches into the runtime ----------------------------------
-# The journal needs each accepted input's kind and text (events carry only ids) and a
-# way to put ``journal.failed`` on the runtime's own event stream with a proper sequence.
+# -- the three places this module reaches into the runtime --------------------------------
+# The journal needs each accepted input's kind and text (events carry only ids), a way to
+# put ``journal.failed`` on the runtime's own event stream with a proper sequence, and a
+# way to have an owed acceptance published before it answers a read.
 
 
 def _records(runtime: LiveRuntime) -> dict[str, InputRecord]:
@@ -612,3 +623,7 @@ def _records(runtime: LiveRuntime) -> dict[str, InputRecord]:
 
 def _publish(runtime: LiveRuntime, type_: str, fields: dict[str, Any]) -> None:
     runtime._core._emit(type_, fields)
+
+
+def _publish_owed(runtime: LiveRuntime) -> None:
+    runtime._core.publish_owed()
