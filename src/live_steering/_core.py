@@ -305,19 +305,7 @@ class SteeringCore:
         record = self._owed
         if record is not None:
             self._owed = None
-            # ``_emit_input("steering.accepted", record)``, built in place: this is on the
-            # path of every awaited submit, so one call less.
-            self._event_sequence += 1
-            self._sink(
-                {
-                    "type": "steering.accepted",
-                    "sequence": self._event_sequence,
-                    "session_id": self.session_id,
-                    "time": self._clock(),
-                    "input_id": record.input.id,
-                    "target_generation_id": record.generation_id,
-                }
-            )
+            self._emit_input("steering.accepted", record)
 
     def _emit(self, type_: str, fields: dict[str, Any]) -> None:
         if self._owed is not None:
@@ -333,7 +321,7 @@ class SteeringCore:
         self._sink(event)
 
     def _emit_input(self, type_: str, record: InputRecord, extra: dict[str, Any] | None = None) -> None:
-        # The hot path of every submit and every write: one dict per event, built in place.
+        # The envelope and fields of every input event (C21), as one dict built in place.
         if self._owed is not None:
             self.publish_owed()
         self._event_sequence += 1
@@ -412,22 +400,8 @@ class SteeringCore:
         ):
             # An identical repeat was valid when it was admitted: a lookup and a comparison (C10).
             self._repeated += 1
-            if self._owed is not None:  # it may be the very admission still owed
-                self.publish_owed()
-            # ``_emit_input("steering.repeated", record, {"disposition": ...})``, built in
-            # place: no second dict to merge, one call less (like the accepted event below).
-            self._event_sequence += 1
-            self._sink(
-                {
-                    "type": "steering.repeated",
-                    "sequence": self._event_sequence,
-                    "session_id": self.session_id,
-                    "time": self._clock(),
-                    "input_id": id_,
-                    "target_generation_id": generation_id,
-                    "disposition": _DISPOSITION_VALUE[record.state],
-                }
-            )
+            # (an owed acceptance, maybe of this very input, is published first)
+            self._emit_input("steering.repeated", record, {"disposition": _DISPOSITION_VALUE[record.state]})
             return record.receipt()
         text = input.text
         # What a plain ASCII input of the right size passes cheaply; anything else is
