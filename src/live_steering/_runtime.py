@@ -129,8 +129,6 @@ class LiveRuntime:
         )
         self._hub.settle = _publisher_of_owed(self._core)
         self._active: Generation | None = None
-        self._engine_parker: Parker | None = None
-        """``_active._parker`` while a generation runs: one read on the path of every admission."""
         self._generation_ids: set[str] = set()
         self._write_barrier: WriteBarrier | None = None
 
@@ -180,8 +178,10 @@ class LiveRuntime:
         core = self._core
         receipt = core.decide(input, generation_id)
         if receipt is None:  # admitted, so a generation of this runtime is running
-            parker = self._engine_parker
-            assert parker is not None
+            gen = self._active
+            assert gen is not None
+            parker = gen._parker
+            assert parker is not None  # made when the generation was entered
             try:
                 await parker.hand_over()  # wakes the engine, which runs first
             finally:  # also when asyncio's task.cancel() lands on the yield
@@ -195,8 +195,8 @@ class LiveRuntime:
         """``submit_steering`` without the yield, for synchronous callers. O(1) plus validation."""
         receipt = self._core.decide(input, generation_id)
         if receipt is None:  # admitted
-            assert self._engine_parker is not None
-            self._engine_parker.unpark()
+            assert self._active is not None
+            self._active._wake()
             self._core.publish_owed()
             return self._core.queued_receipt(input.id)
         return receipt
@@ -378,7 +378,6 @@ class Generation:
         self._parker = Parker.for_running_backend()
         runtime._generation_ids.add(self.id)
         runtime._active = self
-        runtime._engine_parker = self._parker
         return self
 
     async def __aexit__(
@@ -402,7 +401,6 @@ class Generation:
             ending, fields["error"] = Ending.FAILED, type(exc).__name__
         self._terminal = self._runtime._core.end_generation(state, ending, reason, **fields)
         self._runtime._active = None
-        self._runtime._engine_parker = None
         self._wake()
         if self._runtime.closed:  # aclose() left the hub open for this generation's last events
             self._runtime._hub.close()
