@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from live_steering import Disposition, Input, Receipt
-from live_steering._acp_session import (
+from live_steering.acp._session import (
     ClientPace,
     ErrorKind,
     SteeringSession,
@@ -474,7 +474,7 @@ async def _cancel_when_reached(gate: Gate, scope: anyio.CancelScope) -> None:
 
 async def test_too_many_started_turn_ids_fail(harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
     """Past the limit of remembered turn-starting steers, an idle steer fails (capacity), starts nothing."""
-    monkeypatch.setattr("live_steering._acp_session.STARTED_TURN_IDS_LIMIT", 1)
+    monkeypatch.setattr("live_steering.acp._session.STARTED_TURN_IDS_LIMIT", 1)
     assert (await harness.steer("One")).outcome is SteerOutcome.STARTED_NEW_TURN
     harness.pace.release(100)
     await harness.sink.wait(

@@ -1,6 +1,6 @@
 """kill -9 at every interesting point of a journaled run, then recover (C22, C23).
 
-A writer subprocess (``live_steering._journal_writer``) runs a short journaled loop
+A writer subprocess (``live_steering.testing._journal_writer``) runs a short journaled loop
 and SIGKILLs itself at an injected point (``LIVE_STEERING_KILL=POINT:N``), or the
 test kills it after a random number of output lines. The children run once per
 session, a few at a time; each test then recovers a copy of one crashed journal
@@ -124,7 +124,7 @@ def crashes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Crash]:
     """Run every scenario once, through a fork server so each child skips interpreter start-up."""
     root = tmp_path_factory.mktemp("crashes")
     env = {k: v for k, v in os.environ.items() if k != "LIVE_STEERING_KILL"}
-    command = [sys.executable, "-m", "live_steering._journal_writer", "--serve"]
+    command = [sys.executable, "-m", "live_steering.testing._journal_writer", "--serve"]
     outputs: dict[str, tuple[Path, list[dict[str, str]]]] = {}
     with subprocess.Popen(
         command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True

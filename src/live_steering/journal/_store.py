@@ -21,8 +21,8 @@ from typing import Any, Final, Protocol
 
 import attrs
 
-from ._errors import LiveSteeringError
-from ._types import Disposition, HoldReason, Input, Receipt
+from .._errors import LiveSteeringError
+from .._types import Disposition, HoldReason, Input, Receipt
 
 try:
     import fcntl

@@ -33,11 +33,11 @@ import anyio
 import anyio.abc
 import attrs
 
-from ._errors import LiveSteeringError
-from ._events import Event
-from ._runtime import LiveRuntime
-from ._types import Input, Receipt, RefusalReason
-from .loop import AgentLoop, Context, ContextEntry, LoopResult, Reply, ToolCall
+from .._errors import LiveSteeringError
+from .._events import Event
+from .._runtime import LiveRuntime
+from .._types import Input, Receipt, RefusalReason
+from ..loop import AgentLoop, Context, ContextEntry, LoopResult, Reply, ToolCall
 
 __all__ = [
     "IDLE_PROMPT_REQUIRED",

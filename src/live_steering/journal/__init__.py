@@ -25,7 +25,7 @@ Opening a file runs ``PRAGMA integrity_check`` (corruption raises
 ``queued``: never marked ``writing`` -> ``held``, marked -> ``unknown``, both with
 reason ``runtime-lost``. The journal never records an input the runtime refused;
 it stores a SHA-256 digest of the content, not the text. The SQL itself (schema,
-recovery, the commit of a batch, reading) is in ``_journal_store.py``.
+recovery, the commit of a batch, reading) is in ``journal/_store.py``.
 """
 
 from __future__ import annotations
@@ -44,9 +44,11 @@ import anyio.lowlevel
 import attrs
 from sortedcontainers import SortedDict
 
-from . import _journal_store as store
-from ._core import InputRecord, InputState
-from ._journal_store import (
+from .._core import InputRecord, InputState
+from .._runtime import LiveRuntime
+from .._types import Disposition, Input, Receipt
+from . import _store as store
+from ._store import (
     DISPOSITION_OF_CHANGE,
     ChangeKind,
     JournalBusyError,
@@ -59,8 +61,6 @@ from ._journal_store import (
     connect,
     read_receipts,
 )
-from ._runtime import LiveRuntime
-from ._types import Disposition, Input, Receipt
 
 __all__ = [
     "ReceiptJournal",

@@ -12,13 +12,9 @@ import math
 import sys
 from typing import Any
 
+from .._extras import install_hint
+
 __all__ = ["register", "run"]
-
-INSTALL_HINT = (
-    "live-steering acp needs the Agent Client Protocol SDK: pip install 'live-steering[acp]' "
-    "(or pip install agent-client-protocol)"
-)
-
 
 def _positive_float(value: str) -> float:
     number = float(value)
@@ -66,11 +62,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         import acp  # noqa: F401  (only to know the extra is installed)
     except ImportError:
-        print(INSTALL_HINT, file=sys.stderr)
+        print(install_hint("live-steering acp", "acp", "agent-client-protocol"), file=sys.stderr)
         return 2
     import anyio
 
-    from .acp import AgentConfig, serve_stdio
+    from ..acp import AgentConfig, serve_stdio
 
     config = AgentConfig(steps=args.steps, step_delay=args.step_delay, client_paced=args.client_paced)
     # The SDK is asyncio-only (asyncio streams and tasks), hence the fixed backend.

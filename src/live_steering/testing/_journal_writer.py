@@ -1,6 +1,6 @@
 """A short journaled agent run to be killed: the subject of the receipt journal's crash tests.
 
-``python -m live_steering._journal_writer PATH [--generations G] [--steers N] [--backend B]``
+``python -m live_steering.testing._journal_writer PATH [--generations G] [--steers N] [--backend B]``
 runs G generations of a tiny loop on one runtime attached to a ``ReceiptJournal`` at
 PATH, cycling through the ways a generation ends (finished, stopped with input
 pending, a writer that raises, input arriving mid-boundary). It prints one JSON
@@ -19,7 +19,7 @@ occurrence of POINT: ``before-mark`` (the write barrier is entered),
 ``in-commit`` (a transaction's statements ran, ``COMMIT`` not yet issued) or
 ``after-commit`` (``COMMIT`` returned, not yet reported durable). Testing aid only.
 
-``python -m live_steering._journal_writer --serve`` is a fork server for test suites
+``python -m live_steering.testing._journal_writer --serve`` is a fork server for test suites
 that need many such runs: it imports everything once, then for each JSON request
 line ``{"id", "path", "out", "kill", "backend"}`` on stdin forks a writer whose
 output goes to the FIFO or file ``out``, answers ``{"id", "pid"}`` at once, and
@@ -41,9 +41,9 @@ from typing import Any
 
 import anyio
 
-from ._runtime import LiveRuntime
-from ._types import Input
-from .journal import ChangeKind, JournalChange, ReceiptJournal, connect
+from .._runtime import LiveRuntime
+from .._types import Input
+from ..journal import ChangeKind, JournalChange, ReceiptJournal, connect
 
 KILL_ENV = "LIVE_STEERING_KILL"
 KILL_POINTS = ("before-mark", "after-mark", "after-write", "in-commit", "after-commit")
@@ -216,7 +216,7 @@ def _serve_child(request: dict[str, Any]) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     if argv is None and sys.argv[1:] == ["--serve"]:
         return serve()
-    parser = argparse.ArgumentParser(prog="python -m live_steering._journal_writer")
+    parser = argparse.ArgumentParser(prog="python -m live_steering.testing._journal_writer")
     parser.add_argument("path")
     parser.add_argument("--generations", type=int, default=8)
     parser.add_argument("--steers", type=int, default=3, help="steers submitted per generation")

@@ -29,10 +29,10 @@ from typing import Any
 
 import anyio
 
-from ._events import Event
+from .._events import Event
+from .._types import Input
+from ..loop import Context, ContextEntry, Reply, ToolCall
 from ._history import History, HistoryReport, HistoryViolationError, Operation, Violation, check_history
-from ._types import Input
-from .loop import Context, ContextEntry, Reply, ToolCall
 
 __all__ = [
     "EventRecorder",

@@ -8,7 +8,7 @@ holds each vendor's eligible moments, cap and session-end moment as data.
 See docs/hooks.md.
 """
 
-from ._hooks import (
+from ._session import (
     DEFAULT_QUEUE_CAPACITY,
     PROFILES,
     REDACTED,

@@ -12,9 +12,9 @@ import json
 import sys
 from typing import Any
 
-from ._journal_store import iso
-from ._types import Disposition
-from .journal import JournalEntry, JournalError, read_receipts
+from .._types import Disposition
+from ..journal import JournalEntry, JournalError, read_receipts
+from ..journal._store import iso
 
 #: RUNTIME is ``session#n``: identities are per runtime, so the same id may appear once
 #: for each runtime that journaled into the file (two runs of the demo, say).

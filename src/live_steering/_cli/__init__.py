@@ -1,20 +1,22 @@
-"""The ``live-steering`` command: one subcommand per module.
+"""The ``live-steering`` command: one subcommand per module of this package.
 
-Each subcommand lives in its own module exposing ``register(subparsers)``, which
-adds its parser and sets ``handler`` (``args -> exit code``) as a default. This
-file only lists them, so features stay out of each other's way.
+Each subcommand module exposes ``register(subparsers)``, which adds its parser and
+sets ``handler`` (``args -> exit code``) as a default. This file only lists them,
+imported by name so the type checker follows every one. The CLI is the top layer:
+it may import any part of the library, and no library module imports it.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from collections.abc import Callable, Sequence
 from typing import cast
 
+from . import acp, demo, receipts
+
 #: Modules that register a subcommand, in the order ``--help`` lists them.
-_SUBCOMMANDS = ("live_steering._demo", "live_steering._receipts_cli", "live_steering._acp_cli")
+_SUBCOMMANDS = (demo, receipts, acp)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,8 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Steer a running agent at its next request boundary, with honest receipts.",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in _SUBCOMMANDS:
-        importlib.import_module(name).register(subparsers)
+    for module in _SUBCOMMANDS:
+        module.register(subparsers)
     return parser
 
 
@@ -36,7 +38,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     return handler(args)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

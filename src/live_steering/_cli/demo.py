@@ -18,12 +18,12 @@ from typing import Any, TextIO
 
 import anyio
 
+from .._runtime import LiveRuntime
+from .._types import Disposition, Input, Receipt
+from ..journal import JournalError
+from ..loop import AgentLoop, LoopResult, Reply, ToolCall
+from ..testing import EventRecorder, RecordingContext, ScriptedProvider, ScriptedTools
 from ._demo_receipts import journaled, long_run
-from ._runtime import LiveRuntime
-from ._types import Disposition, Input, Receipt
-from .journal import JournalError
-from .loop import AgentLoop, LoopResult, Reply, ToolCall
-from .testing import EventRecorder, RecordingContext, ScriptedProvider, ScriptedTools
 
 __all__ = ["register", "run", "run_demo"]
 

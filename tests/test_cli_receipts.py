@@ -116,7 +116,7 @@ def test_unrecovered_queued_inputs_are_shown_with_a_note(tmp_path: Path) -> None
     """A journal left by a killed writer shows its queued inputs as stored, and says recovery is pending."""
     path = tmp_path / "killed.db"
     writer = subprocess.run(
-        [sys.executable, "-m", "live_steering._journal_writer", str(path)],
+        [sys.executable, "-m", "live_steering.testing._journal_writer", str(path)],
         env={**os.environ, "LIVE_STEERING_KILL": "after-mark:2"},
         capture_output=True,
         check=False,

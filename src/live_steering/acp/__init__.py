@@ -22,12 +22,12 @@ import anyio
 import anyio.abc
 import attrs
 
+from .._extras import install_hint
+
 try:
     import acp
 except ImportError as error:  # pragma: no cover - exercised by installs without the extra
-    from ._acp_cli import INSTALL_HINT
-
-    raise ImportError(INSTALL_HINT) from error
+    raise ImportError(install_hint("live_steering.acp", "acp", "agent-client-protocol")) from error
 from acp.connection import StreamDirection, StreamEvent
 from acp.schema import (
     AgentCapabilities,
@@ -41,7 +41,8 @@ from acp.schema import (
     TextContentBlock,
 )
 
-from ._acp_session import (
+from ..loop import ToolCall
+from ._session import (
     ClientPace,
     ErrorKind,
     Pace,
@@ -53,7 +54,6 @@ from ._acp_session import (
     prompt_text,
     sleep_pace,
 )
-from .loop import ToolCall
 
 __all__ = ["STEER_METHOD", "STEP_METHOD", "AgentConfig", "LiveSteeringAgent", "serve_stdio"]
 
@@ -155,7 +155,7 @@ class LiveSteeringAgent:
         self._conn = conn
 
     async def initialize(self, protocol_version: int, **kwargs: Any) -> InitializeResponse:
-        from . import __version__
+        from .. import __version__
 
         return InitializeResponse(
             protocol_version=min(protocol_version, acp.PROTOCOL_VERSION),

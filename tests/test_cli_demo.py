@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from live_steering import _demo
+from live_steering._cli import demo as _demo
 from live_steering._cli import main
 
 BACKENDS = pytest.mark.parametrize("backend", ["asyncio", "trio"])

@@ -16,11 +16,11 @@ from typing import Any
 
 import anyio
 
-from ._runtime import LiveRuntime
-from ._types import Disposition, Input
-from .journal import ChangeKind, JournalChange, ReceiptJournal
-from .loop import AgentLoop, LoopResult, Reply, ToolCall
-from .testing import ScriptedProvider, ScriptedTools
+from .._runtime import LiveRuntime
+from .._types import Disposition, Input
+from ..journal import ChangeKind, JournalChange, ReceiptJournal
+from ..loop import AgentLoop, LoopResult, Reply, ToolCall
+from ..testing import ScriptedProvider, ScriptedTools
 
 __all__ = ["journaled", "long_run"]
 

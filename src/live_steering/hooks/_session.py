@@ -41,10 +41,10 @@ from typing import Any, Final
 
 import attrs
 
-from ._core import event_safe
-from ._errors import InvariantError
-from ._events import DEFAULT_LOG_SIZE, DEFAULT_SUBSCRIPTION_BUFFER, Event, EventHub, Listener, Subscription
-from ._types import Disposition, plain_str, utf8_encodable
+from .._core import event_safe
+from .._errors import InvariantError
+from .._events import DEFAULT_LOG_SIZE, DEFAULT_SUBSCRIPTION_BUFFER, Event, EventHub, Listener, Subscription
+from .._types import Disposition, plain_str, utf8_encodable
 
 __all__ = [
     "DEFAULT_QUEUE_CAPACITY",

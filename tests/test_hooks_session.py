@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-import live_steering._hooks
+import live_steering.hooks._session
 from live_steering import Disposition, InvariantError, hooks
 from live_steering.hooks import (
     PROFILES,
@@ -176,7 +176,7 @@ def context_of(vendor: Vendor, reply: dict[str, Any]) -> str:
 
 def test_module_doctests_pass() -> None:
     """The examples in the module's docstrings run and say what they show."""
-    result = doctest.testmod(live_steering._hooks)
+    result = doctest.testmod(live_steering.hooks._session)
     assert result.attempted > 0
     assert result.failed == 0
 
