@@ -76,3 +76,17 @@ def rows(path: Path, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ..
     """Run one read-only query against a journal file."""
     with contextlib.closing(sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)) as conn:
         return [tuple(row) for row in conn.execute(sql, params).fetchall()]
+
+
+def damage_dispositions(path: Path) -> None:
+    """Flip one byte of every stored ``applied`` value ("appBied"), leaving the schema's text alone."""
+    data = bytearray(path.read_bytes())
+    at = data.find(b"applied")
+    found = 0
+    while at != -1:
+        if data[at - 1 : at] != b"'":  # the CHECK constraint in the schema quotes it
+            data[at + 3 : at + 4] = b"B"
+            found += 1
+        at = data.find(b"applied", at + 1)
+    assert found, "no stored 'applied' value to damage"
+    path.write_bytes(bytes(data))
