@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -268,3 +269,23 @@ def test_demo_steers_must_be_positive(capsys: pytest.CaptureFixture[str]) -> Non
     with pytest.raises(SystemExit):
         main(["demo", "--steers", "0"])
     assert "positive" in capsys.readouterr().err
+
+
+def test_the_recover_transcript_in_the_docs_is_what_it_prints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/receipts.md's ``--recover`` transcript, replayed on a writer killed after its second mark,
+    prints the same lines (times aside): the notes on stderr, the table on stdout."""
+    docs = (Path(__file__).parent.parent / "docs" / "receipts.md").read_text()
+    block = next(b for b in docs.split("```") if b.startswith("\n$ live-steering receipts crash.db"))
+    monkeypatch.chdir(tmp_path)
+    _killed_writer(tmp_path / "crash.db")
+    when = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
+    for command in block.strip().split("$ ")[1:]:
+        line, *expected = command.strip().splitlines()
+        argv = line.split()
+        assert argv[0] == "live-steering"
+        assert main(argv[1:]) == 0
+        out, err = capsys.readouterr()
+        printed = err.splitlines() + out.splitlines() if "--recover" in argv else (out + err).splitlines()
+        assert [when.sub("WHEN", x) for x in printed] == [when.sub("WHEN", x) for x in expected]
