@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
+import subprocess
+import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -90,3 +93,15 @@ def damage_dispositions(path: Path) -> None:
         at = data.find(b"applied", at + 1)
     assert found, "no stored 'applied' value to damage"
     path.write_bytes(bytes(data))
+
+
+def killed_writer(path: Path, kill: str = "after-mark:2") -> None:
+    """Run the crash tests' writer on ``path`` until it SIGKILLs itself at ``kill`` (default: right
+    after its second durable mark, leaving one input marked ``writing`` and one not)."""
+    writer = subprocess.run(
+        [sys.executable, "-m", "live_steering.testing._journal_writer", str(path)],
+        env={**os.environ, "LIVE_STEERING_KILL": kill},
+        capture_output=True,
+        check=False,
+    )
+    assert writer.returncode == -9, writer.stderr

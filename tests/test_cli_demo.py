@@ -6,6 +6,7 @@ backend as a parameter (``--backend asyncio|trio``).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import json
@@ -14,14 +15,15 @@ import pty
 import re
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
+from live_steering._cli import _demo_receipts, main
 from live_steering._cli import demo as _demo
-from live_steering._cli import main
 from live_steering.journal import read_receipts
 
 BACKENDS = pytest.mark.parametrize("backend", ["asyncio", "trio"])
@@ -314,3 +316,28 @@ def test_demo_progress_through_a_real_pty() -> None:
     text = b"".join(chunks).decode()
     assert f"\rlong run: steers: {_demo.PROGRESS_FROM}/{_demo.PROGRESS_FROM} (100%)\x1b[K" in text
     assert text.endswith("\r\x1b[K")
+
+
+@BACKENDS
+def test_demo_journal_failing_mid_run_is_one_line(
+    backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A journal whose file is unlinked under the run fails it: exit 1, one line on stderr (not the
+    journal's log record too), and the event stream shows journal.failed."""
+    real = _demo_receipts.journaled
+
+    @contextlib.asynccontextmanager
+    async def unlinked(runtime: Any, path: str, line: Any) -> AsyncIterator[Any]:
+        async with real(runtime, path, line) as journal:
+            os.unlink(path)
+            yield journal
+
+    monkeypatch.setattr(_demo, "journaled", unlinked)
+    path = tmp_path / "gone.db"
+    assert main(["demo", "--journal", str(path), "--json", "--backend", backend]) == 1
+    out, err = capsys.readouterr()
+    assert _one_line(err) == (
+        f"live-steering demo: receipt journal {str(path)!r}: {str(path)!r} was unlinked or renamed "
+        "while open; nothing written since is reported durable"
+    )
+    assert [json.loads(line)["type"] for line in out.splitlines()].count("journal.failed") == 1

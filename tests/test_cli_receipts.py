@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 import pytest
 
-from journal_helpers import damage_dispositions
+from journal_helpers import damage_dispositions, killed_writer
 from live_steering import Disposition, Input, LiveRuntime
 from live_steering._cli import main
 from live_steering.journal import ReceiptJournal, read_receipts
@@ -150,17 +150,6 @@ def test_a_damaged_file_exits_2_with_one_line(tmp_path: Path) -> None:
         assert "is damaged" in line
 
 
-def _killed_writer(path: Path) -> None:
-    """A crash-test writer SIGKILLed after its second durable mark: two inputs left queued."""
-    writer = subprocess.run(
-        [sys.executable, "-m", "live_steering.testing._journal_writer", str(path)],
-        env={**os.environ, "LIVE_STEERING_KILL": "after-mark:2"},
-        capture_output=True,
-        check=False,
-    )
-    assert writer.returncode == -9
-
-
 def test_queued_rows_of_a_dead_writer_are_marked_and_recovered(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -168,7 +157,7 @@ def test_queued_rows_of_a_dead_writer_are_marked_and_recovered(
     says the rows were left by a process that died, and ``--recover`` makes that row unknown and
     the others held (runtime-lost)."""
     path = tmp_path / "killed.db"
-    _killed_writer(path)
+    killed_writer(path)
     assert main(["receipts", str(path), "--disposition", "queued"]) == 0
     out, err = capsys.readouterr()
     queued = [line.split("  ")[0].strip() for line in out.splitlines()[1:]]
@@ -279,7 +268,7 @@ def test_the_recover_transcript_in_the_docs_is_what_it_prints(
     docs = (Path(__file__).parent.parent / "docs" / "receipts.md").read_text()
     block = next(b for b in docs.split("```") if b.startswith("\n$ live-steering receipts crash.db"))
     monkeypatch.chdir(tmp_path)
-    _killed_writer(tmp_path / "crash.db")
+    killed_writer(tmp_path / "crash.db")
     when = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
     for command in block.strip().split("$ ")[1:]:
         line, *expected = command.strip().splitlines()

@@ -7,8 +7,6 @@ import contextlib
 import fcntl
 import os
 import sqlite3
-import subprocess
-import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -17,7 +15,7 @@ from typing import Any
 import anyio
 import pytest
 
-from journal_helpers import damage_dispositions, rows
+from journal_helpers import damage_dispositions, killed_writer, rows
 from live_steering import Disposition, Input, LiveRuntime
 from live_steering.journal import (
     ChangeKind,
@@ -38,6 +36,16 @@ async def _submit(runtime: LiveRuntime, gen_id: str, *ids: str) -> None:
     for input_id in ids:
         receipt = await runtime.submit_steering(Input("steer", f"text of {input_id}", id=input_id), gen_id)
         assert receipt.accepted, receipt
+
+
+class _Writer:
+    """A context writer that records the ids it was handed."""
+
+    def __init__(self) -> None:
+        self.written: list[str] = []
+
+    async def __call__(self, input: Input, metadata: Mapping[str, Any]) -> None:
+        self.written.append(input.id)
 
 
 def _failed_events(runtime: LiveRuntime) -> list[dict[str, Any]]:
@@ -96,11 +104,7 @@ async def test_a_file_changed_under_a_running_journal_fails_it(
     path = tmp_path / "r.db"
     await _small_journal(tmp_path / "other.db", "theirs")
     reported: list[JournalChange] = []
-    written: list[str] = []
-
-    async def writer(input: Input, metadata: Mapping[str, Any]) -> None:
-        written.append(input.id)
-
+    writer = _Writer()
     async with ReceiptJournal(path) as journal:
         runtime = LiveRuntime()
         journal.attach(runtime)
@@ -119,7 +123,7 @@ async def test_a_file_changed_under_a_running_journal_fails_it(
             assert event["sqlite_error"] is None
             with pytest.raises(JournalError, match=says):
                 await gen.boundary(writer)
-            assert written == []
+            assert writer.written == []
             gen.stop()
         runtime._check()
     assert [(c.input_id, c.change) for c in reported] == [("before", ChangeKind.ACCEPTED)]
@@ -137,11 +141,7 @@ async def test_an_update_that_touches_no_row_fails_the_journal(tmp_path: Path) -
     """A row changed behind the journal: the mark finds no queued row, the commit is rolled back,
     the journal fails and the writer never sees the input."""
     path = tmp_path / "r.db"
-    written: list[str] = []
-
-    async def writer(input: Input, metadata: Mapping[str, Any]) -> None:
-        written.append(input.id)
-
+    writer = _Writer()
     async with ReceiptJournal(path) as journal:
         runtime = LiveRuntime()
         journal.attach(runtime)
@@ -152,7 +152,7 @@ async def test_an_update_that_touches_no_row_fails_the_journal(tmp_path: Path) -
                 other.execute("UPDATE receipts SET disposition = 'held', reason = 'tampered'")
             with pytest.raises(JournalError, match=r"writing change of input 'a' .* no row still queued"):
                 await gen.boundary(writer)
-            assert written == []
+            assert writer.written == []
             assert len(_failed_events(runtime)) == 1
             gen.stop()
         runtime._check()
@@ -274,13 +274,7 @@ async def test_live_writer_tells_a_live_journal_from_a_closed_one(tmp_path: Path
 def test_live_writer_is_false_once_the_writer_is_killed(tmp_path: Path) -> None:
     """A writer killed with SIGKILL leaves its lock file, but the kernel dropped the lock."""
     path = tmp_path / "killed.db"
-    writer = subprocess.run(
-        [sys.executable, "-m", "live_steering.testing._journal_writer", str(path)],
-        env={**os.environ, "LIVE_STEERING_KILL": "after-mark:2"},
-        capture_output=True,
-        check=False,
-    )
-    assert writer.returncode == -9
+    killed_writer(path)
     assert Path(f"{path}.lock").exists()
     assert live_writer(path) is False
 

@@ -11,6 +11,7 @@ import argparse
 import contextlib
 import functools
 import json
+import logging
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TextIO
@@ -76,6 +77,10 @@ PROGRESS_FROM = 200
 def run(args: argparse.Namespace) -> int:
     """The ``demo`` handler: 0 when every case ended as narrated; each error is one line on stderr."""
     steers: int | None = args.steers
+    # a failing journal logs its error; here the one line below says it, so it is not said twice
+    journal_log = logging.getLogger("live_steering.journal")
+    if not any(isinstance(h, logging.NullHandler) for h in journal_log.handlers):
+        journal_log.addHandler(logging.NullHandler())
     progress = sys.stderr if steers is not None and steers >= PROGRESS_FROM else None
     try:
         anyio.run(
