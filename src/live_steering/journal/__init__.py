@@ -16,7 +16,8 @@ one ``BEGIN IMMEDIATE`` transaction on a worker thread, one thread at a time
 cancellation and always runs to its end. Only when it has returned do the changes
 count as durable: ``durable_through`` moves, waiters keyed by change number are
 woken in order, and durable listeners hear about them. A failed commit (disk full,
-I/O error) makes the journal *failed*: waiters raise ``JournalError``, the barrier
+I/O error, an update that found no row still ``queued``, the file unlinked, renamed or
+replaced under the journal) makes the journal *failed*: waiters raise ``JournalError``, the barrier
 refuses every later write, ``journal.failed`` is published on each attached
 runtime's event stream, and nothing more is ever reported durable.
 

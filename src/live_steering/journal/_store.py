@@ -5,6 +5,8 @@ worker thread, one call at a time, and owns the waiting, the runtimes and the me
 of "durable"; ``read_receipts`` is the read-only path for the CLI and for hosts. This
 module owns what is on disk and decides nothing about inputs: it writes the changes it
 is given, in order, and finalises what a dead process left ``queued`` by C23's rules.
+A commit returns only when every update touched its one row and the path still names
+the file written (``FileIdentity``); a row no journal writes is ``JournalCorruptError``.
 """
 
 from __future__ import annotations
@@ -453,16 +455,21 @@ def lock(path: str) -> int:
     if fcntl is None:  # pragma: no cover
         return fd
     for delay in (*_LOCK_RETRIES, None):
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            if delay is not None:
-                time.sleep(delay)  # on the journal's worker thread, never the event loop
-                continue
-            os.close(fd)
-            raise JournalBusyError(f"receipt journal {path!r} is open elsewhere") from None
-        return fd
-    raise AssertionError("unreachable")  # pragma: no cover
+        if _try_lock(fd):
+            return fd
+        if delay is None:
+            break
+        time.sleep(delay)  # on the journal's worker thread, never the event loop
+    os.close(fd)
+    raise JournalBusyError(f"receipt journal {path!r} is open elsewhere")
+
+
+def _try_lock(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
 
 
 def unlock(fd: int) -> None:
@@ -485,7 +492,7 @@ def check_integrity(conn: JournalConnection, path: str) -> None:
 
 
 def prepare(conn: JournalConnection, path: str) -> None:
-    """Check integrity and identity, switch to WAL + ``synchronous=FULL``, create or check the schema.
+    """Check integrity and that it is a journal, switch to WAL + ``synchronous=FULL``, create the schema.
 
     A SQLite file that is not a journal is refused before anything about it changes.
     """
