@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
+import subprocess
+import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -76,3 +79,29 @@ def rows(path: Path, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ..
     """Run one read-only query against a journal file."""
     with contextlib.closing(sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)) as conn:
         return [tuple(row) for row in conn.execute(sql, params).fetchall()]
+
+
+def damage_dispositions(path: Path) -> None:
+    """Flip one byte of every stored ``applied`` value ("appBied"), leaving the schema's text alone."""
+    data = bytearray(path.read_bytes())
+    at = data.find(b"applied")
+    found = 0
+    while at != -1:
+        if data[at - 1 : at] != b"'":  # the CHECK constraint in the schema quotes it
+            data[at + 3 : at + 4] = b"B"
+            found += 1
+        at = data.find(b"applied", at + 1)
+    assert found, "no stored 'applied' value to damage"
+    path.write_bytes(bytes(data))
+
+
+def killed_writer(path: Path, kill: str = "after-mark:2") -> None:
+    """Run the crash tests' writer on ``path`` until it SIGKILLs itself at ``kill`` (default: right
+    after its second durable mark, leaving one input marked ``writing`` and one not)."""
+    writer = subprocess.run(
+        [sys.executable, "-m", "live_steering.testing._journal_writer", str(path)],
+        env={**os.environ, "LIVE_STEERING_KILL": kill},
+        capture_output=True,
+        check=False,
+    )
+    assert writer.returncode == -9, writer.stderr

@@ -6,16 +6,25 @@ backend as a parameter (``--backend asyncio|trio``).
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import io
 import json
 import os
+import pty
+import re
 import subprocess
 import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
+from live_steering._cli import _demo_receipts, main
 from live_steering._cli import demo as _demo
-from live_steering._cli import main
+from live_steering.journal import read_receipts
 
 BACKENDS = pytest.mark.parametrize("backend", ["asyncio", "trio"])
 
@@ -161,3 +170,174 @@ def test_cli_without_a_command_prints_help_and_exits_2(capsys: pytest.CaptureFix
     """`live-steering` with no subcommand prints usage listing `demo` to stderr and exits 2."""
     assert main([]) == 2
     assert "demo" in capsys.readouterr().err
+
+
+# -- errors, pipes and progress (every CLI error is one line on stderr) -----------------------
+
+
+def _one_line(err: str) -> str:
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+@BACKENDS
+def test_demo_journal_that_cannot_open_is_one_line(
+    backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--journal`` in a missing directory exits 1 with one line naming the path, printing nothing else;
+    a file that is not a journal exits 2."""
+    missing = tmp_path / "nonexistent" / "x.db"
+    assert main(["demo", "--journal", str(missing), "--backend", backend]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert _one_line(err) == (
+        f"live-steering demo: receipt journal {str(missing)!r}: cannot open its lock file "
+        f"{str(missing) + '.lock'!r}: No such file or directory"
+    )
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"not a database" * 100)
+    assert main(["demo", "--journal", str(garbage), "--json", "--backend", backend]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert _one_line(err).startswith(f"live-steering demo: receipt journal {str(garbage)!r}: ")
+
+
+def test_demo_steers_that_is_not_a_number_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--steers abc`` is a usage error saying what is expected, never "invalid _positive value"."""
+    with pytest.raises(SystemExit) as exited:
+        main(["demo", "--steers", "abc"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1] == (
+        "live-steering demo: error: argument --steers: must be a positive integer, got 'abc'"
+    )
+    assert "_positive" not in err
+
+
+@BACKENDS
+def test_demo_long_run_into_head_exits_quietly(backend: str) -> None:
+    """``demo --steers N | head -3``: the reader leaves after three lines; the run ends with exit 0 and
+    no BrokenPipe traceback, in human mode."""
+    with subprocess.Popen(
+        [sys.executable, "-m", "live_steering._cli", "demo", "--steers", "300", "--backend", backend],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    ) as proc:
+        assert proc.stdout is not None
+        assert proc.stderr is not None
+        head = [proc.stdout.readline() for _ in range(3)]
+        proc.stdout.close()
+        err = proc.stderr.read()
+        assert proc.wait(timeout=60) == 0
+    assert head[0].startswith(b"live_steering demo:")
+    assert err == b""
+
+
+@BACKENDS
+def test_demo_journal_in_human_mode_narrates_durable_receipts(
+    backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Human mode with ``--journal`` prints no raw JSON: each durable disposition is a timeline line,
+    and they agree with the file."""
+    path = tmp_path / "demo.db"
+    assert main(["demo", "--journal", str(path), "--backend", backend]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert not [line for line in lines if line.lstrip().startswith("{")]
+    durable = [line.split() for line in lines if " receipt.durable " in line]
+    assert all(words[0] == "receipt.durable" for words in durable)
+    assert all(words[3:] == ["(committed", "to", "the", "journal)"] for words in durable)
+    final = {words[1]: words[2] for words in durable}
+    assert final == {e.input_id: e.disposition.value for e in read_receipts(path)}
+    assert final == {k: v for k, (v, _) in EXPECTED_FINAL.items()}
+
+
+class _Terminal(io.StringIO):
+    """A text stream that says it is a terminal: the check the progress line makes."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(("steers", "drawn"), [(_demo.PROGRESS_FROM, True), (_demo.PROGRESS_FROM - 1, False)])
+def test_demo_long_run_progress_goes_to_a_terminal_stderr(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], steers: int, drawn: bool
+) -> None:
+    """A long run of PROGRESS_FROM steers or more draws one updating progress line on a terminal
+    stderr, and clears it at the end; a shorter run draws none; stdout is untouched."""
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert main(["demo", "--json", "--steers", str(steers)]) == 0
+    text = terminal.getvalue()
+    first = capsys.readouterr().out.splitlines()[0]
+    assert json.loads(first)["type"] == "generation.started"
+    if not drawn:
+        assert text == ""
+        return
+    assert "\n" not in text
+    pattern = rf"\rlong run: steers: (\d+)/{steers} \(\d+%\)\x1b\[K"
+    drawn_counts = [int(n) for n in re.findall(pattern, text)]
+    assert drawn_counts == sorted(set(drawn_counts))  # redrawn only when the percentage moves
+    assert drawn_counts[-1] == steers
+    assert len(drawn_counts) <= 101
+    assert text.endswith("\r\x1b[K")
+
+
+def test_demo_progress_never_garbles_narration_on_a_shared_terminal() -> None:
+    """With stdout and stderr on one terminal, each narration line starts on a cleared line."""
+    terminal = _Terminal()
+    anyio.run(functools.partial(_demo.run_demo, terminal, steers=_demo.PROGRESS_FROM, progress=terminal))
+    text = terminal.getvalue()
+    assert "\rlong run: steers:" in text
+    for line in text.split("\n"):
+        assert "long run: steers:" not in line.rsplit("\r", 1)[-1], repr(line)
+
+
+def test_demo_progress_through_a_real_pty() -> None:
+    """As a real process with stderr on a pseudo-terminal: the progress line reaches 100% and is cleared."""
+    master, slave = pty.openpty()
+    try:
+        command = ["demo", "--json", "--steers", str(_demo.PROGRESS_FROM)]
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "live_steering._cli", *command], stdout=subprocess.DEVNULL, stderr=slave
+        )
+    finally:
+        os.close(slave)
+    chunks: list[bytes] = []
+    try:
+        while chunk := os.read(master, 65536):
+            chunks.append(chunk)
+    except OSError:  # EIO: the process closed the terminal's last slave end
+        pass
+    finally:
+        os.close(master)
+    assert proc.wait(timeout=60) == 0
+    text = b"".join(chunks).decode()
+    assert f"\rlong run: steers: {_demo.PROGRESS_FROM}/{_demo.PROGRESS_FROM} (100%)\x1b[K" in text
+    assert text.endswith("\r\x1b[K")
+
+
+@BACKENDS
+def test_demo_journal_failing_mid_run_is_one_line(
+    backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A journal whose file is unlinked under the run fails it: exit 1, one line on stderr (not the
+    journal's log record too), and the event stream shows journal.failed."""
+    real = _demo_receipts.journaled
+
+    @contextlib.asynccontextmanager
+    async def unlinked(runtime: Any, path: str, line: Any) -> AsyncIterator[Any]:
+        async with real(runtime, path, line) as journal:
+            os.unlink(path)
+            yield journal
+
+    monkeypatch.setattr(_demo, "journaled", unlinked)
+    path = tmp_path / "gone.db"
+    assert main(["demo", "--journal", str(path), "--json", "--backend", backend]) == 1
+    out, err = capsys.readouterr()
+    assert _one_line(err) == (
+        f"live-steering demo: receipt journal {str(path)!r}: {str(path)!r} was unlinked or renamed "
+        "while open; nothing written since is reported durable"
+    )
+    assert [json.loads(line)["type"] for line in out.splitlines()].count("journal.failed") == 1

@@ -716,6 +716,7 @@ def test_public_names_of_the_journal_module() -> None:
         "JournalConnection",
         "connect",
         "read_receipts",
+        "live_writer",
         "JournalError",
         "JournalCorruptError",
         "JournalBusyError",

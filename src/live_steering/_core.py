@@ -607,7 +607,7 @@ class SteeringCore:
         """
         self._require_current(gen, "check after the checkpoint")
         if gen.boundary_active:
-            raise GenerationStateError("after_checkpoint while a boundary is running")
+            raise GenerationStateError("continue_after_checkpoint() while a boundary is running")
         if gen.phase is not Phase.OPEN:
             return False
         if gen.pending:

@@ -54,12 +54,18 @@ STOP_EVERY = 5
 MAX_PER_GENERATION = 4
 
 
-async def long_run(runtime: LiveRuntime, steers: int, say: Callable[[str], None]) -> dict[str, int]:
+async def long_run(
+    runtime: LiveRuntime,
+    steers: int,
+    say: Callable[[str], None],
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, int]:
     """Submit ``steers`` steers over as many generations as it takes; returns counts by disposition.
 
     Each generation runs the reference loop with one tool call; the steers arrive while
     the tool runs (a scripted gate, no sleeps) and land at the next request boundary,
     except in every ``STOP_EVERY``-th generation, which is stopped first: its steers are held.
+    ``progress`` is called with the number submitted so far after each generation.
     """
     if steers < 1:
         raise ValueError("--steers needs a positive count")
@@ -94,6 +100,8 @@ async def long_run(runtime: LiveRuntime, steers: int, say: Callable[[str], None]
                 loop.stop()
             running.release()
         say(f"  {gen_id}: {count} steers, {results[0].outcome}")
+        if progress is not None:
+            progress(submitted)
     counts = {d.value: 0 for d in Disposition}
     for n in range(1, submitted + 1):
         final = runtime.receipt(f"steer-{n}")

@@ -11,7 +11,7 @@ import argparse
 import contextlib
 import functools
 import json
-import os
+import logging
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TextIO
@@ -20,10 +20,11 @@ import anyio
 
 from .._runtime import LiveRuntime
 from .._types import Disposition, Input, Receipt
-from ..journal import JournalError
+from ..journal import JournalCorruptError, JournalError
 from ..loop import AgentLoop, LoopResult, Reply, ToolCall
 from ..testing import EventRecorder, RecordingContext, ScriptedProvider, ScriptedTools
 from ._demo_receipts import journaled, long_run
+from ._output import Progress, error, stdout_gone
 
 __all__ = ["register", "run", "run_demo"]
 
@@ -58,27 +59,53 @@ def register(subparsers: Any) -> None:
 
 
 def _positive(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
     if value < 1:
-        raise argparse.ArgumentTypeError("must be a positive integer")
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
     return value
 
 
+_PROG = "live-steering demo"
+
+#: A long run of at least this many steers shows its progress on stderr, when that is a terminal.
+PROGRESS_FROM = 200
+
+
 def run(args: argparse.Namespace) -> int:
+    """The ``demo`` handler: 0 when every case ended as narrated; each error is one line on stderr."""
+    steers: int | None = args.steers
+    # a failing journal logs its error; here the one line below says it, so it is not said twice
+    journal_log = logging.getLogger("live_steering.journal")
+    if not any(isinstance(h, logging.NullHandler) for h in journal_log.handlers):
+        journal_log.addHandler(logging.NullHandler())
+    progress = sys.stderr if steers is not None and steers >= PROGRESS_FROM else None
     try:
         anyio.run(
             functools.partial(
-                run_demo, sys.stdout, bool(args.json), journal=args.journal, steers=args.steers
+                run_demo, sys.stdout, bool(args.json), journal=args.journal, steers=steers, progress=progress
             ),
             backend=args.backend,
         )
-    except JournalError as error:
-        print(f"demo: {error}", file=sys.stderr)
-        return 1
-    except DemoError as error:
-        print(f"demo: {error}", file=sys.stderr)
-        return 1
+    except KeyboardInterrupt:
+        error(_PROG, "interrupted")
+        return 130
+    except Exception as exc:
+        found = _expected(exc)
+        if found is None:
+            raise  # a bug in the library or the demo: its traceback is what a report needs
+        error(_PROG, found)
+        return 2 if isinstance(found, JournalCorruptError) else 1
     return 0
+
+
+def _expected(exc: BaseException) -> BaseException | None:
+    """The error a user can act on (a journal's, the disk's, a case's), out of a task group's wrapping."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc if isinstance(exc, (JournalError, OSError, DemoError)) else None
 
 
 def _tool(call_id: str, name: str, **arguments: Any) -> ToolCall:
@@ -88,16 +115,36 @@ def _tool(call_id: str, name: str, **arguments: Any) -> ToolCall:
 _TOOLS = {"read_file": "def test_path(): assert load('old/a.py')", "run_tests": "1 failed, 11 passed"}
 
 
+class _Out:
+    """Lines to stdout. A reader gone (``| head``) ends the output quietly; the run carries on
+    (its journal is not only its output). On a shared terminal, the progress line is cleared first."""
+
+    def __init__(self, stream: TextIO, progress: Progress | None = None) -> None:
+        self._stream: TextIO | None = stream
+        self._progress = progress if progress is not None and stream.isatty() else None
+
+    def __call__(self, text: str) -> None:
+        if self._stream is None:
+            return
+        if self._progress is not None:
+            self._progress.clear()
+        try:
+            print(text, file=self._stream, flush=True)
+        except BrokenPipeError:
+            self._stream = None
+            stdout_gone()
+
+
 class _Narrator:
     """Prints the human timeline: host actions, then each event as it happens, with why."""
 
-    def __init__(self, out: TextIO, enabled: bool) -> None:
+    def __init__(self, out: _Out, enabled: bool) -> None:
         self._out = out
         self.enabled = enabled
 
     def __call__(self, text: str = "") -> None:
         if self.enabled:
-            print(text, file=self._out)
+            self._out(text)
 
     def event(self, event: dict[str, Any]) -> None:
         if not self.enabled:
@@ -109,7 +156,14 @@ class _Narrator:
             detail = f"{detail} ({event['reason']})" if detail else f"({event['reason']})"
         if kind.startswith("generation.") and kind != "generation.started" and kind != "generation.continued":
             detail += f" applied={event['input_ids']} not-applied={event['accepted_input_ids']}"
+        if kind == "journal.failed":
+            detail = event["error"]
         self(f"    #{event['sequence']:<3} {kind:<22} {subject:<14} {detail}")
+
+    def durable(self, line: dict[str, Any]) -> None:
+        """A ``receipt.durable`` line, in the timeline's own shape (no sequence: it is not an event)."""
+        subject, disposition = line["input_id"], line["disposition"]
+        self(f"    {'':<4} {'receipt.durable':<22} {subject:<14} {disposition} (committed to the journal)")
 
     def receipt(self, action: str, receipt: Receipt) -> None:
         what = receipt.disposition.value if receipt.disposition is not None else "refused"
@@ -134,22 +188,13 @@ _EXPLAIN = {
 
 
 class _JsonLines:
-    """Writes each event as one JSON line; a closed pipe (``| head``) ends the output quietly."""
+    """Writes each event (or ``receipt.durable`` line) as one JSON line."""
 
-    def __init__(self, out: TextIO) -> None:
-        self._out: TextIO | None = out
+    def __init__(self, out: _Out) -> None:
+        self._out = out
 
     def __call__(self, event: dict[str, Any]) -> None:
-        if self._out is None:
-            return
-        try:
-            print(json.dumps(event), file=self._out, flush=True)
-        except BrokenPipeError:
-            self._out = None
-            # Point stdout at devnull so the interpreter's final flush does not fail again.
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            with contextlib.suppress(OSError, ValueError):
-                os.dup2(devnull, sys.stdout.fileno())
+        self._out(json.dumps(event))
 
 
 def _expect(condition: bool, message: str) -> None:
@@ -294,37 +339,50 @@ _CASES: tuple[Callable[[LiveRuntime, _Narrator], Awaitable[None]], ...] = (
 
 
 async def run_demo(
-    out: TextIO, as_json: bool = False, *, journal: str | None = None, steers: int | None = None
+    out: TextIO,
+    as_json: bool = False,
+    *,
+    journal: str | None = None,
+    steers: int | None = None,
+    progress: TextIO | None = None,
 ) -> LiveRuntime:
     """Run every case on one runtime, narrating to ``out``; returns the (closed) runtime.
 
     ``journal``: a receipt journal file to attach (``receipt.durable`` lines on ``out``).
     ``steers``: run the long run of that many steers instead of the cases.
+    ``progress``: where a long run draws its progress line, when that is a terminal.
     """
-    say = _Narrator(out, enabled=not as_json)
+    bar = None if progress is None or steers is None else Progress(progress, "long run: steers", steers)
+    lines = _Out(out, bar)
+    say = _Narrator(lines, enabled=not as_json)
     limit = max(2_000, steers or 0)  # a long run keeps every identity it submits
     runtime = LiveRuntime(session_id="demo", identity_limit=limit)
     recorder = EventRecorder.attach(runtime)
     if as_json:
-        runtime.add_listener(_JsonLines(out))
+        runtime.add_listener(_JsonLines(lines))
     else:
         runtime.add_listener(say.event)
-    say("live_steering demo: a reference agent loop on a scripted provider, steered while it runs.")
-    say("Each line '#N type subject' is an event of the runtime's stream, as it happens.")
-    say("")
-    async with contextlib.AsyncExitStack() as stack:
-        if journal is not None:
-            await stack.enter_async_context(journaled(runtime, journal, _JsonLines(out)))
-        async with runtime:
-            if steers is not None:
-                say(f"Long run: {steers} steers over many generations.")
-                await long_run(runtime, steers, say)
-                runtime._check()
-            else:
-                for case in _CASES:
-                    await case(runtime, say)
-                    say("")
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            if journal is not None:  # opened first: a journal that cannot open is the only output
+                durable = _JsonLines(lines) if as_json else say.durable
+                await stack.enter_async_context(journaled(runtime, journal, durable))
+            say("live_steering demo: a reference agent loop on a scripted provider, steered while it runs.")
+            say("Each line '#N type subject' is an event of the runtime's stream, as it happens.")
+            say("")
+            async with runtime:
+                if steers is not None:
+                    say(f"Long run: {steers} steers over many generations.")
+                    await long_run(runtime, steers, say, None if bar is None else bar.update)
                     runtime._check()
+                else:
+                    for case in _CASES:
+                        await case(runtime, say)
+                        say("")
+                        runtime._check()
+    finally:
+        if bar is not None:
+            bar.done()
     stats = runtime.statistics()
     say(
         f"Summary: {stats.accepted} accepted, {stats.applied} applied, {stats.held} held, "

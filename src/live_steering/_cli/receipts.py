@@ -1,31 +1,56 @@
-"""``live-steering receipts PATH``: print the receipts a journal holds.
+"""``live-steering receipts PATH [--recover]``: print the receipts a journal holds.
 
-Read-only: it takes no lock and runs no recovery, so it is safe beside a live
-writer. Inputs a dead process left ``queued`` are shown as they are stored until
-a ``ReceiptJournal`` opens the file and recovers it (CONTRACT.md C23).
+Without ``--recover`` it is read-only: no lock taken, no recovery, so it is safe
+beside a live writer. It probes the journal's lock to say whether inputs shown
+``queued`` belong to a live writer or were left by a process that died, and marks
+those whose write-ahead mark is durable (``queued (writing)``: recovery makes them
+``unknown``, the others ``held``; CONTRACT.md C23). ``--recover`` runs that
+recovery first, by opening the journal, and refuses while a live writer has it.
+
+Exit codes: 0 listed; 1 the file is missing or cannot be read or recovered (a
+live writer holds it); 2 the file is damaged or is not a receipt journal (and
+usage errors). Every error is one line on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from typing import Any
 
+import anyio
+
 from .._types import Disposition
-from ..journal import JournalEntry, JournalError, read_receipts
+from ..journal import (
+    JournalBusyError,
+    JournalCorruptError,
+    JournalEntry,
+    JournalError,
+    ReceiptJournal,
+    RecoveryReport,
+    live_writer,
+    read_receipts,
+)
 from ..journal._store import iso
+from ._output import error, stdout_gone
+
+__all__ = ["register", "run"]
 
 #: RUNTIME is ``session#n``: identities are per runtime, so the same id may appear once
 #: for each runtime that journaled into the file (two runs of the demo, say).
 _COLUMNS = ("ID", "GENERATION", "DISPOSITION", "REASON", "WHEN", "RUNTIME")
+
+_PROG = "live-steering receipts"
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "receipts",
         help="print the receipts stored in a receipt journal",
-        description="Print the receipts stored in a receipt journal (read-only; no recovery).",
+        description="Print the receipts stored in a receipt journal. Read-only unless --recover: "
+        "safe beside a live writer.",
     )
     parser.add_argument("path", metavar="PATH", help="the journal file")
     parser.add_argument("--generation", metavar="G", help="only inputs anchored to generation G")
@@ -38,7 +63,13 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--json",
         action="store_true",
-        help="one JSON object per receipt: the receipt wire shape plus kind, reason and updatedAt",
+        help="one JSON object per receipt: the receipt wire shape plus kind, reason, updatedAt and writing",
+    )
+    parser.add_argument(
+        "--recover",
+        action="store_true",
+        help="first finalise what a process that died left queued (held, or unknown if marked writing); "
+        "refused while a live writer has the file open",
     )
     parser.set_defaults(handler=run)
 
@@ -49,11 +80,16 @@ def _printable(text: str) -> str:
     return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
 
 
+def _writing(entry: JournalEntry) -> bool:
+    """Queued with a durable write-ahead mark: the writer may have it (recovery: ``unknown``)."""
+    return entry.disposition is Disposition.QUEUED and entry.marked
+
+
 def _row(entry: JournalEntry) -> tuple[str, ...]:
     return (
         _printable(entry.input_id),
         _printable(entry.generation_id),
-        entry.disposition.value,
+        "queued (writing)" if _writing(entry) else entry.disposition.value,
         entry.reason or "-",
         iso(entry.updated_at),
         f"{_printable(entry.session_id)}#{entry.runtime_no}",
@@ -68,22 +104,80 @@ def _table(entries: list[JournalEntry]) -> str:
     )
 
 
-def run(args: argparse.Namespace) -> int:
-    try:
-        entries = read_receipts(args.path, generation_id=args.generation, disposition=args.disposition)
-    except (FileNotFoundError, JournalError) as exc:
-        print(f"live-steering receipts: {exc}", file=sys.stderr)
-        return 1
-    if args.json:
-        for entry in entries:
-            print(json.dumps(entry.to_dict(), ensure_ascii=False))
-    else:
-        print(_table(entries))
-    queued = sum(e.disposition is Disposition.QUEUED for e in entries)
-    if queued:
-        print(
-            f"note: {queued} queued: still live, or left by a process that died "
-            "(finalised when a ReceiptJournal next opens the file)",
-            file=sys.stderr,
+async def _recover(path: str) -> RecoveryReport:
+    async with ReceiptJournal(path) as journal:
+        return journal.recovery
+
+
+def _recovered(path: str, report: RecoveryReport) -> str:
+    total = len(report.held) + len(report.unknown)
+    if not total:
+        return f"recovered {path}: nothing was left queued"
+    return (
+        f"recovered {path}: {total} left queued by a process that died: {len(report.held)} held, "
+        f"{len(report.unknown)} unknown (marked writing), reason runtime-lost"
+    )
+
+
+def _queued_note(path: str, entries: list[JournalEntry], live: bool | None) -> str | None:
+    """What the ``queued`` rows shown are: a live writer's, or a dead process's awaiting recovery."""
+    queued = [e for e in entries if e.disposition is Disposition.QUEUED]
+    if live:
+        pending = f"; {len(queued)} queued may still change" if queued else ""
+        return f"note: a live writer holds this file (its lock is taken): this is its last commit{pending}"
+    if not queued:
+        return None
+    writing = sum(map(_writing, queued))
+    effect = (
+        f"{writing} unknown (marked writing), {len(queued) - writing} held (never handed to a writer), "
+        "reason runtime-lost"
+    )
+    if live is None:
+        return (
+            f"note: {len(queued)} queued; cannot tell whether a live writer holds this file "
+            f"(its lock cannot be probed); recovery would make them {effect}"
         )
+    return (
+        f"note: {len(queued)} queued, left by a process that died (no live writer holds this file); "
+        f"'{_PROG} {shlex.quote(path)} --recover' makes them {effect}"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    path: str = args.path
+    try:
+        if args.recover:
+            # a file that is not a journal yet must not become one (opening creates the schema)
+            read_receipts(path, disposition=Disposition.QUEUED, check=False)
+            try:
+                report = anyio.run(_recover, path)
+            except JournalBusyError:
+                error(
+                    _PROG,
+                    f"refusing to recover {path}: a live writer holds it (its lock is taken); "
+                    "recovery runs once no process has the journal open",
+                )
+                return 1
+            print(_recovered(path, report), file=sys.stderr)
+        entries = read_receipts(path, generation_id=args.generation, disposition=args.disposition)
+    except JournalCorruptError as exc:
+        error(_PROG, exc)
+        return 2
+    except (OSError, JournalError) as exc:
+        error(_PROG, exc)
+        return 1
+    try:
+        if args.json:
+            for entry in entries:
+                wire = entry.to_dict()
+                wire["writing"] = _writing(entry)
+                print(json.dumps(wire, ensure_ascii=False))
+        else:
+            print(_table(entries))
+        sys.stdout.flush()
+    except BrokenPipeError:  # | head: the reader has what it wanted
+        stdout_gone()
+    note = _queued_note(path, entries, live_writer(path))
+    if note is not None:
+        print(note, file=sys.stderr)
     return 0

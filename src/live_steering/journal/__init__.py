@@ -16,7 +16,8 @@ one ``BEGIN IMMEDIATE`` transaction on a worker thread, one thread at a time
 cancellation and always runs to its end. Only when it has returned do the changes
 count as durable: ``durable_through`` moves, waiters keyed by change number are
 woken in order, and durable listeners hear about them. A failed commit (disk full,
-I/O error) makes the journal *failed*: waiters raise ``JournalError``, the barrier
+I/O error, an update that found no row still ``queued``, the file unlinked, renamed or
+replaced under the journal) makes the journal *failed*: waiters raise ``JournalError``, the barrier
 refuses every later write, ``journal.failed`` is published on each attached
 runtime's event stream, and nothing more is ever reported durable.
 
@@ -59,6 +60,7 @@ from ._store import (
     JournalError,
     RecoveryReport,
     connect,
+    live_writer,
     read_receipts,
 )
 
@@ -72,6 +74,7 @@ __all__ = [
     "JournalConnection",
     "connect",
     "read_receipts",
+    "live_writer",
     "JournalError",
     "JournalCorruptError",
     "JournalBusyError",
@@ -167,6 +170,7 @@ class ReceiptJournal:
         self._clock = clock
         self._conn: JournalConnection | None = None
         self._lock_fd: int | None = None
+        self._file: store.FileIdentity | None = None
         self._limiter: anyio.CapacityLimiter | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
         self._committer_done: anyio.Event | None = None
@@ -213,7 +217,9 @@ class ReceiptJournal:
             raise store.translate(exc, "opening", self.path) from exc
         try:
             store.prepare(conn, self.path)
+            file = store.FileIdentity.of(self.path, lock_fd)
             self.recovery = store.recover(conn, self._now())
+            store.check_file(conn, file)
             self._next_runtime_no = store.next_runtime_no(conn)
         except BaseException as exc:
             conn.close()
@@ -221,7 +227,7 @@ class ReceiptJournal:
             if isinstance(exc, sqlite3.Error):
                 raise store.translate(exc, "opening", self.path) from exc
             raise
-        self._conn, self._lock_fd = conn, lock_fd
+        self._conn, self._lock_fd, self._file = conn, lock_fd, file
 
     def _now(self) -> float:
         return _time.time() if self._clock is None else self._clock()
@@ -514,15 +520,19 @@ class ReceiptJournal:
 
     async def _commit_next(self) -> None:
         """Commit the next group of queued changes; never abandoned once begun."""
-        conn = self._conn
+        conn, file = self._conn, self._file
         assert conn is not None
+        assert file is not None
         batch = self._queue[: self._max_batch]
         del self._queue[: len(batch)]
         with anyio.CancelScope(shield=True):
             try:
-                await anyio.to_thread.run_sync(store.commit, conn, batch, limiter=self._limiter)
+                await anyio.to_thread.run_sync(store.commit, conn, batch, file, limiter=self._limiter)
             except sqlite3.Error as exc:
                 self._fail(store.translate(exc, "commit", self.path), lost=len(batch) + len(self._queue))
+                return
+            except JournalError as exc:  # a row or the file is not what this journal wrote
+                self._fail(exc, lost=len(batch) + len(self._queue))
                 return
             except Exception as exc:  # anything else must fail the journal loudly, not kill its task
                 error = JournalError(f"receipt journal {self.path!r}: commit failed: {exc!r}")
@@ -586,7 +596,9 @@ class ReceiptJournal:
         assert conn is not None
 
         def read() -> list[JournalEntry]:
-            return store.select(conn, generation_id=generation_id, disposition=disposition, input_id=input_id)
+            return store.select(
+                conn, self.path, generation_id=generation_id, disposition=disposition, input_id=input_id
+            )
 
         try:
             return await anyio.to_thread.run_sync(read, limiter=self._limiter)

@@ -5,6 +5,8 @@ worker thread, one call at a time, and owns the waiting, the runtimes and the me
 of "durable"; ``read_receipts`` is the read-only path for the CLI and for hosts. This
 module owns what is on disk and decides nothing about inputs: it writes the changes it
 is given, in order, and finalises what a dead process left ``queued`` by C23's rules.
+A commit returns only when every update touched its one row and the path still names
+the file written (``FileIdentity``); a row no journal writes is ``JournalCorruptError``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import enum
 import hashlib
 import os
 import sqlite3
+import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -247,26 +250,80 @@ _ENTRY_COLUMNS: Final = (
 )
 
 
-def _entry(row: Sequence[Any]) -> JournalEntry:
+_DISPOSITIONS: Final = {d.value: d for d in Disposition}
+_TEXT: Final = (str,)
+_MAYBE_TEXT: Final = (str, type(None))
+_INTEGER: Final = (int,)
+_MAYBE_INTEGER: Final = (int, type(None))
+_REAL: Final = (float, int)
+#: What each column of a row must hold (the schema is not STRICT, and a damaged file can hold anything).
+_ENTRY_TYPES: Final = (
+    ("runtime_no", _INTEGER),
+    ("session_id", _TEXT),
+    ("input_id", _TEXT),
+    ("generation_id", _TEXT),
+    ("kind", _TEXT),
+    ("digest", _TEXT),
+    ("disposition", _TEXT),
+    ("reason", _MAYBE_TEXT),
+    ("marked", _INTEGER),
+    ("accepted_sequence", _INTEGER),
+    ("sequence", _MAYBE_INTEGER),
+    ("accepted_at", _REAL),
+    ("updated_at", _REAL),
+)
+
+
+def _damaged(row: Sequence[Any], path: str) -> JournalCorruptError:
+    bad = [
+        f"{name}={value!r:.60}"
+        for (name, types), value in zip(_ENTRY_TYPES, row, strict=True)
+        if type(value) not in types or (name == "disposition" and value not in _DISPOSITIONS)
+    ]
+    where = f"input {row[2]!r:.80}" if type(row[2]) is str else "a row"
+    return JournalCorruptError(f"receipt journal {path!r} is damaged: {where} holds {', '.join(bad)}")
+
+
+def _entry(row: Sequence[Any], path: str) -> JournalEntry:
+    """One row as a ``JournalEntry``; a value no journal writes is ``JournalCorruptError``."""
+    runtime_no, session_id, input_id, generation_id, kind, digest, disposition, reason = row[:8]
+    marked, accepted_sequence, sequence, accepted_at, updated_at = row[8:]
+    if (
+        type(runtime_no) is not int
+        or type(session_id) is not str
+        or type(input_id) is not str
+        or type(generation_id) is not str
+        or type(kind) is not str
+        or type(digest) is not str
+        or (found := _DISPOSITIONS.get(disposition)) is None
+        or (reason is not None and type(reason) is not str)
+        or type(marked) is not int
+        or type(accepted_sequence) is not int
+        or (sequence is not None and type(sequence) is not int)
+        or type(accepted_at) not in _REAL
+        or type(updated_at) not in _REAL
+    ):
+        raise _damaged(row, path)
     return JournalEntry(
-        runtime_no=row[0],
-        session_id=row[1],
-        input_id=row[2],
-        generation_id=row[3],
-        kind=row[4],
-        digest=row[5],
-        disposition=Disposition(row[6]),
-        reason=row[7],
-        marked=bool(row[8]),
-        accepted_sequence=row[9],
-        sequence=row[10],
-        accepted_at=row[11],
-        updated_at=row[12],
+        runtime_no=runtime_no,
+        session_id=session_id,
+        input_id=input_id,
+        generation_id=generation_id,
+        kind=kind,
+        digest=digest,
+        disposition=found,
+        reason=reason,
+        marked=bool(marked),
+        accepted_sequence=accepted_sequence,
+        sequence=sequence,
+        accepted_at=accepted_at,
+        updated_at=updated_at,
     )
 
 
 def select(
     conn: JournalConnection,
+    path: str,
     *,
     generation_id: str | None = None,
     disposition: Disposition | str | None = None,
@@ -284,7 +341,7 @@ def select(
             params.append(value)
     where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
     sql = f"SELECT {_ENTRY_COLUMNS} FROM receipts{where} ORDER BY runtime_no, accepted_sequence"
-    return [_entry(row) for row in conn.execute(sql, params).fetchall()]
+    return [_entry(row, path) for row in conn.execute(sql, params).fetchall()]
 
 
 def read_receipts(
@@ -292,6 +349,7 @@ def read_receipts(
     *,
     generation_id: str | None = None,
     disposition: Disposition | str | None = None,
+    check: bool = True,
 ) -> list[JournalEntry]:
     """Read a journal file without opening it for writing (no lock, no recovery).
 
@@ -300,8 +358,13 @@ def read_receipts(
 
     Safe while a live ``ReceiptJournal`` writes the file (WAL readers see the last
     commit). Inputs a dead process left ``queued`` stay ``queued`` here until a
-    ``ReceiptJournal`` opens the file and recovers it. Raises ``FileNotFoundError``
-    for a missing file and ``JournalCorruptError`` for one that is not a journal.
+    ``ReceiptJournal`` opens the file and recovers it (``live_writer(path)`` says
+    whether one still has it open). Raises ``FileNotFoundError`` for a missing
+    file and ``JournalCorruptError`` for a damaged file or one that is not a
+    journal, as opening it would. ``check`` runs SQLite's integrity check first,
+    the same as opening (it reads the whole file); ``check=False`` skips it for
+    frequent filtered reads, and still refuses any row holding a value no journal
+    writes.
     """
     text = os.fspath(path)
     if not Path(text).is_file():
@@ -311,14 +374,48 @@ def read_receipts(
     except sqlite3.Error as exc:
         raise translate(exc, "opening", text) from exc
     try:
+        conn.execute("BEGIN")  # one snapshot for the check and the rows, beside a live writer
+        if check:
+            check_integrity(conn, text)
         application_id = conn.execute("PRAGMA application_id").fetchone()[0]
         if application_id != APPLICATION_ID:
             raise JournalCorruptError(f"{text!r} is not a live_steering receipt journal")
-        return select(conn, generation_id=generation_id, disposition=disposition)
+        return select(conn, text, generation_id=generation_id, disposition=disposition)
     except sqlite3.Error as exc:
         raise translate(exc, "reading", text) from exc
     finally:
         conn.close()
+
+
+def live_writer(path: str | os.PathLike[str]) -> bool | None:
+    """Whether a live process has the journal at ``path`` open (holds its ``PATH.lock``).
+
+    ``True``: a ``ReceiptJournal`` in a running process holds it, so inputs shown
+    ``queued`` may still change. ``False``: none does, so whatever is ``queued`` was
+    left by a process that died and is finalised when the file is next opened.
+    ``None``: this cannot be told (no ``flock`` on this platform, or the lock file
+    cannot be opened). Never creates the lock file. The probe holds a shared lock
+    for an instant; a journal opening in that instant retries briefly rather than fail.
+    """
+    text = os.fspath(path) + ".lock"
+    try:
+        fd = os.open(text, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False  # no journal ever held it: a journal creates it before anything else
+    except OSError:
+        return None
+    try:
+        if fcntl is None:  # pragma: no cover - not POSIX
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return None
+        return False
+    finally:
+        os.close(fd)  # and with it the shared lock
 
 
 # -- opening, recovery, commits ------------------------------------------------------------
@@ -341,17 +438,38 @@ _HISTORY: Final = (
 )
 
 
+#: How long ``lock`` retries a taken lock before it is busy: long enough to ride out a
+#: ``live_writer`` probe (which holds the lock for microseconds), short enough to fail fast.
+_LOCK_RETRIES: Final = (0.001, 0.002, 0.004, 0.008, 0.016, 0.032)
+
+
 def lock(path: str) -> int:
     """Take the exclusive lock beside the journal; the kernel drops it when the process dies."""
-    fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        where = path + ".lock"
+        raise JournalError(
+            f"receipt journal {path!r}: cannot open its lock file {where!r}: {exc.strerror or exc}"
+        ) from exc
     if fcntl is None:  # pragma: no cover
         return fd
+    for delay in (*_LOCK_RETRIES, None):
+        if _try_lock(fd):
+            return fd
+        if delay is None:
+            break
+        time.sleep(delay)  # on the journal's worker thread, never the event loop
+    os.close(fd)
+    raise JournalBusyError(f"receipt journal {path!r} is open elsewhere")
+
+
+def _try_lock(fd: int) -> bool:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        os.close(fd)
-        raise JournalBusyError(f"receipt journal {path!r} is open elsewhere") from None
-    return fd
+        return False
+    return True
 
 
 def unlock(fd: int) -> None:
@@ -364,20 +482,31 @@ def rollback(conn: JournalConnection) -> None:
         conn.execute("ROLLBACK")
 
 
-def prepare(conn: JournalConnection, path: str) -> None:
-    """Check integrity, switch to WAL + ``synchronous=FULL``, create or check the schema."""
+def check_integrity(conn: JournalConnection, path: str) -> None:
+    """``PRAGMA integrity_check``: ``JournalCorruptError`` with SQLite's findings unless ``ok``."""
     # at most 10 problems: enough to say what is wrong, bounded for a badly damaged file
     check = [str(row[0]) for row in conn.execute("PRAGMA integrity_check(10)").fetchall()]
     if check != ["ok"]:
         detail = "; ".join(check).replace("\n", "; ")
         raise JournalCorruptError(f"receipt journal {path!r} is damaged: {detail[:400]}")
+
+
+def prepare(conn: JournalConnection, path: str) -> None:
+    """Check integrity and that it is a journal, switch to WAL + ``synchronous=FULL``, create the schema.
+
+    A SQLite file that is not a journal is refused before anything about it changes.
+    """
+    check_integrity(conn, path)
+    application_id = conn.execute("PRAGMA application_id").fetchone()[0]
+    tables = conn.execute("SELECT count(*) FROM sqlite_schema WHERE type = 'table'").fetchone()[0]
+    fresh = application_id == 0 and tables == 0
+    if not fresh and application_id != APPLICATION_ID:
+        raise JournalCorruptError(f"{path!r} is not a live_steering receipt journal")
     mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
     if str(mode).lower() != "wal":
         raise JournalError(f"receipt journal {path!r}: SQLite refused WAL mode ({mode})")
     conn.execute("PRAGMA synchronous=FULL")
-    application_id = conn.execute("PRAGMA application_id").fetchone()[0]
-    tables = conn.execute("SELECT count(*) FROM sqlite_schema WHERE type = 'table'").fetchone()[0]
-    if application_id == 0 and tables == 0:
+    if fresh:
         conn.execute("BEGIN IMMEDIATE")
         try:
             for statement in _SCHEMA:
@@ -388,8 +517,6 @@ def prepare(conn: JournalConnection, path: str) -> None:
         except BaseException:
             rollback(conn)
             raise
-    elif application_id != APPLICATION_ID:
-        raise JournalCorruptError(f"{path!r} is not a live_steering receipt journal")
     else:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version != SCHEMA_VERSION:
@@ -432,8 +559,74 @@ def recover(conn: JournalConnection, now: float) -> RecoveryReport:
     return RecoveryReport(tuple(held), tuple(unknown))
 
 
-def commit(conn: JournalConnection, batch: Sequence[JournalChange]) -> None:
-    """Write ``batch`` in order in one ``BEGIN IMMEDIATE`` transaction: one fsync for all of it."""
+@attrs.frozen
+class FileIdentity:
+    """The device and inode of the open journal file and of its held lock file.
+
+    SQLite keeps writing to the file it opened, even once that file is unlinked,
+    renamed or replaced, while the path names another file or none, and the WAL
+    beside the path no longer belongs to it. So each commit compares the path
+    with the file it opened before reporting anything durable (two ``stat`` calls,
+    next to a commit's fsync). The lock file is checked too: with it gone, a second
+    journal could lock a new one and recover rows this one is still writing.
+    """
+
+    path: str
+    device: int
+    inode: int
+    lock_device: int
+    lock_inode: int
+
+    @classmethod
+    def of(cls, path: str, lock_fd: int) -> FileIdentity:
+        """The identity of ``path`` (just opened) and of the held lock ``lock_fd``."""
+        try:
+            found = os.stat(path)
+        except OSError as exc:
+            raise JournalError(f"receipt journal {path!r}: cannot stat it: {exc.strerror or exc}") from exc
+        held = os.fstat(lock_fd)
+        return cls(path, found.st_dev, found.st_ino, held.st_dev, held.st_ino)
+
+    def check(self) -> None:
+        """Raise ``JournalError`` unless the path and ``PATH.lock`` still name the files opened."""
+        for name, device, inode in (
+            (self.path, self.device, self.inode),
+            (self.path + ".lock", self.lock_device, self.lock_inode),
+        ):
+            try:
+                found = os.stat(name)
+            except FileNotFoundError:
+                raise JournalError(
+                    f"receipt journal {self.path!r}: {name!r} was unlinked or renamed while open; "
+                    "nothing written since is reported durable"
+                ) from None
+            except OSError as exc:
+                raise JournalError(
+                    f"receipt journal {self.path!r}: cannot stat {name!r}: {exc.strerror or exc}"
+                ) from exc
+            if (found.st_dev, found.st_ino) != (device, inode):
+                raise JournalError(
+                    f"receipt journal {self.path!r}: {name!r} was replaced by another file while open; "
+                    "nothing written since is reported durable"
+                )
+
+
+def _no_row(c: JournalChange, path: str) -> JournalError:
+    return JournalError(
+        f"receipt journal {path!r}: commit failed: the {c.change.value} change of input {c.input_id!r} "
+        f"(runtime {c.runtime_no}) found no row still queued; the file was changed behind the journal"
+    )
+
+
+def commit(conn: JournalConnection, batch: Sequence[JournalChange], file: FileIdentity) -> None:
+    """Write ``batch`` in order in one ``BEGIN IMMEDIATE`` transaction: one fsync for all of it.
+
+    Every update must touch exactly the one row it names, still ``queued``, or the
+    transaction is rolled back (``JournalError``). After ``COMMIT``, ``file`` is
+    checked: a path that no longer names the file written raises ``JournalError``.
+    Returns normally only when the batch is in the file the path names.
+    """
+    path = file.path
     conn.execute("BEGIN IMMEDIATE")
     try:
         for c in batch:
@@ -457,12 +650,15 @@ def commit(conn: JournalConnection, batch: Sequence[JournalChange]) -> None:
                     ),
                 )
             elif c.change is ChangeKind.WRITING:
-                conn.execute(_MARK, (c.runtime_no, c.input_id))
+                if conn.execute(_MARK, (c.runtime_no, c.input_id)).rowcount != 1:
+                    raise _no_row(c, path)
             else:
-                conn.execute(
+                finalised = conn.execute(
                     _FINALISE,
                     (c.disposition.value, c.reason, c.sequence, c.time, c.runtime_no, c.input_id),
                 )
+                if finalised.rowcount != 1:
+                    raise _no_row(c, path)
             conn.execute(
                 _HISTORY,
                 (
@@ -479,4 +675,22 @@ def commit(conn: JournalConnection, batch: Sequence[JournalChange]) -> None:
         conn.execute("COMMIT")
     except BaseException:
         rollback(conn)
+        raise
+    check_file(conn, file)
+
+
+def check_file(conn: JournalConnection, file: FileIdentity) -> None:
+    """``file.check()``; when it fails, first move what the WAL holds into the file written.
+
+    The WAL is named after the path, not the file: left behind, it would be read
+    into whatever file the path names next (a replacement, a new journal). SQLite
+    does not checkpoint a moved file on close, so it is checkpointed and truncated
+    here: the file written (a renamed one, say) gets every commit, the path's WAL
+    is left empty.
+    """
+    try:
+        file.check()
+    except JournalError:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         raise

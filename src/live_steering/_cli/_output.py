@@ -1,0 +1,72 @@
+"""What the subcommands share about output: one-line errors, a reader gone, a progress line.
+
+A command's output may go to a pipe whose reader has left (``| head``): the first
+write that fails points stdout at ``/dev/null``, so nothing more is printed and the
+interpreter's final flush cannot fail again, and the command carries on (its work,
+a journal for instance, is not only its output). Errors are one line on stderr.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from typing import TextIO
+
+__all__ = ["Progress", "error", "stdout_gone"]
+
+
+def error(prog: str, message: object) -> None:
+    """Print ``prog: message`` as one line on stderr, whatever newlines ``message`` holds."""
+    text = " ".join(str(message).splitlines()) or type(message).__name__
+    print(f"{prog}: {text}", file=sys.stderr)
+
+
+def stdout_gone() -> None:
+    """After a ``BrokenPipeError`` on stdout: send the rest of it to ``/dev/null``."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+class Progress:
+    """A single updating line on a terminal: ``label: done/total (pct%)``, redrawn per percent.
+
+    Draws only when ``stream`` is a terminal (``isatty``), so a redirected stderr stays
+    clean. ``clear()`` before printing another line to the same terminal; ``done()``
+    at the end leaves the terminal as it was.
+    """
+
+    def __init__(self, stream: TextIO, label: str, total: int) -> None:
+        self._stream = stream
+        self._label = label
+        self._total = total
+        self._shown = -1
+        self._drawn = False
+        self.enabled = stream.isatty()
+
+    def update(self, done: int) -> None:
+        percent = done * 100 // self._total
+        if not self.enabled or percent == self._shown:
+            return
+        self._shown = percent
+        self._write(f"\r{self._label}: {done}/{self._total} ({percent}%)\x1b[K")
+        self._drawn = True
+
+    def clear(self) -> None:
+        if self._drawn:
+            self._write("\r\x1b[K")
+            self._drawn = False
+            self._shown = -1
+
+    def done(self) -> None:
+        self.clear()
+        self.enabled = False
+
+    def _write(self, text: str) -> None:
+        try:
+            self._stream.write(text)
+            self._stream.flush()
+        except (OSError, ValueError):  # the terminal went away: progress is not worth failing for
+            self.enabled = False
