@@ -210,10 +210,10 @@ def test_demo_steers_that_is_not_a_number_says_so(capsys: pytest.CaptureFixture[
         main(["demo", "--steers", "abc"])
     assert exited.value.code == 2
     err = capsys.readouterr().err
-    assert err.splitlines()[-1] == (
+    assert err == (
         "live-steering demo: error: argument --steers: must be a positive integer, got 'abc'"
+        " (see live-steering demo --help)\n"
     )
-    assert "_positive" not in err
 
 
 @BACKENDS
@@ -341,3 +341,18 @@ def test_demo_journal_failing_mid_run_is_one_line(
         "while open; nothing written since is reported durable"
     )
     assert [json.loads(line)["type"] for line in out.splitlines()].count("journal.failed") == 1
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["bogus"], ["receipts"], ["demo", "--backend", "curio"], ["acp", "--steps", "0"]],
+)
+def test_every_usage_error_is_one_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """A usage error of any subcommand is one line on stderr naming --help, exit 2, nothing on stdout."""
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert len(err.splitlines()) == 1
+    assert err.startswith("live-steering") and "error: " in err and err.endswith("--help)\n")

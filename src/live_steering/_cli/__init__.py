@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
-from typing import cast
+from typing import NoReturn, cast
 
 from . import acp, demo, receipts
 
@@ -19,12 +19,19 @@ from . import acp, demo, receipts
 _SUBCOMMANDS = (demo, receipts, acp)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line on stderr (exit 2), like every other CLI error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="live-steering",
         description="Steer a running agent at its next request boundary, with honest receipts.",
     )
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for module in _SUBCOMMANDS:
         module.register(subparsers)
     return parser
