@@ -355,4 +355,6 @@ def test_every_usage_error_is_one_line(argv: list[str], capsys: pytest.CaptureFi
     out, err = capsys.readouterr()
     assert out == ""
     assert len(err.splitlines()) == 1
-    assert err.startswith("live-steering") and "error: " in err and err.endswith("--help)\n")
+    assert err.startswith("live-steering")
+    assert "error: " in err
+    assert err.endswith("--help)\n")
