@@ -33,10 +33,12 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 # -- the seed's adoption map, transcribed (seeds/000_*: "Adoption map") ----------------------
 
+# Verified against claude-agent-sdk's types.py (docs/hooks.md): every hook-specific output
+# that declares additionalContext, less SubagentStop (that context reaches the subagent).
 CLAUDE_ELEVEN = frozenset(
     {
         "SessionStart",
-        "Setup",
+        "PostModelSwitch",
         "UserPromptSubmit",
         "UserPromptExpansion",
         "PreToolUse",
