@@ -186,6 +186,14 @@ def test_module_doctests_pass() -> None:
 def test_public_exports() -> None:
     """``live_steering.hooks.__all__`` lists exactly the public names, and each exists."""
     assert set(hooks.__all__) == {
+        "instruct",
+        "instruct_async",
+        "HookStore",
+        "SqliteHookStore",
+        "StoredReceipt",
+        "Claim",
+        "StoreError",
+        "default_store_path",
         "HookSession",
         "HookOutcome",
         "InstructionReceipt",
