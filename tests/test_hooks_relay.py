@@ -450,3 +450,29 @@ def test_install_refuses_a_file_it_cannot_merge(tmp_path: pathlib.Path) -> None:
         _install.merge_into(str(settings), "claude-code", None)
     assert settings.read_text() == "[1, 2, 3]"
     assert not (tmp_path / "settings.json.bak").exists()
+
+
+def test_confirm_that_finds_the_store_locked_is_retried_by_the_same_process(
+    store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reply written but not confirmed (lock timeout) is confirmed at this process's next moment."""
+    from live_steering.hooks import _command, _store
+
+    instruct("s", "t", id="c", store=store)
+    real_confirm = _store.SqliteHookStore.confirm
+    calls = []
+
+    def locked_once(self: _store.SqliteHookStore, claim: _store.Claim) -> None:
+        calls.append(claim)
+        if len(calls) == 1:
+            raise StoreError("database is locked")
+        real_confirm(self, claim)
+
+    monkeypatch.setattr(_store.SqliteHookStore, "confirm", locked_once)
+    out, err = hook(store, "claude-code", {"session_id": "s", "hook_event_name": "Stop"})
+    assert b'"additionalContext":"t"' in out
+    assert "locked" in err
+    assert instruct("s", "t", id="c", store=store).disposition is Disposition.QUEUED  # still delivering
+    assert hook(store, "claude-code", {"session_id": "other", "hook_event_name": "Stop"})[0] == b""
+    assert instruct("s", "t", id="c", store=store).disposition is Disposition.APPLIED
+    assert _command._UNCONFIRMED == []

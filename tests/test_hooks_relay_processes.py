@@ -234,7 +234,9 @@ def concurrency(tmp_path: pathlib.Path, total: int, hook_processes: int, session
     for out in outputs[2:]:
         for line in out.splitlines():
             record = json.loads(line)
-            assert "stderr" not in record, record
+            if "stderr" in record:  # a moment that gave up on the lock after the bounded wait: allowed
+                assert "is locked" in record["stderr"], record
+                continue
             context = record["reply"]["hookSpecificOutput"]["additionalContext"]
             for text in context.split("\n\n"):
                 assert text.startswith(record["session_id"] + " ")  # never another session's instruction

@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable
 
 from . import _vendors
-from ._store import HOOK_BUSY_TIMEOUT, SqliteHookStore, StoreError
+from ._store import HOOK_BUSY_TIMEOUT, Claim, SqliteHookStore, StoreError
 
 # ``typing`` costs this process 2 ms; mypy reads this constant as typing.TYPE_CHECKING.
 TYPE_CHECKING = False
@@ -32,6 +32,11 @@ __all__ = ["MAX_STDIN_BYTES", "encode_reply", "run_hook"]
 
 #: Larger stdin is refused (audited, no reply): 8 MiB.
 MAX_STDIN_BYTES = 8 * 1024 * 1024
+
+#: Claims whose reply was written but whose confirm found the store locked past the bounded
+#: wait. A process that handles more moments (a plugin, a test worker) confirms them first
+#: thing next time; a hook command that exits leaves them to recovery (``unknown``).
+_UNCONFIRMED: list[Claim] = []
 
 
 def encode_reply(reply: dict[str, object]) -> bytes:
@@ -146,6 +151,9 @@ def _record(
 
 
 def _handle(store: SqliteHookStore, vendor: str, data: bytes, out: IO[bytes], err: IO[str]) -> None:
+    while _UNCONFIRMED:
+        store.confirm(_UNCONFIRMED[0])
+        del _UNCONFIRMED[0]
     if vendor not in _vendors.FACTS:
         shown = vendor if vendor.isprintable() else ascii(vendor)
         _record(
@@ -180,4 +188,8 @@ def _handle(store: SqliteHookStore, vendor: str, data: bytes, out: IO[bytes], er
         raise
     if store._trace is not None:  # crash tests: the reply is out, the delivery not yet confirmed
         store._point("replied")
-    store.confirm(claim)
+    try:
+        store.confirm(claim)
+    except StoreError:
+        _UNCONFIRMED.append(claim)
+        raise
