@@ -362,3 +362,24 @@ def test_sigkill_at_random_points_long(tmp_path: pathlib.Path) -> None:
 def test_console_script_is_installed() -> None:
     """The tests above ran the installed ``live-steering`` console script, as a vendor would."""
     assert shutil.which("live-steering", path=str(BIN)) is not None
+
+
+def test_hook_command_imports_only_what_it_needs(tmp_path: pathlib.Path) -> None:
+    """The console script's hook path loads no anyio, attrs, argparse, typing or runtime module."""
+    probe = (
+        "import sys\n"
+        "from live_steering._cli import main\n"
+        "code = main(['hook', 'claude-code', '--store', sys.argv[1]])\n"
+        "heavy = {'anyio', 'attrs', 'argparse', 'typing', 'sortedcontainers'}\n"
+        "runtime = ('live_steering._runtime', 'live_steering._core', 'live_steering._events')\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in heavy or m in runtime)\n"
+        "print(repr(loaded), file=sys.stderr)\n"
+        "sys.exit(code)\n"
+    )
+    store = str(tmp_path / "hooks.db")
+    with SqliteHookStore(store) as s:
+        s.enqueue("s", "c", "t")
+    done = run([sys.executable, "-c", probe, store], b'{"session_id": "s", "hook_event_name": "Stop"}')
+    assert done.returncode == 0
+    assert done.stdout == b'{"hookSpecificOutput":{"hookEventName":"Stop","additionalContext":"t"}}\n'
+    assert done.stderr == b"[]\n"
