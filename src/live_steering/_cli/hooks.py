@@ -45,6 +45,13 @@ def register(subparsers: Any) -> None:
     install = commands.add_parser("install", help="print (or --write) a vendor's hook config")
     install.add_argument("vendor", metavar="VENDOR", choices=VENDORS, help=f"one of {', '.join(VENDORS)}")
     install.add_argument("--write", metavar="PATH", help="merge the config into PATH (backup in PATH.bak)")
+    install.add_argument(
+        "--plugin",
+        metavar="DIR",
+        nargs="?",
+        const="~/.hermes/plugins/live-steering",
+        help="hermes only: write the Hermes plugin into DIR (default ~/.hermes/plugins/live-steering)",
+    )
     _store_option(install)
     install.set_defaults(handler=run_install)
 
@@ -111,8 +118,16 @@ def run_events(args: argparse.Namespace) -> int:
 
 
 def run_install(args: argparse.Namespace) -> int:
-    from ..hooks._install import InstallError, config_block, merge_into
+    from ..hooks._install import InstallError, config_block, merge_into, write_hermes_plugin
 
+    if args.plugin is not None:
+        if args.vendor != "hermes":
+            print("live-steering hooks install: --plugin is for hermes only", file=sys.stderr)
+            return 2
+        for path in write_hermes_plugin(args.plugin, args.store):
+            print(f"wrote {path}")
+        print("enable it in ~/.hermes/config.yaml:  plugins: {enabled: [live-steering]}")
+        return 0
     block = config_block(args.vendor, args.store)
     if args.write is None:
         sys.stdout.write(block if isinstance(block, str) else json.dumps(block, indent=2) + "\n")

@@ -193,3 +193,46 @@ def _handle(store: SqliteHookStore, vendor: str, data: bytes, out: IO[bytes], er
     except StoreError:
         _UNCONFIRMED.append(claim)
         raise
+
+
+def deliver_in_process(
+    vendor: str,
+    session_id: str,
+    moment: str,
+    *,
+    store_path: str | None = None,
+    stderr: IO[str] | None = None,
+) -> dict[str, object] | None:
+    """One hook moment for a vendor whose hook is a function call (Hermes plugins, the Agent SDK).
+
+    Claims, confirms, and returns the reply for the caller to hand back to the vendor
+    at once (``None``: nothing to say). Never raises: a failure of its own is recorded
+    and answered with ``None``, exactly as the hook command. A confirm that finds the
+    store locked is retried at this process's next moment (the reply is returned).
+    """
+    err = stderr if stderr is not None else sys.stderr
+    try:
+        store = SqliteHookStore(store_path, busy_timeout=HOOK_BUSY_TIMEOUT)
+    except StoreError as exc:
+        _say(err, str(exc))
+        return None
+    try:
+        while _UNCONFIRMED:
+            store.confirm(_UNCONFIRMED[0])
+            del _UNCONFIRMED[0]
+        claim = store.claim(vendor, session_id, moment)
+        if claim.reply is None:
+            return None
+        try:
+            store.confirm(claim)
+        except StoreError:
+            _UNCONFIRMED.append(claim)
+        return claim.reply
+    except StoreError as exc:
+        _say(err, str(exc))
+        return None
+    except Exception as exc:
+        _record(store, vendor, "internal-error", repr(exc), None, err)
+        return None
+    finally:
+        store.close()

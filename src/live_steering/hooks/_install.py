@@ -150,3 +150,45 @@ def merge_into(path: str, vendor: str, store: str | None) -> str | None:
     backup = _backup(path)
     _replace(path, merged_text)
     return backup
+
+
+HERMES_PLUGIN_DIR = "~/.hermes/plugins/live-steering"
+
+
+def write_hermes_plugin(directory: str, store: str | None) -> list[str]:
+    """Write the Hermes directory plugin (``plugin.yaml`` + ``__init__.py``) into ``directory``.
+
+    Its ``register(ctx)`` is ``live_steering.hooks.hermes.register`` with ``store``
+    baked in, so Hermes must run in a Python environment where live-steering is
+    installed. Hermes loads a standalone plugin once it is named under
+    ``plugins: enabled:`` in its ``config.yaml``. Returns the files written.
+    """
+    from .. import __version__
+
+    directory = os.path.expanduser(directory)
+    os.makedirs(directory, exist_ok=True)
+    manifest = (
+        "name: live-steering\n"
+        f"version: {__version__}\n"
+        "description: Steer this session with live-steering instruct (pre_llm_call context; "
+        "dropped at on_session_finalize)\n"
+        "provides_hooks:\n"
+        "  - pre_llm_call\n"
+        "  - on_session_finalize\n"
+    )
+    store_repr = repr(os.path.abspath(store)) if store is not None else "None"
+    init = (
+        '"""live-steering for Hermes: written by `live-steering hooks install hermes --plugin`."""\n\n'
+        "from live_steering.hooks.hermes import HermesSteering\n\n\n"
+        "def register(ctx):\n"
+        f"    steering = HermesSteering({store_repr})\n"
+        '    ctx.register_hook("pre_llm_call", steering.pre_llm_call)\n'
+        '    ctx.register_hook("on_session_finalize", steering.on_session_finalize)\n'
+    )
+    written = []
+    for name, text in (("plugin.yaml", manifest), ("__init__.py", init)):
+        path = os.path.join(directory, name)
+        _backup(path)
+        _replace(path, text)
+        written.append(path)
+    return written
