@@ -90,7 +90,8 @@ def test_written_hermes_plugin_is_loadable_and_registers(tmp_path: pathlib.Path,
     assert "name: live-steering\n" in manifest
     assert "  - pre_llm_call\n  - on_session_finalize\n" in manifest
     spec = importlib.util.spec_from_file_location("hermes_plugin_under_test", files[1])
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     ctx = FakeHermesContext({})
