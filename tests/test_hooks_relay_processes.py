@@ -383,3 +383,52 @@ def test_hook_command_imports_only_what_it_needs(tmp_path: pathlib.Path) -> None
     assert done.returncode == 0
     assert done.stdout == b'{"hookSpecificOutput":{"hookEventName":"Stop","additionalContext":"t"}}\n'
     assert done.stderr == b"[]\n"
+
+
+# -- the other commands --------------------------------------------------------------------
+
+
+def test_hooks_events_follow_tails_until_interrupted(tmp_path: pathlib.Path) -> None:
+    """hooks events --follow prints what exists, then new events as they come, and exits 0 on Ctrl-C."""
+    store = str(tmp_path / "hooks.db")
+    with SqliteHookStore(store) as s:
+        s.enqueue("s", "c1", "first")
+    follower = subprocess.Popen(
+        [*CLI, "hooks", "events", "--follow", "--json", "--store", store], stdout=subprocess.PIPE
+    )
+    try:
+        assert follower.stdout is not None
+        first = json.loads(follower.stdout.readline())
+        with SqliteHookStore(store) as s:
+            s.enqueue("s", "c2", "second")
+        second = json.loads(follower.stdout.readline())
+    finally:
+        follower.send_signal(signal.SIGINT)
+        code = follower.wait(timeout=BOUND)
+        if follower.stdout is not None:
+            follower.stdout.close()
+    assert (first["cause"], second["cause"]) == ("c1", "c2")
+    assert second["sequence"] == first["sequence"] + 1
+    assert code == 0
+
+
+def test_hooks_install_write_sessions_and_recover_commands(tmp_path: pathlib.Path) -> None:
+    """hooks install --write merges a settings file; hooks sessions lists ids; hooks recover reports."""
+    store = str(tmp_path / "hooks.db")
+    settings = tmp_path / "settings.json"
+    settings.write_text('{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "./notify.sh"}]}]}}')
+    done = run([*CLI, "hooks", "install", "claude-code", "--store", store, "--write", str(settings)])
+    assert done.returncode == 0, done.stderr
+    stop = json.loads(settings.read_text())["hooks"]["Stop"]
+    assert stop[0]["hooks"][0]["command"] == "./notify.sh"
+    assert "hook claude-code --store" in stop[1]["hooks"][0]["command"]
+    printed = run([*CLI, "hooks", "install", "codex", "--store", store])
+    assert set(json.loads(printed.stdout)["hooks"]) == set(_vendors.FACTS["codex"].context_moments)
+    hook_cmd = stop[1]["hooks"][0]["command"].split()  # the installed command runs as written
+    assert run(hook_cmd, fixture_bytes("claude-code", "SessionStart")).returncode == 0
+    listed = run([*CLI, "hooks", "sessions", "--json", "--store", store])
+    assert [json.loads(line)["session_id"] for line in listed.stdout.splitlines()] == [
+        session_of("claude-code", "SessionStart")
+    ]
+    recovered = run([*CLI, "hooks", "recover", "--json", "--store", store])
+    assert json.loads(recovered.stdout) == {"unknown": []}

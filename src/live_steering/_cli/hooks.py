@@ -6,6 +6,7 @@
 * ``hooks install VENDOR [--write PATH]``: print the vendor's hook config (every
   eligible moment plus its session-end moment), with ``--store`` baked in; ``--write``
   merges it into PATH (the user's other hooks stay; a backup goes to ``PATH.bak``).
+* ``hooks sessions [--json]``: the sessions the store has seen (the ids to instruct).
 * ``hooks recover [--session S]``: finalise ``unknown`` what dead hook processes left
   ``delivering``.
 """
@@ -54,6 +55,11 @@ def register(subparsers: Any) -> None:
     )
     _store_option(install)
     install.set_defaults(handler=run_install)
+
+    sessions = commands.add_parser("sessions", help="list the sessions the store knows (ids to instruct)")
+    sessions.add_argument("--json", action="store_true", help="one JSON object per session")
+    _store_option(sessions)
+    sessions.set_defaults(handler=run_sessions)
 
     recover = commands.add_parser("recover", help="finalise unknown what dead hook processes left delivering")
     recover.add_argument("--session", metavar="S", help="only session S")
@@ -139,6 +145,27 @@ def run_install(args: argparse.Namespace) -> int:
         return 1
     saved = f" (the previous file is in {backup})" if backup else ""
     print(f"wrote the {args.vendor} hooks into {args.write}{saved}")
+    return 0
+
+
+def run_sessions(args: argparse.Namespace) -> int:
+    from ..hooks._store import SqliteHookStore, StoreError
+
+    try:
+        with SqliteHookStore(args.store) as store:
+            rows = store.sessions()
+    except StoreError as exc:
+        print(f"live-steering hooks sessions: {exc}", file=sys.stderr)
+        return 2
+    for row in rows:
+        if args.json:
+            print(json.dumps(row))
+            continue
+        state = "ended" if row["ended"] else "live"
+        print(
+            f"{_printable(row['session_id'])}  {row['vendor'] or '-'}  epoch {row['epoch']}  {state}  "
+            f"{row['queued']} queued"
+        )
     return 0
 
 

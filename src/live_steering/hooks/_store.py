@@ -268,6 +268,10 @@ class HookStore(abc.ABC):
         """Every instruction row (command id, state, reason, epoch), in arrival order."""
 
     @abc.abstractmethod
+    def sessions(self) -> list[dict[str, object]]:
+        """Every session the store knows (id, vendor, epoch, ended, queued count, last event time)."""
+
+    @abc.abstractmethod
     def close(self) -> None:
         """Release the store's resources. Idempotent."""
 
@@ -779,6 +783,17 @@ class SqliteHookStore(HookStore):
         rows: Iterable[tuple[object, ...]] = self._conn.execute(query + " ORDER BY arrival", params)
         keys = ("arrival", "session_id", "command_id", "state", "reason", "epoch", "vendor")
         return [dict(zip(keys, row, strict=True)) for row in rows]
+
+    def sessions(self) -> list[dict[str, object]]:
+        """Every session the store knows: id, vendor, epoch, ended, queued count, last event time."""
+        rows = self._conn.execute(
+            "SELECT s.session_id, s.vendor, s.epoch, s.ended, "
+            "(SELECT COUNT(*) FROM instructions i WHERE i.session_id = s.session_id AND i.state = 'queued'), "
+            "(SELECT MAX(e.time) FROM events e WHERE e.session_id = s.session_id) "
+            "FROM sessions s ORDER BY s.updated_at"
+        ).fetchall()
+        keys = ("session_id", "vendor", "epoch", "ended", "queued", "last_event")
+        return [dict(zip(keys, (r[0], r[1], r[2], bool(r[3]), r[4], r[5]), strict=True)) for r in rows]
 
     def close(self) -> None:
         """Close the connection. Idempotent."""
