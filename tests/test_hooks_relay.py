@@ -476,3 +476,16 @@ def test_confirm_that_finds_the_store_locked_is_retried_by_the_same_process(
     assert hook(store, "claude-code", {"session_id": "other", "hook_event_name": "Stop"})[0] == b""
     assert instruct("s", "t", id="c", store=store).disposition is Disposition.APPLIED
     assert _command._UNCONFIRMED == []
+
+
+def test_docs_show_the_relay_example_and_the_commands() -> None:
+    """docs/hooks.md embeds examples/hooks_relay.py verbatim and documents every relay command."""
+    root = FIXTURES.parent.parent.parent
+    doc = (root / "docs" / "hooks.md").read_text(encoding="utf-8")
+    example = (root / "examples" / "hooks_relay.py").read_text(encoding="utf-8")
+    assert f"```python\n{example}```" in doc
+    for command in ("hook VENDOR", "instruct SESSION TEXT", "hooks events", "hooks install", "hooks recover"):
+        assert f"live-steering {command}" in doc, command
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    for command in ("live-steering instruct", "live-steering hook ", "live-steering hooks events"):
+        assert command in readme, command
