@@ -100,17 +100,17 @@ class ReplyShape(enum.Enum):
 class SkipReason(enum.StrEnum):
     """Why a hook moment carried no instructions (``HookOutcome.skipped``)."""
 
-    NOTHING_QUEUED = "nothing-queued"
+    NOTHING_QUEUED = _vendors.NOTHING_QUEUED
     """The moment was eligible but the queue was empty."""
-    HELD_LOOP = "held-loop"
+    HELD_LOOP = _vendors.HELD_LOOP
     """A permission or elicitation loop: its reply carries a decision, never steering."""
-    REPLY_NOT_EMPTY = "reply-not-empty"
+    REPLY_NOT_EMPTY = _vendors.REPLY_NOT_EMPTY
     """The handler's reply already says something (a decision, its own context)."""
-    CONTEXT_NOT_CONSUMED = "context-not-consumed"
+    CONTEXT_NOT_CONSUMED = _vendors.CONTEXT_NOT_CONSUMED
     """The vendor parses context here but nothing reads it: not a delivery surface."""
-    NO_CONTEXT_SURFACE = "no-context-surface"
+    NO_CONTEXT_SURFACE = _vendors.NO_CONTEXT_SURFACE
     """The moment has no documented context surface on this vendor (or is unknown)."""
-    SESSION_ENDED = "session-ended"
+    SESSION_ENDED = _vendors.SESSION_ENDED
     """The session ended (or was closed); its queue was dropped."""
 
 

@@ -26,36 +26,14 @@ from __future__ import annotations
 import io
 import json
 import os
-import signal
 import sqlite3
 import sys
 import time
 
 from ..hooks._command import run_hook
+from ._journal_writer import KILL_ENV, KillSwitch
 
-KILL_ENV = "LIVE_STEERING_KILL"
 KILL_POINTS = ("claim", "before-commit", "claimed", "replied", "finish", "enqueue")
-
-
-class KillSwitch:
-    """SIGKILLs this process at the N-th occurrence of one named point of the store."""
-
-    def __init__(self, spec: str | None) -> None:
-        self.point: str | None = None
-        self.nth = 0
-        self.seen = 0
-        if spec:
-            point, _, nth = spec.partition(":")
-            if point not in KILL_POINTS or not nth.isdigit() or int(nth) < 1:
-                raise SystemExit(f"{KILL_ENV} must be POINT:N with POINT in {KILL_POINTS}, got {spec!r}")
-            self.point, self.nth = point, int(nth)
-
-    def __call__(self, point: str) -> None:
-        if point == self.point:
-            self.seen += 1
-            if self.seen == self.nth:
-                sys.stdout.flush()
-                os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _delivered(store: str) -> int:
@@ -101,7 +79,7 @@ def instruct_loop(store: str, plan: list[list[str]], switch: KillSwitch) -> None
 
 
 def main(argv: list[str]) -> int:
-    switch = KillSwitch(os.environ.get(KILL_ENV))
+    switch = KillSwitch(os.environ.get(KILL_ENV), KILL_POINTS)
     mode = argv[0]
     if mode == "hook":
         return run_hook(argv[1], store_path=argv[2], trace=switch)
