@@ -209,9 +209,12 @@ def concurrency(tmp_path: pathlib.Path, total: int, hook_processes: int, session
     for n in range(total):
         session = names[n % sessions]
         plans[n % 2].append([session, f"i{n % 2}-{n}", f"{session} instruction {n}"])
+    plan_files = [tmp_path / f"plan-{n}.json" for n in range(2)]
+    for plan, plan_file in zip(plans, plan_files, strict=True):
+        plan_file.write_text(json.dumps(plan))
     instructors = [
-        subprocess.Popen([*WORKER, "instruct", store, json.dumps(plan)], stdout=subprocess.PIPE)
-        for plan in plans
+        subprocess.Popen([*WORKER, "instruct", store, str(plan_file)], stdout=subprocess.PIPE)
+        for plan_file in plan_files
     ]
     payloads = [
         {"session_id": name, "hook_event_name": moment}
@@ -316,7 +319,9 @@ def crash_runs(tmp_path: pathlib.Path, runs: int, seed: int) -> None:
                 [session, f"r{run_no}-{k}", f"{session} text {run_no}-{k}"] for k in range(rng.randint(1, 3))
             ]
             env["LIVE_STEERING_KILL"] = f"{rng.choice(INSTRUCT_POINTS)}:{rng.randint(1, len(plan))}"
-            done = run([*WORKER, "instruct", store, json.dumps(plan)], env=env)
+            plan_file = tmp_path / f"plan-{run_no}.json"
+            plan_file.write_text(json.dumps(plan))
+            done = run([*WORKER, "instruct", store, str(plan_file)], env=env)
         else:  # queue something, then kill a hook process at a random point
             SqliteHookStore(store).enqueue(session, f"r{run_no}", f"{session} text {run_no}")
             env["LIVE_STEERING_KILL"] = f"{rng.choice(HOOK_POINTS)}:1"

@@ -2,7 +2,7 @@
 
     python -m live_steering.testing._relay_worker hook VENDOR STORE          < hook.json
     python -m live_steering.testing._relay_worker hooks VENDOR STORE PAYLOADS_JSON TOTAL
-    python -m live_steering.testing._relay_worker instruct STORE PLAN_JSON
+    python -m live_steering.testing._relay_worker instruct STORE PLAN_FILE
 
 ``hook`` is ``live-steering hook`` (the same ``run_hook``) with a kill switch:
 ``LIVE_STEERING_KILL=POINT:N`` SIGKILLs the process at the N-th occurrence of POINT,
@@ -16,7 +16,7 @@ flushed, the delivery not confirmed), ``finish`` (inside the confirm transaction
 through ``run_hook`` until TOTAL instructions of the store are delivered, printing
 each reply as one JSON line ``{"session_id", "reply"}``.
 
-``instruct`` sends a plan ``[[session_id, command_id, text], ...]`` in order with
+``instruct`` sends the plan in PLAN_FILE, JSON ``[[session_id, command_id, text], ...]``, in order with
 ``instruct()``, retrying one that is refused ``queue-full`` until it is accepted;
 it prints one JSON line per receipt.
 """
@@ -87,7 +87,8 @@ def main(argv: list[str]) -> int:
         hooks_loop(argv[1], argv[2], json.loads(argv[3]), int(argv[4]))
         return 0
     if mode == "instruct":
-        instruct_loop(argv[1], json.loads(argv[2]), switch)
+        with open(argv[2], encoding="utf-8") as plan:
+            instruct_loop(argv[1], json.load(plan), switch)
         return 0
     raise SystemExit(f"unknown mode {mode!r}")
 
