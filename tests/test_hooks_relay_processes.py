@@ -437,3 +437,11 @@ def test_hooks_install_write_sessions_and_recover_commands(tmp_path: pathlib.Pat
     ]
     recovered = run([*CLI, "hooks", "recover", "--json", "--store", store])
     assert json.loads(recovered.stdout) == {"unknown": []}
+
+
+@pytest.mark.parametrize("args", [[], ["--store"], ["claude-code", "extra"]])
+def test_hook_usage_error_never_blocks_the_agent(args: list[str]) -> None:
+    """A mistyped hook config exits 0 (2 would block the tool call): usage on stderr, nothing on stdout."""
+    done = run([*CLI, "hook", *args], b'{"session_id": "s", "hook_event_name": "PreToolUse"}')
+    assert (done.returncode, done.stdout) == (0, b"")
+    assert b"usage: live-steering hook VENDOR" in done.stderr

@@ -32,8 +32,24 @@ def register(subparsers: object) -> None:
     )
 
 
+def _usage() -> int:
+    sys.stderr.write(USAGE)
+    try:  # read the vendor's JSON to its end, so its write never fails on a closed pipe
+        if not sys.stdin.isatty():
+            while sys.stdin.buffer.read(1 << 20):
+                pass
+    except (OSError, ValueError, AttributeError):
+        pass
+    return 0
+
+
 def main(argv: Sequence[str]) -> int:
-    """Run one hook moment. Exit 0 whatever happens (a vendor's agent must never break), 2 for usage."""
+    """Run one hook moment. Exit 0 whatever happens, a usage error included.
+
+    Vendors read exit codes: Claude Code, Qwen Code and the VS Code agent treat 2 as a
+    blocking error (the tool call is refused), others as a warning. A hook config with a
+    typo must not do that to the agent, so the usage goes to stderr and the exit is 0.
+    """
     args = list(argv)
     if args[:1] in (["-h"], ["--help"]):
         sys.stdout.write(USAGE)
@@ -42,8 +58,7 @@ def main(argv: Sequence[str]) -> int:
     if "--store" in args:
         at = args.index("--store")
         if at + 1 >= len(args):
-            sys.stderr.write(USAGE)
-            return 2
+            return _usage()
         store = args[at + 1]
         del args[at : at + 2]
     else:
@@ -53,8 +68,7 @@ def main(argv: Sequence[str]) -> int:
                 del args[i]
                 break
     if len(args) != 1:
-        sys.stderr.write(USAGE)
-        return 2
+        return _usage()
     from ..hooks._command import run_hook
 
     return run_hook(args[0], store_path=store)
