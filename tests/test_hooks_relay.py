@@ -489,3 +489,11 @@ def test_docs_show_the_relay_example_and_the_commands() -> None:
     readme = (root / "README.md").read_text(encoding="utf-8")
     for command in ("live-steering instruct", "live-steering hook ", "live-steering hooks events"):
         assert command in readme, command
+
+
+def test_session_id_sqlite_cannot_store_is_a_value_error(store: str) -> None:
+    """A session id with a lone surrogate (undecodable argv bytes) is a ValueError, not a traceback."""
+    with pytest.raises(ValueError, match="session_id"):
+        instruct("s\udcff", "t", store=store)
+    with SqliteHookStore(store) as s:
+        assert s.instructions() == []

@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     text = sys.stdin.read() if args.text == "-" else args.text
     try:
         receipt = instruct(args.session, text, id=args.id, vendor=args.vendor, store=args.store)
-    except StoreError as exc:
+    except (StoreError, ValueError) as exc:
         print(f"live-steering instruct: {exc}", file=sys.stderr)
         return 2
     wire = receipt.to_dict()

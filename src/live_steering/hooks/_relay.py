@@ -65,10 +65,13 @@ def instruct(
     if not session_id:
         raise ValueError("session_id must be a non-empty str")
     command_id = id if id is not None else str(uuid.uuid4())
-    if isinstance(store, HookStore):
-        return to_instruction_receipt(store.enqueue(session_id, command_id, text, vendor=vendor))
-    with SqliteHookStore(store, busy_timeout=busy_timeout) as opened:
-        return to_instruction_receipt(opened.enqueue(session_id, command_id, text, vendor=vendor))
+    try:
+        if isinstance(store, HookStore):
+            return to_instruction_receipt(store.enqueue(session_id, command_id, text, vendor=vendor))
+        with SqliteHookStore(store, busy_timeout=busy_timeout) as opened:
+            return to_instruction_receipt(opened.enqueue(session_id, command_id, text, vendor=vendor))
+    except UnicodeEncodeError as exc:  # the text and the id are refused before; this is the session id
+        raise ValueError(f"session_id is not encodable as UTF-8: {exc.reason}") from None
 
 
 async def instruct_async(
