@@ -213,6 +213,8 @@ def test_session_end_drops_each_queued_instruction_audited(store: str, vendor: s
     assert [(e["cause"], e["reason"]) for e in dropped] == [(f"c{n}", "session-ended") for n in range(3)]
     refused = instruct(session, "late", id="c9", store=store)
     assert (refused.accepted, refused.reason) == (False, "session-ended")
+    repeat = instruct(session, "t0", id="c0", store=store)
+    assert (repeat.repeated, repeat.disposition, repeat.reason) == (True, Disposition.HELD, "session-ended")
 
 
 def test_resumed_claude_session_opens_a_new_epoch(store: str) -> None:

@@ -461,7 +461,7 @@ class SqliteHookStore(HookStore):
             if problem is not None:
                 return self._refuse(conn, now, session_id, command_id, "invalid-input", problem)
             known = conn.execute(
-                "SELECT text, state FROM instructions WHERE session_id = ? AND command_id = ?",
+                "SELECT text, state, reason FROM instructions WHERE session_id = ? AND command_id = ?",
                 (session_id, command_id),
             ).fetchone()
             if known is not None:
@@ -475,7 +475,7 @@ class SqliteHookStore(HookStore):
                         "this command id was accepted with other text",
                     )
                 self._emit(conn, "control.repeated", session_id, now, {"state": known[1]}, command_id)
-                return StoredReceipt(True, command_id, session_id, known[1], repeated=True)
+                return StoredReceipt(True, command_id, session_id, known[1], known[2], repeated=True)
             if row is not None and row[1]:
                 return self._refuse(
                     conn, now, session_id, command_id, "session-ended", "the session has ended"
