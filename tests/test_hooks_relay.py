@@ -499,3 +499,16 @@ def test_session_id_sqlite_cannot_store_is_a_value_error(store: str) -> None:
         instruct("s\udcff", "t", store=store)
     with SqliteHookStore(store) as s:
         assert s.instructions() == []
+
+
+def test_install_hermes_yaml_appends_or_refuses(tmp_path: pathlib.Path, store: str) -> None:
+    """Hermes' config.yaml gets the hooks: section appended; one that has hooks already is left alone."""
+    config = tmp_path / "config.yaml"
+    config.write_text("model: anthropic/claude-sonnet-4\n")
+    _install.merge_into(str(config), "hermes", store)
+    text = config.read_text()
+    assert text.startswith("model: anthropic/claude-sonnet-4\nhooks:\n")
+    assert (tmp_path / "config.yaml.bak").read_text() == "model: anthropic/claude-sonnet-4\n"
+    with pytest.raises(_install.InstallError, match="already has a hooks"):
+        _install.merge_into(str(config), "hermes", store)
+    assert config.read_text() == text
