@@ -37,6 +37,11 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         help="run only this backend (repeatable; default: both)",
     )
+    parser.add_argument(
+        "--no-hook-command",
+        action="store_true",
+        help="skip hook_command (it starts a few dozen processes)",
+    )
     return parser
 
 
@@ -62,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = TINY if args.tiny else QUICK if args.quick else FULL
     backends = tuple(args.backend) if args.backend else BACKENDS
     started = time.monotonic()
-    figures, floors = run(settings, backends)
+    figures, floors = run(settings, backends, hook_command=not args.no_hook_command)
     elapsed = time.monotonic() - started
     if args.json:
         print(json.dumps({"figures": figures}))

@@ -52,12 +52,14 @@ class Settings:
     """Live runtimes for ``runtimes_scale`` (the issue asks for 10,000)."""
     memory_runtimes: int
     """Runtimes traced for ``runtime_memory``."""
+    hook_runs: int = 40
+    """Processes started on each side of ``hook_command`` (``bench_hook.py``)."""
 
 
-FULL = Settings(rounds=1_000, wake_samples=40, runtimes=10_000, memory_runtimes=2_000)
-QUICK = Settings(rounds=200, wake_samples=20, runtimes=10_000, memory_runtimes=1_000)
+FULL = Settings(rounds=1_000, wake_samples=40, runtimes=10_000, memory_runtimes=2_000, hook_runs=60)
+QUICK = Settings(rounds=200, wake_samples=20, runtimes=10_000, memory_runtimes=1_000, hook_runs=30)
 #: For the test of the machinery only: the numbers it produces mean nothing.
-TINY = Settings(rounds=2, wake_samples=2, runtimes=20, memory_runtimes=10)
+TINY = Settings(rounds=2, wake_samples=2, runtimes=20, memory_runtimes=10, hook_runs=2)
 
 STEER_TEXT = "Use the corrected path"
 BATCH = 10

@@ -33,10 +33,12 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 # -- the seed's adoption map, transcribed (seeds/000_*: "Adoption map") ----------------------
 
+# Verified against claude-agent-sdk's types.py (docs/hooks.md): every hook-specific output
+# that declares additionalContext, less SubagentStop (that context reaches the subagent).
 CLAUDE_ELEVEN = frozenset(
     {
         "SessionStart",
-        "Setup",
+        "PostModelSwitch",
         "UserPromptSubmit",
         "UserPromptExpansion",
         "PreToolUse",
@@ -184,6 +186,14 @@ def test_module_doctests_pass() -> None:
 def test_public_exports() -> None:
     """``live_steering.hooks.__all__`` lists exactly the public names, and each exists."""
     assert set(hooks.__all__) == {
+        "instruct",
+        "instruct_async",
+        "HookStore",
+        "SqliteHookStore",
+        "StoredReceipt",
+        "Claim",
+        "StoreError",
+        "default_store_path",
         "HookSession",
         "HookOutcome",
         "InstructionReceipt",
@@ -940,3 +950,64 @@ def test_check_detects_a_corrupted_queue() -> None:
     session._queue.reverse()
     with pytest.raises(InvariantError, match="arrival order"):
         session._check()
+
+
+# -- the probes' findings (issue 12, item 9) -------------------------------------------------
+
+
+class Failing:
+    """A clock that works until ``armed`` is set, then raises."""
+
+    def __init__(self) -> None:
+        self.armed = False
+
+    def __call__(self) -> float:
+        if self.armed:
+            raise RuntimeError("clock broke")
+        return 0.0
+
+
+@pytest.mark.parametrize("which", ["clock", "monotonic"])
+@pytest.mark.parametrize("moment", ["PostToolUse", "SessionEnd"])
+def test_a_raising_clock_changes_nothing(which: str, moment: str) -> None:
+    """A clock or monotonic that raises inside on_hook leaves every instruction queued, none applied."""
+    failing = Failing()
+    clocks: dict[str, Any] = {"clock": lambda: 0.0, "monotonic": lambda: 0.0, which: failing}
+    session = HookSession(Vendor.CLAUDE_CODE, "s", **clocks)
+    session.enqueue("cmd-1", "Use the corrected path")
+    before = snapshot(session)
+    failing.armed = True
+    with pytest.raises(RuntimeError, match="clock broke"):
+        session.on_hook(moment, reply_would_be_empty=True)
+    assert snapshot(session) == before
+    receipt = session.receipt("cmd-1")
+    assert receipt is not None
+    assert receipt.disposition is Disposition.QUEUED
+    session._check()
+    failing.armed = False
+    assert session.on_hook("PostToolUse", reply_would_be_empty=True).delivered == ("cmd-1",)
+
+
+def test_a_raising_clock_at_enqueue_admits_nothing() -> None:
+    """A clock that raises inside enqueue leaves no identity, no slot and no arrival behind."""
+    failing = Failing()
+    session = HookSession(Vendor.CODEX, "s", clock=failing, monotonic=lambda: 0.0)
+    failing.armed = True
+    with pytest.raises(RuntimeError, match="clock broke"):
+        session.enqueue("cmd-1", "t")
+    assert session.receipt("cmd-1") is None
+    assert session.statistics().accepted == 0
+    session._check()
+
+
+def test_claude_cap_counts_utf16_code_units_in_the_session() -> None:
+    """10,000 emoji are 20,000 UTF-16 code units: over Claude Code's cap; 5,000 fit, and fill a reply."""
+    session = make(Vendor.CLAUDE_CODE)
+    refused = session.enqueue("big", "\U0001f600" * 10_000)
+    assert (refused.accepted, refused.reason) == (False, "invalid-input")
+    assert session.enqueue("fits", "\U0001f600" * 5_000).accepted
+    assert session.enqueue("next", "x").accepted
+    first = session.on_hook("Stop", reply_would_be_empty=True)
+    assert first.delivered == ("fits",)
+    assert first.pending == 1
+    assert PROFILES[Vendor.CLAUDE_CODE].measure("\U0001f600a") == 3

@@ -4,18 +4,27 @@ Hosts submit ``Input("steer", text, id=...)`` through ``runtime.capability["subm
 and get a ``Receipt`` whose ``disposition`` says what happened: ``queued``,
 ``applied``, ``held`` or ``unknown``. Agent loops open a generation and call its
 ``boundary()`` before each model request. See docs/ for the full story.
+
+The names below are imported on first use (PEP 562): ``import live_steering`` alone
+loads nothing else, so the ``live-steering hook`` command, which a vendor's agent
+runs at every hook moment, never pays for the runtime (anyio, attrs) it does not use.
+``from live_steering import LiveRuntime`` works as usual.
 """
 
-from ._errors import (
-    GenerationClosedError,
-    GenerationStateError,
-    InvariantError,
-    LiveSteeringError,
-    RuntimeClosedError,
-)
-from ._events import Subscription
-from ._runtime import Generation, LiveRuntime, RuntimeStatistics, WriteBarrier, Writer
-from ._types import Disposition, HoldReason, Input, Receipt, RefusalReason
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ._errors import (
+        GenerationClosedError,
+        GenerationStateError,
+        InvariantError,
+        LiveSteeringError,
+        RuntimeClosedError,
+    )
+    from ._events import Subscription
+    from ._runtime import Generation, LiveRuntime, RuntimeStatistics, WriteBarrier, Writer
+    from ._types import Disposition, HoldReason, Input, Receipt, RefusalReason
 
 __version__ = "0.1.0"
 
@@ -40,3 +49,38 @@ __all__ = [
     "RuntimeClosedError",
     "InvariantError",
 ]
+
+#: Where each public name lives.
+_HOME = {
+    "Input": "._types",
+    "Receipt": "._types",
+    "Disposition": "._types",
+    "RefusalReason": "._types",
+    "HoldReason": "._types",
+    "LiveRuntime": "._runtime",
+    "Generation": "._runtime",
+    "Writer": "._runtime",
+    "WriteBarrier": "._runtime",
+    "RuntimeStatistics": "._runtime",
+    "Subscription": "._events",
+    "LiveSteeringError": "._errors",
+    "GenerationStateError": "._errors",
+    "GenerationClosedError": "._errors",
+    "RuntimeClosedError": "._errors",
+    "InvariantError": "._errors",
+}
+
+
+def __getattr__(name: str) -> object:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'live_steering' has no attribute {name!r}")
+    # __import__ rather than importlib: the console script's import of this package stays free
+    module = __import__(__name__ + home, fromlist=[name])
+    value = getattr(module, name)
+    globals()[name] = value  # later lookups are plain attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

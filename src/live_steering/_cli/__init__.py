@@ -4,44 +4,59 @@ Each subcommand module exposes ``register(subparsers)``, which adds its parser a
 sets ``handler`` (``args -> exit code``) as a default. This file only lists them,
 imported by name so the type checker follows every one. The CLI is the top layer:
 it may import any part of the library, and no library module imports it.
+
+``live-steering hook`` is dispatched before anything else is imported: a vendor's
+agent runs it at every hook moment, so it must not pay for argparse or for the other
+subcommands' imports (anyio, attrs). The other subcommands are imported when the
+parser is built.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
-from collections.abc import Callable, Sequence
-from typing import NoReturn, cast
+from collections.abc import Sequence
 
-from . import acp, demo, receipts
-
-#: Modules that register a subcommand, in the order ``--help`` lists them.
-_SUBCOMMANDS = (demo, receipts, acp)
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line on stderr (exit 2), like every other CLI error."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    import argparse
+    from typing import NoReturn
+
+    from . import acp, demo, hook, hooks, instruct, receipts
+
+    class Parser(argparse.ArgumentParser):
+        """argparse, but a usage error is one line on stderr (exit 2), like every other CLI error."""
+
+        def error(self, message: str) -> NoReturn:
+            self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    parser = Parser(
         prog="live-steering",
         description="Steer a running agent at its next request boundary, with honest receipts.",
     )
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for module in _SUBCOMMANDS:
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    # in the order ``--help`` lists them
+    for module in (demo, receipts, acp, instruct, hook, hooks):
         module.register(subparsers)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["hook"] and args[1:2] not in (["-h"], ["--help"]):
+        from . import hook
+
+        return hook.main(args[1:])
+    from collections.abc import Callable
+    from typing import cast
+
     parser = build_parser()
-    args = parser.parse_args(argv)
-    handler = cast("Callable[[argparse.Namespace], int] | None", getattr(args, "handler", None))
+    namespace = parser.parse_args(args)
+    handler = cast("Callable[[argparse.Namespace], int] | None", getattr(namespace, "handler", None))
     if handler is None:
         parser.print_help(sys.stderr)
         return 2
-    return handler(args)
+    return handler(namespace)

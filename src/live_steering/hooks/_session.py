@@ -44,7 +44,8 @@ import attrs
 from .._core import event_safe
 from .._errors import InvariantError
 from .._events import DEFAULT_LOG_SIZE, DEFAULT_SUBSCRIPTION_BUFFER, Event, EventHub, Listener, Subscription
-from .._types import Disposition, plain_str, utf8_encodable
+from .._types import Disposition, plain_str
+from . import _vendors
 
 __all__ = [
     "DEFAULT_QUEUE_CAPACITY",
@@ -67,10 +68,10 @@ __all__ = [
 DEFAULT_QUEUE_CAPACITY: Final = 20
 DEFAULT_IDENTITY_LIMIT: Final = 2_000
 #: Longest instruction admitted for an uncapped vendor, as C7 for steers.
-DEFAULT_MAX_TEXT_CHARS: Final = 16_000
-MAX_ID_CHARS: Final = 128
+DEFAULT_MAX_TEXT_CHARS: Final = _vendors.DEFAULT_MAX_TEXT_CHARS
+MAX_ID_CHARS: Final = _vendors.MAX_ID_CHARS
 #: Pending instructions are joined with a blank line, in arrival order.
-SEPARATOR: Final = "\n\n"
+SEPARATOR: Final = _vendors.SEPARATOR
 #: What redacted text reads as on the event stream.
 REDACTED: Final = "[redacted]"
 DROP_SESSION_ENDED: Final = "session-ended"
@@ -99,17 +100,17 @@ class ReplyShape(enum.Enum):
 class SkipReason(enum.StrEnum):
     """Why a hook moment carried no instructions (``HookOutcome.skipped``)."""
 
-    NOTHING_QUEUED = "nothing-queued"
+    NOTHING_QUEUED = _vendors.NOTHING_QUEUED
     """The moment was eligible but the queue was empty."""
-    HELD_LOOP = "held-loop"
+    HELD_LOOP = _vendors.HELD_LOOP
     """A permission or elicitation loop: its reply carries a decision, never steering."""
-    REPLY_NOT_EMPTY = "reply-not-empty"
+    REPLY_NOT_EMPTY = _vendors.REPLY_NOT_EMPTY
     """The handler's reply already says something (a decision, its own context)."""
-    CONTEXT_NOT_CONSUMED = "context-not-consumed"
+    CONTEXT_NOT_CONSUMED = _vendors.CONTEXT_NOT_CONSUMED
     """The vendor parses context here but nothing reads it: not a delivery surface."""
-    NO_CONTEXT_SURFACE = "no-context-surface"
+    NO_CONTEXT_SURFACE = _vendors.NO_CONTEXT_SURFACE
     """The moment has no documented context surface on this vendor (or is unknown)."""
-    SESSION_ENDED = "session-ended"
+    SESSION_ENDED = _vendors.SESSION_ENDED
     """The session ended (or was closed); its queue was dropped."""
 
 
@@ -179,6 +180,8 @@ class VendorProfile:
     """How the reply carries context."""
     notes: str = ""
     """Where the data comes from and what it does not cover."""
+    cap_counts_utf16: bool = False
+    """True when the cap counts UTF-16 code units (JavaScript string length), as Claude Code's does."""
 
     def __attrs_post_init__(self) -> None:
         overlap = self.context_moments & (self.held_moments | self.unconsumed_moments)
@@ -198,15 +201,14 @@ class VendorProfile:
         >>> profile.ineligibility("PermissionRequest", reply_would_be_empty=True)
         <SkipReason.HELD_LOOP: 'held-loop'>
         """
-        if moment in self.held_moments:
-            return SkipReason.HELD_LOOP
-        if moment in self.unconsumed_moments:
-            return SkipReason.CONTEXT_NOT_CONSUMED
-        if moment not in self.context_moments:
-            return SkipReason.NO_CONTEXT_SURFACE
-        if not reply_would_be_empty:
-            return SkipReason.REPLY_NOT_EMPTY
-        return None
+        skip = _vendors.ineligibility(
+            self.context_moments, self.held_moments, self.unconsumed_moments, moment, reply_would_be_empty
+        )
+        return None if skip is None else SkipReason(skip)
+
+    def measure(self, text: str) -> int:
+        """The length of ``text`` as the vendor's cap counts it (UTF-16 code units for Claude Code)."""
+        return _vendors.measure(text, self.cap_counts_utf16)
 
     def build_reply(self, moment: str, context: str) -> dict[str, Any]:
         """The vendor's JSON reply carrying ``context`` at ``moment`` (never redacted).
@@ -216,95 +218,52 @@ class VendorProfile:
         >>> PROFILES[Vendor.HERMES].build_reply("pre_llm_call", "Use the corrected path")
         {'context': 'Use the corrected path'}
         """
-        if self.reply_shape is ReplyShape.CONTEXT:
-            return {"context": context}
-        return {"hookSpecificOutput": {"hookEventName": moment, "additionalContext": context}}
+        return _vendors.build_reply(self.reply_shape.value, moment, context)
 
 
-_CLAUDE_CODE = VendorProfile(
-    vendor=Vendor.CLAUDE_CODE,
-    title="Claude Code",
-    # The seed says "eleven moments" without naming them. These eleven accept
-    # hookSpecificOutput.additionalContext per code.claude.com/docs/en/hooks and the
-    # Agent SDK's hook output types; see docs/hooks.md for the sources and caveats.
-    context_moments=_moments(
-        "SessionStart",
-        "Setup",
-        "UserPromptSubmit",
-        "UserPromptExpansion",
-        "PreToolUse",
-        "PostToolUse",
-        "PostToolUseFailure",
-        "PostToolBatch",
-        "SubagentStart",
-        "Notification",
-        "Stop",
-    ),
-    held_moments=_moments("PermissionRequest", "Elicitation", "ElicitationResult"),
-    cap=10_000,
-    session_end_moment="SessionEnd",
-    notes="hookSpecificOutput.additionalContext; 10,000-character cap; drop rides SessionEnd.",
+def _profile(name: str, notes: str) -> VendorProfile:
+    """A vendor's profile, built from the one table of facts in ``_vendors.py``."""
+    facts = _vendors.FACTS[name]
+    return VendorProfile(
+        vendor=Vendor(name),
+        title=facts.title,
+        context_moments=facts.context_moments,
+        held_moments=facts.held_moments,
+        unconsumed_moments=facts.unconsumed_moments,
+        cap=facts.cap,
+        session_end_moment=facts.session_end_moment,
+        reply_shape=ReplyShape(facts.reply_shape),
+        notes=notes,
+        cap_counts_utf16=facts.cap_counts_utf16,
+    )
+
+
+_CLAUDE_CODE = _profile(
+    "claude-code",
+    "hookSpecificOutput.additionalContext on eleven moments (the SDK's hook output types); a 10,000 "
+    "UTF-16-code-unit cap; drop rides SessionEnd.",
 )
-
-_CODEX = VendorProfile(
-    vendor=Vendor.CODEX,
-    title="Codex",
-    context_moments=_moments(
-        "SessionStart", "SubagentStart", "PreToolUse", "PostToolUse", "UserPromptSubmit"
-    ),
-    held_moments=_moments("PermissionRequest"),
-    cap=None,
-    session_end_moment=None,
-    notes=(
-        "additionalContext on five moments; no documented cap. No SessionEnd hook: nothing drops, "
-        "the queue lives as long as this object, a live session delivers at latest on its next "
-        "UserPromptSubmit."
-    ),
+_CODEX = _profile(
+    "codex",
+    "additionalContext on five moments; no documented cap. No SessionEnd hook: nothing drops, "
+    "the queue lives as long as this object, a live session delivers at latest on its next "
+    "UserPromptSubmit.",
 )
-
-_QWEN_CODE = VendorProfile(
-    vendor=Vendor.QWEN_CODE,
-    title="Qwen Code",
-    context_moments=_moments(
-        "SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop", "SubagentStart", "PreCompact"
-    ),
-    held_moments=_moments("PermissionRequest"),
-    cap=None,
-    session_end_moment="SessionEnd",
-    notes=(
-        "additionalContext on seven moments; no documented cap; async systemMessage unused; "
-        "drop rides SessionEnd."
-    ),
+_QWEN_CODE = _profile(
+    "qwen-code",
+    "additionalContext on seven moments; no documented cap; async systemMessage unused; "
+    "drop rides SessionEnd.",
 )
-
-_VSCODE = VendorProfile(
-    vendor=Vendor.VSCODE,
-    title="VS Code agent",
-    context_moments=_moments(
-        "SessionStart", "UserPromptSubmit", "SubagentStart", "PreToolUse", "PostToolUse"
-    ),
-    cap=None,
-    session_end_moment=None,
-    notes=(
-        "additionalContext on five moments; PreCompact has no output surface here. No SessionEnd on this "
-        "hook target: same queue posture as Codex. A held PreToolUse (the opt-in permission gate) carries "
-        "the decision: call on_hook with reply_would_be_empty=False."
-    ),
+_VSCODE = _profile(
+    "vscode",
+    "additionalContext on five moments; PreCompact has no output surface here. No SessionEnd on this "
+    "hook target: same queue posture as Codex. A held PreToolUse (the opt-in permission gate) carries "
+    "the decision: call on_hook with reply_would_be_empty=False.",
 )
-
-_HERMES = VendorProfile(
-    vendor=Vendor.HERMES,
-    title="Hermes",
-    context_moments=_moments("pre_llm_call"),
-    held_moments=_moments("pre_tool_call"),
-    unconsumed_moments=_moments("on_session_start", "post_tool_call", "post_llm_call", "on_session_end"),
-    cap=None,
-    session_end_moment="on_session_finalize",
-    reply_shape=ReplyShape.CONTEXT,
-    notes=(
-        "The pre_llm_call reply's context (joined into the user message at turn start) is the one "
-        "context the runtime consumes; on_session_end fires per turn, on_session_finalize is the real end."
-    ),
+_HERMES = _profile(
+    "hermes",
+    "The pre_llm_call reply's context (joined into the user message at turn start) is the one "
+    "context the runtime consumes; on_session_end fires per turn, on_session_finalize is the real end.",
 )
 
 #: Every vendor of the seed's adoption map, keyed by vendor. Read-only.
@@ -477,13 +436,16 @@ class HookSession:
 
     # -- events ---------------------------------------------------------------------------
 
-    def _emit(self, type_: str, fields: dict[str, Any]) -> None:
+    def _emit(self, type_: str, fields: dict[str, Any], at: float) -> None:
+        # ``at`` is read from ``clock`` before the step changes any state: a raising clock
+        # must leave the session as it was (an instruction marked delivered with no reply
+        # returned would be a lie).
         self._sequence += 1
         event: Event = {
             "type": type_,
             "sequence": self._sequence,
             "session_id": self.session_id,
-            "time": self._clock(),
+            "time": at,
             "vendor": self.profile.vendor.value,
         }
         event.update(fields)
@@ -530,9 +492,10 @@ class HookSession:
         """
         command_id = plain_str(command_id, "command_id")
         text = plain_str(text, "text")
+        at, now = self._clock(), self._monotonic()  # both before any state changes (see _emit)
         problem = self._validate(command_id, text)
         if problem is not None:
-            return self._refuse(command_id, InstructionRefusal.INVALID_INPUT, problem)
+            return self._refuse(command_id, InstructionRefusal.INVALID_INPUT, problem, at)
         known = self._identities.get(command_id)
         if known is not None:
             if known.text != text:
@@ -540,25 +503,30 @@ class HookSession:
                     command_id,
                     InstructionRefusal.IDENTITY_CONFLICT,
                     "this command id was accepted with other text",
+                    at,
                 )
             self._repeated += 1
             self._emit(
                 "instruction.repeated",
                 {"command_id": command_id, "cause": command_id, "disposition": known.state.disposition.value},
+                at,
             )
             return known.receipt(self.session_id, repeated=True)
         if self._ended:
-            return self._refuse(command_id, InstructionRefusal.SESSION_ENDED, "the session has ended")
+            return self._refuse(command_id, InstructionRefusal.SESSION_ENDED, "the session has ended", at)
         if len(self._queue) >= self.capacity:
             return self._refuse(
                 command_id,
                 InstructionRefusal.QUEUE_FULL,
                 f"{self.capacity} instructions are already queued for this session",
+                at,
             )
         if len(self._identities) >= self.identity_limit:
-            return self._refuse(command_id, InstructionRefusal.CAPACITY, "the command-id limit is reached")
+            return self._refuse(
+                command_id, InstructionRefusal.CAPACITY, "the command-id limit is reached", at
+            )
         self._arrivals += 1
-        record = _Instruction(command_id, text, self._arrivals, self._monotonic())
+        record = _Instruction(command_id, text, self._arrivals, now)
         self._identities[command_id] = record
         self._queue.append(record)
         self._emit(
@@ -569,29 +537,28 @@ class HookSession:
                 "text": self._text(text),
                 "pending": len(self._queue),
             },
+            at,
         )
         return record.receipt(self.session_id)
 
     def _validate(self, command_id: str, text: str) -> str | None:
-        if not 1 <= len(command_id) <= MAX_ID_CHARS:
-            return f"command id must be 1-{MAX_ID_CHARS} characters"
-        if len(text) > self.max_text_chars:
-            if self.profile.cap is not None and len(text) > self.profile.cap:
-                return f"text is over {self.profile.title}'s {self.profile.cap:,}-character cap"
-            return f"text is over {self.max_text_chars} characters"
-        if not text or text.isspace():
-            return "text is blank"
-        if "\x00" in command_id or "\x00" in text:
-            return "NUL character"
-        if not (utf8_encodable(command_id) and utf8_encodable(text)):
-            return "not encodable as UTF-8"
-        return None
+        profile = self.profile
+        return _vendors.command_id_problem(command_id) or _vendors.text_problem(
+            text,
+            max_chars=self.max_text_chars,
+            cap=profile.cap,
+            cap_counts_utf16=profile.cap_counts_utf16,
+            title=profile.title,
+        )
 
-    def _refuse(self, command_id: str, reason: InstructionRefusal, detail: str) -> InstructionReceipt:
+    def _refuse(
+        self, command_id: str, reason: InstructionRefusal, detail: str, at: float
+    ) -> InstructionReceipt:
         self._refused += 1
         self._emit(
             "instruction.refused",
             {"command_id": event_safe(command_id), "reason": reason.value, "detail": detail},
+            at,
         )
         return InstructionReceipt(False, command_id, self.session_id, None, reason.value, detail)
 
@@ -618,16 +585,16 @@ class HookSession:
         if self._ended:
             return HookOutcome(moment, None, skipped=SkipReason.SESSION_ENDED, pending=0)
         if moment == self.profile.session_end_moment:
-            dropped = self._drop_all(DROP_SESSION_ENDED, moment)
+            dropped = self._drop_all(DROP_SESSION_ENDED, moment, self._clock(), self._monotonic())
             return HookOutcome(moment, None, dropped=dropped, skipped=SkipReason.SESSION_ENDED, pending=0)
         skip = self.profile.ineligibility(moment, reply_would_be_empty=reply_would_be_empty)
         if skip is None and not self._queue:
             skip = SkipReason.NOTHING_QUEUED
         if skip is not None:
             return HookOutcome(moment, None, skipped=skip, pending=len(self._queue))
+        at, now = self._clock(), self._monotonic()  # before the queue changes (see _emit)
         batch = self._take_batch()
         context = SEPARATOR.join(i.text for i in batch)
-        now = self._monotonic()
         for record in batch:
             record.state = InstructionState.DELIVERED
             self._delivered += 1
@@ -640,6 +607,7 @@ class HookSession:
                     "queued_ms": max(0, round((now - record.enqueued_at) * 1000)),
                     "text": self._text(record.text),
                 },
+                at,
             )
         self._replies += 1
         return HookOutcome(
@@ -655,24 +623,16 @@ class HookSession:
         if cap is None:
             batch, self._queue = self._queue, []
             return batch
-        size = 0
-        count = 0
-        for record in self._queue:
-            grown = size + (len(SEPARATOR) if count else 0) + len(record.text)
-            if grown > cap:
-                break
-            size = grown
-            count += 1
+        count = _vendors.fit_count((self.profile.measure(r.text) for r in self._queue), cap)
         if count == 0:  # enqueue refuses any text over the cap, so the head always fits
             raise InvariantError(f"queued instruction over the {cap}-character cap")
         batch = self._queue[:count]
         del self._queue[:count]
         return batch
 
-    def _drop_all(self, reason: str, moment: str | None) -> tuple[str, ...]:
+    def _drop_all(self, reason: str, moment: str | None, at: float, now: float) -> tuple[str, ...]:
         self._ended = True
         queue, self._queue = self._queue, []
-        now = self._monotonic()
         for record in queue:
             record.state = InstructionState.DROPPED
             record.reason = reason
@@ -686,7 +646,7 @@ class HookSession:
             }
             if moment is not None:
                 fields["moment"] = moment
-            self._emit("instruction.dropped", fields)
+            self._emit("instruction.dropped", fields, at)
         return tuple(i.command_id for i in queue)
 
     def close(self) -> tuple[str, ...]:
@@ -696,7 +656,7 @@ class HookSession:
         accepted disappears unaudited; later ``enqueue`` calls are refused
         ``session-ended``. Returns the dropped command ids. Subscriptions end.
         """
-        dropped = () if self._ended else self._drop_all(DROP_CLOSED, None)
+        dropped = () if self._ended else self._drop_all(DROP_CLOSED, None, self._clock(), self._monotonic())
         self._hub.close()
         return dropped
 

@@ -52,15 +52,19 @@ KILL_POINTS = ("before-mark", "after-mark", "after-write", "in-commit", "after-c
 class KillSwitch:
     """SIGKILLs this process at the N-th occurrence of one named point."""
 
-    def __init__(self, spec: str | None) -> None:
+    def __init__(self, spec: str | None, points: tuple[str, ...] = KILL_POINTS) -> None:
         self.point: str | None = None
         self.nth = 0
         self.seen = 0
         if spec:
             point, _, nth = spec.partition(":")
-            if point not in KILL_POINTS or not nth.isdigit() or int(nth) < 1:
-                raise SystemExit(f"{KILL_ENV} must be POINT:N with POINT in {KILL_POINTS}, got {spec!r}")
+            if point not in points or not nth.isdigit() or int(nth) < 1:
+                raise SystemExit(f"{KILL_ENV} must be POINT:N with POINT in {points}, got {spec!r}")
             self.point, self.nth = point, int(nth)
+
+    def __call__(self, point: str) -> None:
+        """``reached(point)``, as a store's ``trace`` callback."""
+        self.reached(point)
 
     def reached(self, point: str) -> None:
         if point == self.point:

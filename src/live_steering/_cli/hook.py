@@ -1,0 +1,74 @@
+"""``live-steering hook VENDOR [--store PATH]``: the command a vendor's hook config runs.
+
+It reads the vendor's hook JSON on stdin and writes the vendor's reply (or nothing)
+on stdout; see ``live_steering.hooks._command``. ``main()`` dispatches here before
+it builds the argument parser or imports any other subcommand, and this module
+parses its two arguments by hand: every hook moment of every tool call pays for
+this process's start-up, so nothing it does not need is imported.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+USAGE = "usage: live-steering hook VENDOR [--store PATH]\n"
+VENDORS = ("claude-code", "codex", "qwen-code", "vscode", "hermes")
+
+
+def register(subparsers: object) -> None:
+    """Add ``hook`` to ``--help`` (the command itself never goes through argparse)."""
+    parser = subparsers.add_parser(  # type: ignore[attr-defined]
+        "hook",
+        help="the command a vendor's hook config runs: hook JSON on stdin, the vendor's reply on stdout",
+        description=(
+            "Handle one hook moment: read the vendor's hook JSON on stdin, claim the session's eligible "
+            "instructions from the store, write the vendor's reply on stdout. Always exits 0."
+        ),
+    )
+    parser.add_argument("vendor", metavar="VENDOR", help=f"one of {', '.join(VENDORS)}")
+    parser.add_argument(
+        "--store", metavar="PATH", help="the hook store (default: $LIVE_STEERING_STORE or XDG)"
+    )
+
+
+def _usage() -> int:
+    sys.stderr.write(USAGE)
+    try:  # read the vendor's JSON to its end, so its write never fails on a closed pipe
+        if not sys.stdin.isatty():
+            while sys.stdin.buffer.read(1 << 20):
+                pass
+    except (OSError, ValueError, AttributeError):
+        pass
+    return 0
+
+
+def main(argv: Sequence[str]) -> int:
+    """Run one hook moment. Exit 0 whatever happens, a usage error included.
+
+    Vendors read exit codes: Claude Code, Qwen Code and the VS Code agent treat 2 as a
+    blocking error (the tool call is refused), others as a warning. A hook config with a
+    typo must not do that to the agent, so the usage goes to stderr and the exit is 0.
+    """
+    args = list(argv)
+    if args[:1] in (["-h"], ["--help"]):
+        sys.stdout.write(USAGE)
+        return 0
+    store: str | None = None
+    if "--store" in args:
+        at = args.index("--store")
+        if at + 1 >= len(args):
+            return _usage()
+        store = args[at + 1]
+        del args[at : at + 2]
+    else:
+        for i, arg in enumerate(args):
+            if arg.startswith("--store="):
+                store = arg.partition("=")[2]
+                del args[i]
+                break
+    if len(args) != 1:
+        return _usage()
+    from ..hooks._command import run_hook
+
+    return run_hook(args[0], store_path=store)

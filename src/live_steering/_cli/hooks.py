@@ -1,0 +1,187 @@
+"""``live-steering hooks events|install|recover``: watch the audit stream, wire a vendor, recover.
+
+* ``hooks events [--session S] [--follow] [--json] [--show-text]``: the store's
+  audit events, oldest first; ``--follow`` keeps printing new ones until interrupted.
+  Instruction text reads ``[redacted]`` unless ``--show-text``.
+* ``hooks install VENDOR [--write PATH]``: print the vendor's hook config (every
+  eligible moment plus its session-end moment), with ``--store`` baked in; ``--write``
+  merges it into PATH (the user's other hooks stay; a backup goes to ``PATH.bak``).
+* ``hooks sessions [--json]``: the sessions the store has seen (the ids to instruct).
+* ``hooks recover [--session S]``: finalise ``unknown`` what dead hook processes left
+  ``delivering``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+import time
+from typing import Any
+
+VENDORS = ("claude-code", "codex", "qwen-code", "vscode", "hermes")
+FOLLOW_INTERVAL = 0.25
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "hooks",
+        help="the hook relay: watch its audit events, install a vendor's hook config, recover",
+        description="The hook relay's audit stream, vendor configuration and recovery.",
+    )
+    commands = parser.add_subparsers(dest="hooks_command", metavar="COMMAND", required=True)
+
+    events = commands.add_parser("events", help="print the audit events of the store")
+    events.add_argument("--session", metavar="S", help="only events of session S")
+    events.add_argument("--follow", action="store_true", help="keep printing new events until interrupted")
+    events.add_argument("--json", action="store_true", help="one JSON object per event")
+    events.add_argument(
+        "--show-text", action="store_true", help="show instruction text instead of [redacted]"
+    )
+    events.add_argument("--after", metavar="N", type=int, default=0, help="only events with sequence > N")
+    _store_option(events)
+    events.set_defaults(handler=run_events)
+
+    install = commands.add_parser("install", help="print (or --write) a vendor's hook config")
+    install.add_argument("vendor", metavar="VENDOR", choices=VENDORS, help=f"one of {', '.join(VENDORS)}")
+    install.add_argument("--write", metavar="PATH", help="merge the config into PATH (backup in PATH.bak)")
+    install.add_argument(
+        "--plugin",
+        metavar="DIR",
+        nargs="?",
+        const="~/.hermes/plugins/live-steering",
+        help="hermes only: write the Hermes plugin into DIR (default ~/.hermes/plugins/live-steering)",
+    )
+    _store_option(install)
+    install.set_defaults(handler=run_install)
+
+    sessions = commands.add_parser("sessions", help="list the sessions the store knows (ids to instruct)")
+    sessions.add_argument("--json", action="store_true", help="one JSON object per session")
+    _store_option(sessions)
+    sessions.set_defaults(handler=run_sessions)
+
+    recover = commands.add_parser("recover", help="finalise unknown what dead hook processes left delivering")
+    recover.add_argument("--session", metavar="S", help="only session S")
+    recover.add_argument("--json", action="store_true", help="print the finalised command ids as JSON")
+    _store_option(recover)
+    recover.set_defaults(handler=run_recover)
+
+
+def _store_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--store", metavar="PATH", help="the hook store (default: $LIVE_STEERING_STORE or XDG)"
+    )
+
+
+def _printable(value: object) -> str:
+    text = str(value)
+    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
+
+
+def _line(event: dict[str, Any]) -> str:
+    when = datetime.datetime.fromtimestamp(float(event["time"]), tz=datetime.UTC).strftime(
+        "%Y-%m-%dT%H:%M:%S.%fZ"
+    )
+    skip = {"type", "sequence", "session_id", "time", "command_id", "cause"}
+    rest = " ".join(
+        f"{k}={_printable(json.dumps(v, ensure_ascii=False))}" for k, v in event.items() if k not in skip
+    )
+    parts = [
+        f"{event['sequence']:>6}",
+        when[:-4] + "Z",
+        str(event["type"]),
+        _printable(event.get("session_id") or "-"),
+    ]
+    parts.append(_printable(event.get("command_id") or "-"))
+    return "  ".join(parts) + (f"  {rest}" if rest else "")
+
+
+def run_events(args: argparse.Namespace) -> int:
+    from ..hooks._store import SqliteHookStore, StoreError
+
+    try:
+        store = SqliteHookStore(args.store)
+    except StoreError as exc:
+        print(f"live-steering hooks events: {exc}", file=sys.stderr)
+        return 2
+    after = args.after
+    try:
+        while True:
+            batch = store.events(after=after, session_id=args.session, show_text=args.show_text)
+            for event in batch:
+                print(json.dumps(event) if args.json else _line(event))
+                after = int(event["sequence"])  # type: ignore[call-overload]
+            sys.stdout.flush()
+            if not args.follow:
+                return 0
+            if not batch:
+                time.sleep(FOLLOW_INTERVAL)
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        store.close()
+
+
+def run_install(args: argparse.Namespace) -> int:
+    from ..hooks._install import InstallError, config_block, merge_into, write_hermes_plugin
+
+    if args.plugin is not None:
+        if args.vendor != "hermes":
+            print("live-steering hooks install: --plugin is for hermes only", file=sys.stderr)
+            return 2
+        for path in write_hermes_plugin(args.plugin, args.store):
+            print(f"wrote {path}")
+        print("enable it in ~/.hermes/config.yaml:  plugins: {enabled: [live-steering]}")
+        return 0
+    block = config_block(args.vendor, args.store)
+    if args.write is None:
+        sys.stdout.write(block if isinstance(block, str) else json.dumps(block, indent=2) + "\n")
+        return 0
+    try:
+        backup = merge_into(args.write, args.vendor, args.store)
+    except (InstallError, OSError) as exc:
+        print(f"live-steering hooks install: {exc}", file=sys.stderr)
+        return 1
+    saved = f" (the previous file is in {backup})" if backup else ""
+    print(f"wrote the {args.vendor} hooks into {args.write}{saved}")
+    return 0
+
+
+def run_sessions(args: argparse.Namespace) -> int:
+    from ..hooks._store import SqliteHookStore, StoreError
+
+    try:
+        with SqliteHookStore(args.store) as store:
+            rows = store.sessions()
+    except StoreError as exc:
+        print(f"live-steering hooks sessions: {exc}", file=sys.stderr)
+        return 2
+    for row in rows:
+        if args.json:
+            print(json.dumps(row))
+            continue
+        state = "ended" if row["ended"] else "live"
+        print(
+            f"{_printable(row['session_id'])}  {row['vendor'] or '-'}  epoch {row['epoch']}  {state}  "
+            f"{row['queued']} queued"
+        )
+    return 0
+
+
+def run_recover(args: argparse.Namespace) -> int:
+    from ..hooks._store import SqliteHookStore, StoreError
+
+    try:
+        with SqliteHookStore(args.store) as store:
+            recovered = store.recover(session_id=args.session)
+    except StoreError as exc:
+        print(f"live-steering hooks recover: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps({"unknown": recovered}))
+    else:
+        print(f"{len(recovered)} claim(s) of dead hook processes finalised unknown")
+        for command_id in recovered:
+            print(f"  {_printable(command_id)}")
+    return 0

@@ -1,0 +1,65 @@
+"""``live-steering instruct SESSION TEXT``: send one instruction to a hook-steered session.
+
+Prints the receipt (a line, or with ``--json`` the receipt's wire shape). Exit 0
+when accepted or an identical repeat, 1 when refused (the receipt still printed),
+2 for usage errors and an unusable store.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+VENDORS = ("claude-code", "codex", "qwen-code", "vscode", "hermes")
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "instruct",
+        help="send an instruction to a hook-steered session (from any process)",
+        description=(
+            "Queue TEXT for the next eligible hook moment of SESSION (its vendor's session id). "
+            "Exit 0 when accepted or repeated, 1 when refused, 2 for usage errors."
+        ),
+    )
+    parser.add_argument("session", metavar="SESSION", help="the vendor's session id")
+    parser.add_argument("text", metavar="TEXT", help="the instruction; '-' reads it from stdin")
+    parser.add_argument(
+        "--id", metavar="ID", help="command id (makes a retry idempotent); default: a new UUID"
+    )
+    parser.add_argument(
+        "--vendor", metavar="V", choices=VENDORS, help=f"the session's vendor: {', '.join(VENDORS)}"
+    )
+    parser.add_argument(
+        "--store", metavar="PATH", help="the hook store (default: $LIVE_STEERING_STORE or XDG)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the receipt as one JSON object")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..hooks._relay import instruct
+    from ..hooks._store import StoreError
+
+    text = sys.stdin.read() if args.text == "-" else args.text
+    try:
+        receipt = instruct(args.session, text, id=args.id, vendor=args.vendor, store=args.store)
+    except (StoreError, ValueError) as exc:
+        print(f"live-steering instruct: {exc}", file=sys.stderr)
+        return 2
+    wire = receipt.to_dict()
+    if receipt.repeated:
+        wire["repeated"] = True
+    if receipt.detail is not None and not receipt.accepted:
+        wire["detail"] = receipt.detail
+    if args.json:
+        print(json.dumps(wire))
+    elif receipt.accepted:
+        state = "repeated, now" if receipt.repeated else "accepted,"
+        disposition = receipt.disposition.value if receipt.disposition is not None else "?"
+        print(f"{receipt.command_id}: {state} {disposition}")
+    else:
+        print(f"{receipt.command_id}: refused {receipt.reason}: {receipt.detail}")
+    return 0 if receipt.accepted else 1

@@ -1,0 +1,293 @@
+"""What each vendor's hooks offer for steering, and the stateless decisions over it.
+
+This module owns the facts of the adoption map (which moments carry context that
+the runtime consumes, which are held loops, the cap and what it counts, the
+session-end moment, the field names of the hook's stdin JSON, the reply shape)
+and the decisions that need no state: is a moment eligible, how many queued
+instructions fit one reply, is a text or command id admissible, what the reply
+looks like. Both layers decide through these functions: the in-memory
+``HookSession`` (``_session.py``) and the durable relay behind the
+``live-steering hook`` command (``_store.py``), so the two never disagree.
+
+It imports the standard library only, and only modules the interpreter has
+loaded anyway by the time ``json`` and ``sqlite3`` are: every hook moment of
+every tool call of a vendor's agent starts a process that imports it. It must
+never import attrs, anyio or the runtime. Every fact is cited in docs/hooks.md.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Iterable, Mapping
+
+SEPARATOR = "\n\n"
+"""Pending instructions are joined with a blank line, in arrival order."""
+DEFAULT_MAX_TEXT_CHARS = 16_000
+"""Longest instruction admitted for an uncapped vendor, as C7 for steers."""
+MAX_ID_CHARS = 128
+
+# The values of ``SkipReason`` (``_session.py``): why a moment carried nothing.
+NOTHING_QUEUED = "nothing-queued"
+HELD_LOOP = "held-loop"
+REPLY_NOT_EMPTY = "reply-not-empty"
+CONTEXT_NOT_CONSUMED = "context-not-consumed"
+NO_CONTEXT_SURFACE = "no-context-surface"
+SESSION_ENDED = "session-ended"
+
+HOOK_SPECIFIC_OUTPUT = "hookSpecificOutput"
+CONTEXT = "context"
+
+
+class VendorFacts:
+    """One vendor's hook facts, as plain data (immutable by convention; never mutated)."""
+
+    __slots__ = (
+        "cap",
+        "cap_counts_utf16",
+        "context_moments",
+        "held_moments",
+        "moment_fields",
+        "name",
+        "reopen_moments",
+        "reply_shape",
+        "session_end_moment",
+        "session_id_fields",
+        "title",
+        "unconsumed_moments",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        title: str,
+        *,
+        context_moments: Iterable[str],
+        held_moments: Iterable[str] = (),
+        unconsumed_moments: Iterable[str] = (),
+        cap: int | None = None,
+        cap_counts_utf16: bool = False,
+        session_end_moment: str | None = None,
+        reopen_moments: Iterable[str] = (),
+        reply_shape: str = HOOK_SPECIFIC_OUTPUT,
+        session_id_fields: tuple[str, ...] = ("session_id",),
+        moment_fields: tuple[str, ...] = ("hook_event_name",),
+    ) -> None:
+        self.name = name
+        self.title = title
+        self.context_moments = frozenset(context_moments)
+        self.held_moments = frozenset(held_moments)
+        self.unconsumed_moments = frozenset(unconsumed_moments)
+        self.cap = cap
+        self.cap_counts_utf16 = cap_counts_utf16
+        self.session_end_moment = session_end_moment
+        self.reopen_moments = frozenset(reopen_moments)
+        self.reply_shape = reply_shape
+        self.session_id_fields = session_id_fields
+        self.moment_fields = moment_fields
+
+    @property
+    def known_moments(self) -> frozenset[str]:
+        """Every moment this module knows for the vendor (eligible or not)."""
+        end = {self.session_end_moment} if self.session_end_moment else set()
+        return self.context_moments | self.held_moments | self.unconsumed_moments | end
+
+    def __repr__(self) -> str:
+        return f"VendorFacts({self.name!r})"
+
+
+def utf16_length(text: str) -> int:
+    """JavaScript's ``text.length``: UTF-16 code units (an emoji outside the BMP counts 2). O(n).
+
+    >>> utf16_length("a"), utf16_length("\\U0001f600")
+    (1, 2)
+    """
+    if text.isascii():
+        return len(text)
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def measure(text: str, utf16: bool) -> int:
+    """The length the vendor's cap counts."""
+    return utf16_length(text) if utf16 else len(text)
+
+
+def ineligibility(
+    context_moments: frozenset[str],
+    held_moments: frozenset[str],
+    unconsumed_moments: frozenset[str],
+    moment: str,
+    reply_would_be_empty: bool,
+) -> str | None:
+    """Why ``moment`` cannot carry instructions (a skip-reason value), or ``None``. O(1).
+
+    >>> facts = FACTS["claude-code"]
+    >>> args = (facts.context_moments, facts.held_moments, facts.unconsumed_moments)
+    >>> ineligibility(*args, "PostToolUse", True) is None
+    True
+    >>> ineligibility(*args, "PermissionRequest", True)
+    'held-loop'
+    """
+    if moment in held_moments:
+        return HELD_LOOP
+    if moment in unconsumed_moments:
+        return CONTEXT_NOT_CONSUMED
+    if moment not in context_moments:
+        return NO_CONTEXT_SURFACE
+    if not reply_would_be_empty:
+        return REPLY_NOT_EMPTY
+    return None
+
+
+def fit_count(lengths: Iterable[int], cap: int | None) -> int:
+    """How many leading instructions (by measured length) fit one reply under ``cap``.
+
+    Joined with ``SEPARATOR``; ``cap=None`` takes them all. Admission refuses any
+    text over the cap, so a non-empty queue always yields at least one.
+
+    >>> fit_count([6_000, 3_000, 2_000], 10_000)
+    2
+    """
+    size = 0
+    count = 0
+    for length in lengths:
+        grown = size + (len(SEPARATOR) if count else 0) + length
+        if cap is not None and grown > cap:
+            break
+        size = grown
+        count += 1
+    return count
+
+
+def build_reply(reply_shape: str, moment: str, context: str) -> dict[str, object]:
+    """The vendor's JSON reply carrying ``context`` at ``moment`` (never redacted).
+
+    >>> build_reply("hookSpecificOutput", "Stop", "Use the corrected path")
+    {'hookSpecificOutput': {'hookEventName': 'Stop', 'additionalContext': 'Use the corrected path'}}
+    >>> build_reply("context", "pre_llm_call", "Use the corrected path")
+    {'context': 'Use the corrected path'}
+    """
+    if reply_shape == CONTEXT:
+        return {"context": context}
+    return {"hookSpecificOutput": {"hookEventName": moment, "additionalContext": context}}
+
+
+def _utf8_encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def command_id_problem(command_id: str) -> str | None:
+    """Why a command id is refused ``invalid-input``, or ``None``."""
+    if not 1 <= len(command_id) <= MAX_ID_CHARS:
+        return f"command id must be 1-{MAX_ID_CHARS} characters"
+    if "\x00" in command_id:
+        return "NUL character"
+    if not _utf8_encodable(command_id):
+        return "not encodable as UTF-8"
+    return None
+
+
+def text_problem(
+    text: str, *, max_chars: int, cap: int | None, cap_counts_utf16: bool, title: str
+) -> str | None:
+    """Why an instruction text is refused ``invalid-input``, or ``None``.
+
+    ``max_chars`` bounds characters; ``cap`` bounds what the vendor counts
+    (UTF-16 code units for Claude Code), so one instruction always fits one reply.
+    """
+    if len(text) > max_chars:
+        return f"text is over {max_chars:,} characters"
+    if cap is not None and measure(text, cap_counts_utf16) > cap:
+        unit = "UTF-16 code unit" if cap_counts_utf16 else "character"
+        return f"text is over {title}'s {cap:,}-{unit} cap"
+    if not text or text.isspace():
+        return "text is blank"
+    if "\x00" in text:
+        return "NUL character"
+    if not _utf8_encodable(text):
+        return "not encodable as UTF-8"
+    return None
+
+
+# -- the adoption map, verified (docs/hooks.md cites each source) --------------------------
+
+_CLAUDE_CODE = VendorFacts(
+    "claude-code",
+    "Claude Code",
+    # The hook-specific outputs that declare additionalContext in claude-agent-sdk's
+    # types.py (0.2.189), less SubagentStop (its context goes to the stopping subagent).
+    context_moments=(
+        "SessionStart",
+        "UserPromptSubmit",
+        "UserPromptExpansion",
+        "PreToolUse",
+        "PostToolUse",
+        "PostToolUseFailure",
+        "PostToolBatch",
+        "SubagentStart",
+        "Notification",
+        "Stop",
+        "PostModelSwitch",
+    ),
+    held_moments=("PermissionRequest", "Elicitation", "ElicitationResult"),
+    cap=10_000,
+    cap_counts_utf16=True,
+    session_end_moment="SessionEnd",
+    # ``claude --resume`` reuses the session id: a later start or prompt opens a new epoch.
+    reopen_moments=("SessionStart", "UserPromptSubmit"),
+)
+
+_CODEX = VendorFacts(
+    "codex",
+    "Codex",
+    context_moments=("SessionStart", "SubagentStart", "PreToolUse", "PostToolUse", "UserPromptSubmit"),
+    held_moments=("PermissionRequest",),
+)
+
+_QWEN_CODE = VendorFacts(
+    "qwen-code",
+    "Qwen Code",
+    context_moments=(
+        "SessionStart",
+        "UserPromptSubmit",
+        "PreToolUse",
+        "PostToolUse",
+        "Stop",
+        "SubagentStart",
+        "PreCompact",
+    ),
+    held_moments=("PermissionRequest",),
+    session_end_moment="SessionEnd",
+    reopen_moments=("SessionStart", "UserPromptSubmit"),
+)
+
+_VSCODE = VendorFacts(
+    "vscode",
+    "VS Code agent",
+    context_moments=("SessionStart", "UserPromptSubmit", "SubagentStart", "PreToolUse", "PostToolUse"),
+    # The VS Code hook reference names the common fields in camelCase; the snake_case
+    # spelling of Claude-format configs is accepted as a fallback.
+    session_id_fields=("sessionId", "session_id"),
+    moment_fields=("hookEventName", "hook_event_name"),
+)
+
+_HERMES = VendorFacts(
+    "hermes",
+    "Hermes",
+    context_moments=("pre_llm_call",),
+    held_moments=("pre_tool_call",),
+    unconsumed_moments=("on_session_start", "post_tool_call", "post_llm_call", "on_session_end"),
+    session_end_moment="on_session_finalize",
+    reopen_moments=("on_session_start", "pre_llm_call"),
+    reply_shape=CONTEXT,
+)
+
+#: Every vendor of the adoption map, keyed by its name (``claude-code``, ...). Read-only.
+FACTS: Mapping[str, VendorFacts] = types.MappingProxyType(
+    {f.name: f for f in (_CLAUDE_CODE, _CODEX, _QWEN_CODE, _VSCODE, _HERMES)}
+)
+#: The strictest cap of any vendor: a host that names no vendor gets text every vendor can carry.
+STRICTEST = _CLAUDE_CODE

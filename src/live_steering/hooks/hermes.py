@@ -1,0 +1,59 @@
+"""A Hermes plugin that steers a Hermes session from the relay's store.
+
+Hermes reads extra context from the return value of a plugin's ``pre_llm_call``
+hook (``{"context": ...}``, joined into the user message at the start of a turn),
+and ends a session for good at ``on_session_finalize`` (``on_session_end`` fires per
+turn). This module is such a plugin: ``register(ctx)`` is the entry point the Hermes
+plugin loader calls. At ``pre_llm_call`` it claims the session's queued
+instructions from the same store ``live-steering instruct`` writes to; at
+``on_session_finalize`` it drops what is still queued (audited). A failure of its
+own is recorded and answered with ``None`` (Hermes carries on as if the plugin had
+nothing to say).
+
+Install it as a directory plugin with ``live-steering hooks install hermes --plugin``
+(see docs/hooks.md). The store is ``$LIVE_STEERING_STORE`` or the XDG default,
+or the plugin setting ``store``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._command import deliver_in_process
+
+__all__ = ["HermesSteering", "register"]
+
+
+class HermesSteering:
+    """The two hook callbacks, bound to one store path (``None``: the default store)."""
+
+    def __init__(self, store_path: str | None = None) -> None:
+        self.store_path = store_path
+
+    def _moment(self, moment: str, kwargs: dict[str, Any]) -> dict[str, object] | None:
+        session_id = kwargs.get("session_id")
+        if not isinstance(session_id, str) or not session_id:
+            return None
+        return deliver_in_process("hermes", session_id, moment, store_path=self.store_path)
+
+    def pre_llm_call(self, **kwargs: Any) -> dict[str, object] | None:
+        """Return ``{"context": <queued instructions>}`` for this turn, or ``None``."""
+        return self._moment("pre_llm_call", kwargs)
+
+    def on_session_finalize(self, **kwargs: Any) -> None:
+        """The session ended for good: drop its queued instructions (audited)."""
+        self._moment("on_session_finalize", kwargs)
+
+
+def register(ctx: Any) -> None:
+    """The Hermes plugin entry point: register ``pre_llm_call`` and ``on_session_finalize``."""
+    store: object = None
+    get_config = getattr(ctx, "get_config", None)
+    if callable(get_config):
+        try:
+            store = get_config("store")
+        except Exception:
+            store = None
+    steering = HermesSteering(store if isinstance(store, str) and store else None)
+    ctx.register_hook("pre_llm_call", steering.pre_llm_call)
+    ctx.register_hook("on_session_finalize", steering.on_session_finalize)

@@ -1,0 +1,153 @@
+"""The relay inside a vendor's own process: the Hermes plugin and the claude-agent-sdk adapter.
+
+The SDK adapter is tested with the SDK's own types (``claude_agent_sdk``: ``HookMatcher``,
+the hook input TypedDicts, ``HookContext``, ``ClaudeAgentOptions``), no live model.
+Hermes is not a PyPI dependency: its plugin is exercised through the two calls its
+loader makes (``register(ctx)`` with ``ctx.register_hook``; hooks called with keyword
+arguments), as ``hermes_cli/plugins.py`` documents them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from claude_agent_sdk import (
+    ClaudeAgentOptions,
+    HookContext,
+    HookMatcher,
+    PostToolUseHookInput,
+    StopHookInput,
+)
+
+from live_steering import Disposition
+from live_steering.hooks import SqliteHookStore, claude_sdk, hermes, instruct
+from live_steering.hooks._install import write_hermes_plugin
+
+
+class FakeHermesContext:
+    """The slice of Hermes's ``PluginContext`` a plugin uses: ``register_hook`` and ``get_config``."""
+
+    def __init__(self, settings: dict[str, object]) -> None:
+        self.hooks: dict[str, list[Callable[..., Any]]] = {}
+        self.settings = settings
+
+    def register_hook(self, name: str, callback: Callable[..., Any]) -> None:
+        self.hooks.setdefault(name, []).append(callback)
+
+    def get_config(self, key: str, default: object = None) -> object:
+        return self.settings.get(key, default)
+
+
+@pytest.fixture
+def store(tmp_path: pathlib.Path) -> str:
+    return str(tmp_path / "hooks.db")
+
+
+def test_hermes_plugin_returns_context_at_pre_llm_call(store: str) -> None:
+    """pre_llm_call returns {"context": ...} with the queued instructions; the next call returns None."""
+    ctx = FakeHermesContext({"store": store})
+    hermes.register(ctx)
+    assert set(ctx.hooks) == {"pre_llm_call", "on_session_finalize"}
+    instruct("20261201_141502_a1b2c3", "Use the corrected path", id="c1", store=store)
+    (pre_llm_call,) = ctx.hooks["pre_llm_call"]
+    kwargs = {"session_id": "20261201_141502_a1b2c3", "user_message": "go on", "is_first_turn": False}
+    assert pre_llm_call(**kwargs) == {"context": "Use the corrected path"}
+    assert pre_llm_call(**kwargs) is None
+    receipt = instruct("20261201_141502_a1b2c3", "Use the corrected path", id="c1", store=store)
+    assert receipt.disposition is Disposition.APPLIED
+
+
+def test_hermes_plugin_drops_at_on_session_finalize(store: str) -> None:
+    """on_session_finalize drops what is queued (audited) and later instructions are refused."""
+    ctx = FakeHermesContext({"store": store})
+    hermes.register(ctx)
+    instruct("s", "Too late", id="c1", store=store)
+    (finalize,) = ctx.hooks["on_session_finalize"]
+    assert finalize(session_id="s", platform="cli", reason="shutdown") is None
+    assert instruct("s", "Too late", id="c1", store=store).disposition is Disposition.HELD
+    assert instruct("s", "Later", id="c2", store=store).reason == "session-ended"
+
+
+def test_hermes_plugin_never_raises_into_hermes(tmp_path: pathlib.Path) -> None:
+    """An unusable store or a call without a session id answers None; Hermes carries on."""
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    ctx = FakeHermesContext({"store": str(blocker / "hooks.db")})
+    hermes.register(ctx)
+    (pre_llm_call,) = ctx.hooks["pre_llm_call"]
+    assert pre_llm_call(session_id="s") is None
+    assert pre_llm_call() is None
+
+
+def test_written_hermes_plugin_is_loadable_and_registers(tmp_path: pathlib.Path, store: str) -> None:
+    """hooks install hermes --plugin writes plugin.yaml and an __init__.py whose register(ctx) works."""
+    files = write_hermes_plugin(str(tmp_path / "live-steering"), store)
+    manifest = (tmp_path / "live-steering" / "plugin.yaml").read_text()
+    assert "name: live-steering\n" in manifest
+    assert "  - pre_llm_call\n  - on_session_finalize\n" in manifest
+    spec = importlib.util.spec_from_file_location("hermes_plugin_under_test", files[1])
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    ctx = FakeHermesContext({})
+    module.register(ctx)
+    instruct("s", "t", id="c", store=store)
+    assert ctx.hooks["pre_llm_call"][0](session_id="s") == {"context": "t"}
+
+
+# -- claude-agent-sdk ---------------------------------------------------------------------
+
+
+def test_sdk_hooks_plug_into_claude_agent_options(store: str) -> None:
+    """steering_hooks() is a valid hooks= mapping of HookMatcher for ClaudeAgentOptions."""
+    hooks = claude_sdk.steering_hooks(store=store)
+    options = ClaudeAgentOptions(hooks=hooks)
+    assert options.hooks is hooks
+    assert set(hooks) == set(claude_sdk.SDK_EVENTS)
+    assert all(isinstance(m, HookMatcher) and len(m.hooks) == 1 for ms in hooks.values() for m in ms)
+
+
+async def test_sdk_callback_returns_hook_specific_output(anyio_backend: str, store: str) -> None:
+    """The PostToolUse callback returns the same hookSpecificOutput as the hook command, once."""
+    instruct("sdk-session", "Use the corrected path", id="c1", store=store)
+    (matcher,) = claude_sdk.steering_hooks(store=store)["PostToolUse"]
+    payload: PostToolUseHookInput = {
+        "session_id": "sdk-session",
+        "transcript_path": "/tmp/t.jsonl",
+        "cwd": "/tmp",
+        "hook_event_name": "PostToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": "pytest -q"},
+        "tool_response": {"stdout": "ok"},
+        "tool_use_id": "toolu_1",
+    }
+    context: HookContext = {"signal": None}
+    output = await matcher.hooks[0](payload, "toolu_1", context)
+    assert output == {
+        "hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": "Use the corrected path"}
+    }
+    assert await matcher.hooks[0](payload, "toolu_1", context) == {}
+
+
+async def test_sdk_end_session_drops_what_is_queued(anyio_backend: str, store: str) -> None:
+    """end_session() is the SDK host's SessionEnd: queued instructions are dropped, audited."""
+    instruct("sdk-session", "Never sent", id="c1", store=store)
+    await claude_sdk.end_session("sdk-session", store=store)
+    (matcher,) = claude_sdk.steering_hooks(store=store)["Stop"]
+    stop: StopHookInput = {
+        "session_id": "sdk-session",
+        "transcript_path": "/tmp/t.jsonl",
+        "cwd": "/tmp",
+        "hook_event_name": "Stop",
+        "stop_hook_active": False,
+    }
+    assert await matcher.hooks[0](stop, None, {"signal": None}) == {}
+    with SqliteHookStore(store) as s:
+        assert [e["type"] for e in s.events() if "dropped" in str(e["type"])] == [
+            "x.claude-code.instruction.dropped"
+        ]
