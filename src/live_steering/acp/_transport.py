@@ -51,6 +51,60 @@ def _valid_id(value: object) -> bool:
     return value is None or type(value) is str or type(value) is int
 
 
+def top_level_scalars(line: bytes) -> dict[str, object]:
+    """The string, number, boolean and null members at the top of a JSON object, read without recursion.
+
+    Nested values are skipped by counting brackets outside strings, so any depth
+    costs O(len(line)) and no stack. Used only for a line ``json.loads`` cannot
+    take; anything unreadable gives what was read so far.
+    """
+    found: dict[str, object] = {}
+    text = line.decode("utf-8", "replace").strip()
+    if not text.startswith("{"):
+        return found
+    i, depth, n = 1, 1, len(text)
+    key: str | None = None
+    while i < n and depth >= 1:
+        char = text[i]
+        if char == '"':
+            end = i + 1
+            while end < n and text[end] != '"':
+                end += 2 if text[end] == "\\" else 1
+            token = text[i : end + 1]
+            i = end + 1
+            if depth != 1:
+                continue
+            try:
+                value = json.loads(token)
+            except ValueError:
+                return found
+            rest = text[i:].lstrip()
+            if key is None and rest.startswith(":"):
+                key = value
+                i = n - len(rest) + 1
+            elif key is not None:
+                found[key], key = value, None
+        elif char in "{[":
+            depth += 1
+            key = None if depth == 2 else key
+            i += 1
+        elif char in "}]":
+            depth -= 1
+            i += 1
+        elif depth == 1 and key is not None and char not in " \t\r\n,":
+            end = i
+            while end < n and text[end] not in ",}] \t\r\n":
+                end += 1
+            try:
+                found[key] = json.loads(text[i:end])
+            except ValueError:
+                return found
+            key, i = None, end
+        else:
+            i += 1
+    return found
+
+
 def error_response(request_id: object, code: int, message: str, details: str) -> dict[str, Any]:
     """A JSON-RPC error response."""
     return {
@@ -60,17 +114,25 @@ def error_response(request_id: object, code: int, message: str, details: str) ->
     }
 
 
-def check_envelope(message: object) -> tuple[bool, dict[str, Any] | None]:
-    """``(pass it to the SDK, error response to send instead)`` for one decoded line.
+def check_envelope(message: object) -> tuple[bool, list[dict[str, Any]]]:
+    """``(pass it to the SDK, error responses to send)`` for one decoded line.
 
     A request (``method`` and ``id``) needs a string method, a valid id and object
     or array params; a notification the same without an id; a response a valid id
     and an object ``error`` if it has one. Anything else is not passed on; a
     request with a usable id is answered with that id, other garbage with ``null``.
+    A batch (ACP has none) answers each request in it by its id.
     """
+    if isinstance(message, list):
+        answers = [
+            error_response(item["id"], INVALID_REQUEST, "Invalid Request", "batches are not supported")
+            for item in message
+            if isinstance(item, dict) and "method" in item and "id" in item and _valid_id(item["id"])
+        ]
+        return False, answers or [error_response(None, INVALID_REQUEST, "Invalid Request", "a batch")]
     if not isinstance(message, dict):
-        kind = "a batch (an array)" if isinstance(message, list) else f"a JSON {type(message).__name__}"
-        return False, error_response(None, INVALID_REQUEST, "Invalid Request", f"{kind} is not a request")
+        kind = f"a JSON {type(message).__name__}"
+        return False, [error_response(None, INVALID_REQUEST, "Invalid Request", f"{kind} is not a request")]
     has_id = "id" in message
     request_id = message.get("id")
     if "method" in message:
@@ -82,17 +144,19 @@ def check_envelope(message: object) -> tuple[bool, dict[str, Any] | None]:
         elif message.get("params") is not None and not isinstance(message["params"], dict | list):
             problem = "params must be an object or an array"
         if problem is None:
-            return True, None
+            return True, []
         if not has_id:
-            return False, None  # a notification is never answered
+            return False, []  # a notification is never answered
         answer_id = request_id if _valid_id(request_id) else None
-        return False, error_response(answer_id, INVALID_REQUEST, "Invalid Request", problem)
+        return False, [error_response(answer_id, INVALID_REQUEST, "Invalid Request", problem)]
     if has_id and _valid_id(request_id):
         error = message.get("error")
         if error is None or isinstance(error, dict):
-            return True, None  # a response to one of the agent's own requests
-        return False, None  # a malformed response: the SDK would crash on it; nobody to answer
-    return False, error_response(None, INVALID_REQUEST, "Invalid Request", "neither a request nor a response")
+            return True, []  # a response to one of the agent's own requests
+        return False, []  # a malformed response: the SDK would crash on it; nobody to answer
+    return False, [
+        error_response(None, INVALID_REQUEST, "Invalid Request", "neither a request nor a response")
+    ]
 
 
 class GuardedTransport:
@@ -144,11 +208,21 @@ class GuardedTransport:
                 continue
             try:
                 message = json.loads(line)
-            except (ValueError, RecursionError):
+            except RecursionError:
+                # Valid JSON perhaps, but nested deeper than the decoder goes: answer the
+                # request by its id, read without recursion, so its client does not wait forever.
+                scalars = top_level_scalars(line)
+                request_id = scalars.get("id") if "method" in scalars else None
+                if "method" in scalars and "id" not in scalars:
+                    continue  # a notification is never answered
+                await self._answer(error_response(request_id if _valid_id(request_id) else None,
+                                                  INVALID_REQUEST, "Invalid Request", "nested too deeply"))  # fmt: skip
+                continue
+            except ValueError:
                 await self._answer(error_response(None, PARSE_ERROR, "Parse error", "the line is not JSON"))
                 continue
-            passed, answer = check_envelope(message)
-            if answer is not None:
+            passed, answers = check_envelope(message)
+            for answer in answers:
                 await self._answer(answer)
             if not passed:
                 continue
