@@ -187,8 +187,8 @@ async def test_idle_steer_starts_a_new_turn_that_completes(agent: Agent) -> None
     assert (again["outcome"], _details(again)["turnId"]) == ("injected", turn_id)
     await agent.step(sid, 10)
     ended = await agent.client.turn(sid, turn_id, "ended")
-    assert ended == {"id": turn_id, "origin": "steer", "state": "ended", "stopReason": "end_turn",
-                     "appliedInputIds": [_details(again)["inputId"]], "heldInputIds": [], "unknownInputIds": []}  # fmt: skip
+    lists = {"appliedInputIds": [_details(again)["inputId"]], "heldInputIds": [], "unknownInputIds": []}
+    assert ended == {"id": turn_id, "origin": "steer", "state": "ended", "stopReason": "end_turn", **lists}
     assert await agent.client.message(sid, 1) == [{"role": "user", "text": "Tidy the imports"}]
     assert [e["text"] for e in await agent.client.message(sid, 2)] == ["And sort them"]
 

@@ -248,7 +248,7 @@ async def test_hostile_corpus_never_kills_the_agent(raw: RawAgent) -> None:
             17,
             "_session/steering",
             {"sessionId": sid, "prompt": [{"type": "text", "text": "x"}], "_meta": _nested(990)},
-        ),  # fmt: skip
+        ),
         (18, "session/prompt", {"sessionId": sid, "prompt": Raw("[" + _nested(990) + "]")}),
         (19, "_session/steering", _steer(sid, "x" * 10_000_000)),
         (20, "_session/steering", _steer(sid, "nul \x00 inside")),

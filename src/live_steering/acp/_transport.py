@@ -215,8 +215,10 @@ class GuardedTransport:
                 request_id = scalars.get("id") if "method" in scalars else None
                 if "method" in scalars and "id" not in scalars:
                     continue  # a notification is never answered
-                await self._answer(error_response(request_id if _valid_id(request_id) else None,
-                                                  INVALID_REQUEST, "Invalid Request", "nested too deeply"))  # fmt: skip
+                answer_id = request_id if _valid_id(request_id) else None
+                await self._answer(
+                    error_response(answer_id, INVALID_REQUEST, "Invalid Request", "nested too deeply")
+                )
                 continue
             except ValueError:
                 await self._answer(error_response(None, PARSE_ERROR, "Parse error", "the line is not JSON"))
