@@ -6,21 +6,32 @@ that a shared, noisy machine changes both sides alike. See ``docs/performance.md
 
 from __future__ import annotations
 
+from ._acp import ACP_FIGURES, run_acp
 from ._suite import FULL, QUICK, TINY, Settings, run_backend
 from ._timing import Figure, figure
 
-__all__ = ["BACKENDS", "FULL", "QUICK", "TINY", "Figure", "Settings", "figure", "run", "run_backend"]
+__all__ = ["ACP_FIGURES", "BACKENDS", "FULL", "GROUPS", "QUICK", "TINY", "Figure", "Settings"]
+__all__ += ["figure", "run", "run_backend"]
 
 BACKENDS = ("asyncio", "trio")
+#: ``core``: the runtime's figures on every backend; ``acp``: ``acp_steer_roundtrip`` (asyncio only).
+GROUPS = ("core", "acp")
 
 
 def run(
-    settings: Settings, backends: tuple[str, ...] = BACKENDS
+    settings: Settings, backends: tuple[str, ...] = BACKENDS, groups: tuple[str, ...] = GROUPS
 ) -> tuple[list[Figure], dict[str, dict[str, float]]]:
-    """Run the suite on each backend; returns every figure and, per backend, the floors in ns."""
+    """Run the suite on each backend; returns every figure and, per backend, the floors in ns.
+
+    The ``acp`` group runs once, on asyncio (the ACP SDK is asyncio-only), when
+    asyncio is among ``backends``; its floor is inside its figure.
+    """
     figures: list[Figure] = []
     floors: dict[str, dict[str, float]] = {}
-    for backend in backends:
-        backend_figures, floors[backend] = run_backend(backend, settings)
-        figures.extend(backend_figures)
+    if "core" in groups:
+        for backend in backends:
+            backend_figures, floors[backend] = run_backend(backend, settings)
+            figures.extend(backend_figures)
+    if "acp" in groups and "asyncio" in backends:
+        figures.extend(run_acp(settings.rounds))
     return figures, floors

@@ -454,3 +454,74 @@ def test_url_and_model_go_together(capsys: pytest.CaptureFixture[str]) -> None:
 
     assert main(["acp", "--model=m"]) == 2
     assert "go together" in capsys.readouterr().err
+
+
+# -- examples/acp_agent.py: the agent docs/acp.md shows -------------------------------------
+
+EXAMPLE = ROOT / "examples" / "acp_agent.py"
+
+
+def completion(text: str) -> bytes:
+    """A whole (non-streamed) chat completion."""
+    message = {"role": "assistant", "content": text}
+    return json.dumps({"choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}).encode()
+
+
+async def test_example_agent_is_steerable(server: ChatServer) -> None:
+    """examples/acp_agent.py: a steer during its model request is written before its next one, same turn."""
+    gate = Gate()
+    server.replies += [Reply(body=completion("Hi"), gate=gate), Reply(body=completion("Shorter: hi"))]
+    client = EditorClient({})
+    env = {**os.environ, "OPENAI_BASE_URL": f"http://127.0.0.1:{server.port}/v1", "MODEL": "test-model"}
+    async with acp.spawn_agent_process(cast("acp.Client", client), sys.executable, str(EXAMPLE), env=env) as (
+        conn,
+        process,
+    ):
+        init = await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+        assert init.field_meta == {"steering": {"supported": True}}
+        agent = Agent(conn, client, process)
+        sid = await agent.session()
+        results: list[Any] = []
+        async with anyio.create_task_group() as tg:
+
+            async def prompt() -> None:
+                results.append(await conn.prompt(session_id=sid, prompt=[acp.text_block("Greet me")]))
+
+            tg.start_soon(prompt)
+            await gate.wait_reached()
+            steer = await agent.steer(sid, "Be brief")
+            assert steer["outcome"] == "injected"
+            gate.release()
+    assert results[0].stop_reason == "end_turn"
+    assert results[0].field_meta["liveSteering"]["appliedInputIds"] == [
+        steer["_meta"]["liveSteering"]["inputId"]
+    ]
+    assert [m["content"] for m in server.requests[1]["messages"]] == ["Greet me", "Hi", "Be brief"]
+    assert client.text() == "HiShorter: hi"
+    assert process.returncode == 0
+
+
+def test_example_agent_is_about_thirty_lines_and_in_the_docs() -> None:
+    """The example has at most 30 lines of code (docstring, blank lines aside); docs/acp.md shows it whole."""
+    text = EXAMPLE.read_text(encoding="utf-8")
+    code = text.split('"""', 2)[2]
+    assert len([line for line in code.splitlines() if line.strip()]) <= 30
+    assert f"```python\n{text}```" in (ROOT / "docs" / "acp.md").read_text(encoding="utf-8")
+
+
+def test_public_agents_use_no_private_name() -> None:
+    """The scripted agent, the real-model agent and the example import only public live_steering names."""
+    import ast
+
+    sources = [ROOT / "src/live_steering/acp/scripted.py", ROOT / "src/live_steering/acp/chat_completions.py",
+               EXAMPLE]  # fmt: skip
+    for path in sources:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("live_steering"):
+                assert not any(part.startswith("_") for part in node.module.split(".")), (
+                    path.name,
+                    node.module,
+                )
+                assert not any(alias.name.startswith("_") for alias in node.names), (path.name, node.module)
+            if isinstance(node, ast.ImportFrom) and node.level:
+                raise AssertionError(f"{path.name}: a relative import ({node.module}) is not the public API")

@@ -370,12 +370,12 @@ async def test_turn_ending_in_the_race_is_treated_as_idle(
     await harness.running()
     session = harness.session
 
-    async def closes_first(input: Input, generation_id: str) -> Receipt:
+    def closes_first(input: Input, generation_id: str) -> Receipt:
         session.cancel()  # the turn ends as the steer reaches it
         return Receipt(accepted=False, input_id=input.id, generation_id=generation_id, disposition=None,
                        reason="finishing")  # fmt: skip
 
-    monkeypatch.setattr(session.runtime, "submit_steering", closes_first)
+    monkeypatch.setattr(session.runtime, "submit_steering_nowait", closes_first)
     result = await harness.steer("Late", prompt_required=prompt_required)
     assert result.outcome.value == outcome
     assert [t["id"] for t in harness.channel.turns("ended")] == ["s1-turn-1"]
@@ -386,10 +386,10 @@ async def test_unexpected_failure_is_failed(harness: Harness, monkeypatch: pytes
     """An internal error while steering answers outcome 'failed' instead of raising."""
     await harness.running()
 
-    async def broken(input: Input, generation_id: str) -> Receipt:
+    def broken(input: Input, generation_id: str) -> Receipt:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(harness.session.runtime, "submit_steering", broken)
+    monkeypatch.setattr(harness.session.runtime, "submit_steering_nowait", broken)
     result = await harness.steer("Go left")
     assert (result.outcome, result.reason) == (SteerOutcome.FAILED, "internal-error: RuntimeError")
 
@@ -398,11 +398,11 @@ async def test_other_refusals_map_to_failed(harness: Harness, monkeypatch: pytes
     """A refusal that is not the end-of-turn race (here: capacity) answers 'failed' with its reason."""
     await harness.running()
 
-    async def full(input: Input, generation_id: str) -> Receipt:
+    def full(input: Input, generation_id: str) -> Receipt:
         return Receipt(accepted=False, input_id=input.id, generation_id=generation_id, disposition=None,
                        reason="capacity")  # fmt: skip
 
-    monkeypatch.setattr(harness.session.runtime, "submit_steering", full)
+    monkeypatch.setattr(harness.session.runtime, "submit_steering_nowait", full)
     result = await harness.steer("Go left")
     assert (result.outcome, result.reason) == (SteerOutcome.FAILED, "capacity")
 

@@ -716,7 +716,14 @@ class SteeringSession:
         unexpected failure is the outcome ``failed``, never an exception.
         """
         input_id = steer_input_id(self.session_id, steer_id=request.steer_id, request_id=request_id)
-        async with self._lock:
+        # The lock's fast path: free and nobody queued, it is taken without a yield. A steer
+        # then decides with no await at all (the nowait submit), which keeps a steer's round
+        # trip close to a request the SDK answers at once (acp_steer_roundtrip).
+        try:
+            self._lock.acquire_nowait()
+        except anyio.WouldBlock:
+            await self._lock.acquire()
+        try:
             if input_id is None:
                 input_id = Input("steer", request.text).id  # a fresh random id: no retry identity
             try:
@@ -728,6 +735,8 @@ class SteeringSession:
                 return SteerResult(
                     SteerOutcome.FAILED, input_id, reason=f"internal-error: {type(error).__name__}"
                 )
+        finally:
+            self._lock.release()
 
     async def _decide(self, request: SteerRequest, input_id: str) -> SteerResult:
         steer = Input("steer", request.text, id=input_id)
@@ -739,7 +748,7 @@ class SteeringSession:
             return attrs.evolve(result, repeated=True)
         # A retry of an injected steer: the runtime answers with its current receipt (C10).
         if (known := self.runtime.receipt(input_id)) is not None:
-            receipt = await self.runtime.submit_steering(steer, known.generation_id)
+            receipt = self.runtime.submit_steering_nowait(steer, known.generation_id)
             if not receipt.accepted:
                 return _refused(input_id, receipt)  # identity-conflict (other text) raises invalidParams
             return SteerResult(
@@ -749,7 +758,7 @@ class SteeringSession:
             await turn.opened.wait()
             generation = self.runtime.generation
             if generation is not None and generation["id"] == turn.id:
-                receipt = await self.runtime.submit_steering(steer, turn.id)
+                receipt = self.runtime.submit_steering_nowait(steer, turn.id)
                 if receipt.accepted:
                     return SteerResult(SteerOutcome.INJECTED, input_id, receipt=receipt, turn_id=turn.id)
                 if receipt.reason not in (RefusalReason.FINISHING, RefusalReason.STALE_GENERATION):
