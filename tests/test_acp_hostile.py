@@ -257,6 +257,12 @@ async def test_hostile_corpus_never_kills_the_agent(raw: RawAgent) -> None:
         (23, "session/new", 5),
         (24, "session/cancel", {"sessionId": 5}),  # a notification sent as a request
         (25, "_session/steering", _steer(sid, "x", id="y" * 129)),
+        (
+            26,
+            "session/prompt",
+            {"sessionId": "no-such-session", "prompt": [{"type": "text", "text": "y" * 10**7}]},
+        ),
+        (27, "__session/steering", _steer(sid, "x")),  # ext_method("_session/steering") from the SDK
     ]
     await raw.send_lines(*(_line(i, m, p) for i, m, p in requests))
     await raw.send_lines(
@@ -275,6 +281,8 @@ async def test_hostile_corpus_never_kills_the_agent(raw: RawAgent) -> None:
     for request_id in (17, 18):
         assert (await raw.answer(request_id))["error"]["data"]["details"] == "nested too deeply"
     assert (await raw.answer(31))["error"]["code"] == -32600
+    hint = (await raw.answer(27))["error"]["data"]["hint"]
+    assert 'ext_method("session/steering"' in hint
     assert (await raw.answer(30))["error"]["code"] == -32600  # the batch element, answered by its id
     null_answers = [m for m in raw.messages if "method" not in m and m.get("id") is None]
     assert {a["error"]["code"] for a in null_answers} <= {-32600, -32700}

@@ -307,6 +307,9 @@ class SteeringAgent:
 
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         if f"_{method}" != STEER_METHOD:
+            if method == STEER_METHOD:  # "__session/steering" on the wire: the SDK added a second "_"
+                hint = '"_session/steering"; from the SDK\'s client: ext_method("session/steering", ...)'
+                raise acp.RequestError(-32601, "Method not found", {"method": f"_{method}", "hint": hint})
             raise acp.RequestError.method_not_found(f"_{method}")
         try:
             request = parse_steer_request(params)
