@@ -8,7 +8,7 @@ gates on the channel, so every race here is a written sequence.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
@@ -579,61 +579,12 @@ async def test_cancel_never_interrupts_a_write(task_group: anyio.abc.TaskGroup) 
     assert results[0].applied_input_ids == (steer.input_id,)
 
 
-async def test_write_that_raises_is_unknown_and_published(task_group: anyio.abc.TaskGroup) -> None:
-    """A writer that raises fails the turn; its steer is unknown (write-interrupted), listed, published."""
-    started = anyio.Event()
-    release = anyio.Event()
-
-    async def broken_writer(steer: Input, metadata: Any) -> None:
-        raise OSError("disk full")
-
-    async def run_turn(turn: Turn) -> None:
-        await turn.boundary(broken_writer)
-        started.set()
-        await release.wait()
-        await turn.boundary(broken_writer)
-
-    harness = Harness(task_group, run_turn=run_turn)
-    failures: list[_TurnFailed] = []
-
-    async def prompt() -> None:
-        with pytest.raises(_TurnFailed) as caught:
-            await harness.session.run_prompt("Go")
-        failures.append(caught.value)
-
-    task_group.start_soon(prompt)
-    with anyio.fail_after(10):
-        await started.wait()
-    steer = await harness.steer("Lost?")
-    release.set()
-    with anyio.fail_after(10):
-        while not failures:
-            await harness.channel.changed.wait()
-    data = failures[0].data
-    assert data["details"] == "the turn failed: OSError"
-    assert data["liveSteering"]["unknownInputIds"] == [steer.input_id]
-    assert harness.channel.settled() == [
-        {
-            "inputId": steer.input_id,
-            "turnId": "s1-turn-1",
-            "disposition": "unknown",
-            "reason": "write-interrupted",
-        }
-    ]
-    assert [t["state"] for t in harness.channel.turns("failed")] == ["failed"]
-
-
-async def test_turn_error_is_the_clients_message_and_holds(task_group: anyio.abc.TaskGroup) -> None:
-    """TurnError ends the turn with its message and data; pending steers are held generation-failed."""
-    started = anyio.Event()
-    release = anyio.Event()
-
-    async def run_turn(turn: Turn) -> None:
-        started.set()
-        await release.wait()
-        raise TurnError("the model endpoint answered HTTP 503", status=503)
-
-    harness = Harness(task_group, run_turn=run_turn)
+async def _failing_turn_with_a_steer(
+    task_group: anyio.abc.TaskGroup, make_run_turn: Callable[[anyio.Event, anyio.Event], RunTurn]
+) -> tuple[Harness, SteerResult, _TurnFailed]:
+    """Run a prompt whose turn fails; steer after ``started`` is set, then set ``release``."""
+    started, release = anyio.Event(), anyio.Event()
+    harness = Harness(task_group, run_turn=make_run_turn(started, release))
     failures: list[_TurnFailed] = []
 
     async def prompt() -> None:
@@ -649,9 +600,47 @@ async def test_turn_error_is_the_clients_message_and_holds(task_group: anyio.abc
     with anyio.fail_after(10):
         while not failures:
             await harness.channel.changed.wait()
-    assert failures[0].data["details"] == "the model endpoint answered HTTP 503"
-    assert failures[0].data["status"] == 503
-    assert failures[0].data["liveSteering"]["heldInputIds"] == [steer.input_id]
+    return harness, steer, failures[0]
+
+
+async def test_write_that_raises_is_unknown_and_published(task_group: anyio.abc.TaskGroup) -> None:
+    """A writer that raises fails the turn; its steer is unknown (write-interrupted), listed, published."""
+
+    async def broken_writer(steer: Input, metadata: Any) -> None:
+        raise OSError("disk full")
+
+    def make(started: anyio.Event, release: anyio.Event) -> RunTurn:
+        async def run_turn(turn: Turn) -> None:
+            await turn.boundary(broken_writer)
+            started.set()
+            await release.wait()
+            await turn.boundary(broken_writer)
+
+        return run_turn
+
+    harness, steer, failure = await _failing_turn_with_a_steer(task_group, make)
+    assert failure.data["details"] == "the turn failed: OSError"
+    assert failure.data["liveSteering"]["unknownInputIds"] == [steer.input_id]
+    unknown = {"disposition": "unknown", "reason": "write-interrupted"}
+    assert harness.channel.settled() == [{"inputId": steer.input_id, "turnId": "s1-turn-1", **unknown}]
+    assert [t["state"] for t in harness.channel.turns("failed")] == ["failed"]
+
+
+async def test_turn_error_is_the_clients_message_and_holds(task_group: anyio.abc.TaskGroup) -> None:
+    """TurnError ends the turn with its message and data; pending steers are held generation-failed."""
+
+    def make(started: anyio.Event, release: anyio.Event) -> RunTurn:
+        async def run_turn(turn: Turn) -> None:
+            started.set()
+            await release.wait()
+            raise TurnError("the model endpoint answered HTTP 503", status=503)
+
+        return run_turn
+
+    harness, steer, failure = await _failing_turn_with_a_steer(task_group, make)
+    assert failure.data["details"] == "the model endpoint answered HTTP 503"
+    assert failure.data["status"] == 503
+    assert failure.data["liveSteering"]["heldInputIds"] == [steer.input_id]
     receipt = harness.session.runtime.receipt(steer.input_id)
     assert receipt is not None
     assert (receipt.disposition, receipt.reason) == (Disposition.HELD, "generation-failed")
