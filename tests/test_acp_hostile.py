@@ -17,6 +17,7 @@ import json
 import signal
 import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -373,3 +374,20 @@ async def test_sigterm_mid_turn_answers_cancelled_and_holds(raw: RawAgent) -> No
         "inputId": input_id, "turnId": "sess-1-turn-1", "disposition": "held", "reason": "generation-stopped"
     }  # fmt: skip
     assert await raw.wait_exit() == 0
+
+
+def test_stdin_and_stdout_that_are_files(tmp_path: Path) -> None:
+    """Stdin from a file (the event loop cannot watch one) and stdout to a file: served, then exit 0."""
+    import subprocess
+
+    requests = tmp_path / "in.jsonl"
+    lines = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}, 5]
+    requests.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    answers = tmp_path / "out.jsonl"
+    with requests.open("rb") as stdin, answers.open("wb") as stdout:
+        done = subprocess.run([sys.executable, "-m", "live_steering._cli", "acp"], stdin=stdin, stdout=stdout,
+                              stderr=subprocess.PIPE, timeout=WAIT, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    messages = [json.loads(line) for line in answers.read_text().splitlines()]
+    assert all(valid_jsonrpc(m) for m in messages)
+    assert sorted(str(m["id"]) for m in messages) == ["1", "None"]

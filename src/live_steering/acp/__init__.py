@@ -68,7 +68,7 @@ from ._session import (
     parse_steer_request,
     prompt_text,
 )
-from ._transport import REQUEST_ID, GuardedTransport
+from ._transport import REQUEST_ID, GuardedTransport, open_stdio
 
 __all__ = [
     "DISPOSITION_META",
@@ -338,9 +338,8 @@ async def serve_stdio(agent: SteeringAgent) -> None:
     function returns.
     """
     from acp.agent.connection import AgentSideConnection
-    from acp.stdio import stdio_streams
 
-    reader, writer = await stdio_streams(limit=1024 * 1024)
+    reader, writer = await open_stdio()
     transport = GuardedTransport(reader, writer)
     async with anyio.create_task_group() as tg:
         agent.bind(tg)

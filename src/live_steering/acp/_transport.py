@@ -27,9 +27,13 @@ import contextlib
 import contextvars
 import json
 import logging
-from typing import Any, Final
+import os
+import selectors
+import sys
+import threading
+from typing import Any, Final, Protocol
 
-__all__ = ["MAX_LINE_BYTES", "REQUEST_ID", "GuardedTransport"]
+__all__ = ["MAX_LINE_BYTES", "REQUEST_ID", "GuardedTransport", "open_stdio"]
 
 _log = logging.getLogger(__name__)
 
@@ -166,7 +170,7 @@ class GuardedTransport:
     can wait until every answer is written (``wait_answered``).
     """
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, reader: asyncio.StreamReader, writer: Writer) -> None:
         self._reader = reader
         self._writer = writer
         self._lock = asyncio.Lock()
@@ -278,6 +282,83 @@ class GuardedTransport:
         self._answered.set()
         with contextlib.suppress(OSError, RuntimeError):  # the pipe may be gone already
             self._writer.close()
+
+
+class Writer(Protocol):
+    """What the transport writes to: an ``asyncio.StreamWriter`` or ``_FileWriter``."""
+
+    def write(self, data: bytes) -> None: ...
+
+    async def drain(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def _pollable(fd: int) -> bool:
+    """True when the event loop can watch ``fd`` (a pipe, a socket, a terminal; not /dev/null or a file)."""
+    selector = selectors.DefaultSelector()
+    try:
+        selector.register(fd, selectors.EVENT_READ)
+    except (OSError, ValueError):
+        return False
+    finally:
+        selector.close()
+    return True
+
+
+class _FileWriter:
+    """Stdout that is a file (or /dev/null): plain blocking writes, which never wait on a reader."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view) :]
+
+    async def drain(self) -> None:
+        await asyncio.sleep(0)
+
+    def close(self) -> None:
+        pass
+
+
+def _feed_from_thread(loop: asyncio.AbstractEventLoop, reader: asyncio.StreamReader, fd: int) -> None:
+    """Stdin the loop cannot watch (a file, /dev/null): read it in a daemon thread."""
+
+    def pump() -> None:
+        try:
+            while data := os.read(fd, 1 << 16):
+                loop.call_soon_threadsafe(reader.feed_data, data)
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is reading
+                loop.call_soon_threadsafe(reader.feed_eof)
+
+    threading.Thread(target=pump, name="live-steering-stdin", daemon=True).start()
+
+
+async def open_stdio(limit: int = 1 << 20) -> tuple[asyncio.StreamReader, Writer]:
+    """This process's stdin and stdout as an asyncio reader and a writer, whatever they are.
+
+    Pipes, sockets and terminals are watched by the event loop (as the SDK's own
+    ``stdio_streams`` does); a stdin or stdout the loop cannot watch (a file,
+    ``/dev/null``: epoll refuses them) is served by a thread or by blocking
+    writes, instead of hanging forever.
+    """
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=limit)
+    stdin, stdout = sys.stdin.fileno(), sys.stdout.fileno()
+    if _pollable(stdin):
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    else:
+        _feed_from_thread(loop, reader, stdin)
+    if _pollable(stdout):
+        transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, sys.stdout)
+        return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
+    return reader, _FileWriter(stdout)
 
 
 def _key(request_id: object) -> object:
