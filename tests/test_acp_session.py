@@ -724,3 +724,31 @@ async def test_thousand_steer_burst_is_one_ordered_batch(harness: Harness) -> No
     harness.pace.release(1)
     await harness.channel.wait("request", 2)
     assert harness.steers_in(2) == [f"burst {n}" for n in range(1_000)]
+
+
+async def test_boundary_after_the_turn_finished_is_a_failure(task_group: anyio.abc.TaskGroup) -> None:
+    """A run_turn that calls boundary after the checkpoint said done has a bug: the turn fails, loudly."""
+
+    async def run_turn(turn: Turn) -> None:
+        await turn.boundary(lambda steer, metadata: None)
+        assert not turn.continue_after_checkpoint()
+        await turn.boundary(lambda steer, metadata: None)
+
+    harness = Harness(task_group, run_turn=run_turn)
+    with pytest.raises(_TurnFailed) as caught:
+        await harness.session.run_prompt("Go")
+    assert caught.value.data["details"] == "the turn failed: GenerationClosedError"
+    assert [t["state"] for t in harness.channel.turns("failed")] == ["failed"]
+
+
+async def test_agent_without_a_task_group_says_so() -> None:
+    """A SteeringAgent served without serve_stdio and without bind() refuses session/new clearly."""
+    from live_steering.acp import SteeringAgent
+
+    async def run_turn(turn: Turn) -> None:
+        raise AssertionError("never runs")
+
+    agent = SteeringAgent(run_turn)
+    agent.on_connect(object())  # type: ignore[arg-type]
+    with pytest.raises(RuntimeError, match=r"bind\(task_group\) first"):
+        await agent.new_session(cwd="/")

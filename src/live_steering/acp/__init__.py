@@ -176,9 +176,9 @@ class SteeringAgent:
     16,000). ``image``/``audio``: what ``promptCapabilities`` advertises (your
     ``run_turn`` then reads those blocks from ``turn.blocks``).
 
-    Serve it with ``serve_stdio(agent)``, or hand it to ``acp.run_agent`` yourself
-    (then call ``await agent.aclose()`` at the end). Subclass it to add ACP
-    methods; ``session(id)`` gives a session's ``SteeringSession``.
+    Serve it with ``serve_stdio(agent)``, or with ``acp.run_agent`` yourself (see
+    ``bind``). Subclass it to add ACP methods; ``session(id)`` gives a session's
+    ``SteeringSession``.
     """
 
     def __init__(
@@ -205,7 +205,6 @@ class SteeringAgent:
         self._client_capabilities: ClientCapabilities | None = None
         self._sessions: dict[str, SteeringSession] = {}
         self._tg: anyio.abc.TaskGroup | None = None
-        self._own_tg: anyio.abc.TaskGroup | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -213,13 +212,23 @@ class SteeringAgent:
         self._conn = conn
 
     def bind(self, task_group: anyio.abc.TaskGroup) -> None:
-        """Run turns started by steers in ``task_group`` (``serve_stdio`` does this)."""
+        """Run turns started by steers in ``task_group``; ``serve_stdio`` does this for you.
+
+        Serving the agent with ``acp.run_agent`` yourself::
+
+            async with anyio.create_task_group() as tg:
+                agent.bind(tg)
+                try:
+                    await acp.run_agent(agent)
+                finally:
+                    tg.cancel_scope.cancel()
+                    await agent.aclose()
+        """
         self._tg = task_group
 
-    async def _task_group(self) -> anyio.abc.TaskGroup:
-        if self._tg is None:  # served by acp.run_agent directly: own a task group until aclose()
-            self._own_tg = anyio.create_task_group()
-            self._tg = await self._own_tg.__aenter__()
+    def _task_group(self) -> anyio.abc.TaskGroup:
+        if self._tg is None:
+            raise RuntimeError("SteeringAgent.bind(task_group) first, or serve it with serve_stdio(agent)")
         return self._tg
 
     def session(self, session_id: object) -> SteeringSession | None:
@@ -240,10 +249,6 @@ class SteeringAgent:
         """Cancel running turns and close every session's runtime."""
         for session in self._sessions.values():
             await session.aclose()
-        if self._own_tg is not None:
-            own, self._own_tg = self._own_tg, None
-            own.cancel_scope.cancel()
-            await own.__aexit__(None, None, None)
 
     # -- ACP methods -------------------------------------------------------------------------
 
@@ -267,7 +272,7 @@ class SteeringAgent:
         self._sessions[session_id] = SteeringSession(
             session_id,
             _Channel(self._conn, session_id, self._client_capabilities),
-            await self._task_group(),
+            self._task_group(),
             self._run_turn,
             cwd=cwd,
             max_requests=self._max_requests,

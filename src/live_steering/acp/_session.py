@@ -579,7 +579,9 @@ class SteeringSession:
                             returned = await self._run_turn(turn)
             except (GenerationClosedError, RuntimeClosedError):
                 # The stop signal of a cancelled or exhausted turn: how a stopped turn ends.
-                if (gen.terminal_event or {}).get("reason") is None:
+                # Anything else (a boundary after the turn finished) is the author's bug: raised.
+                terminal = gen.terminal_event or {}
+                if "error" in terminal or terminal.get("reason") is None:
                     raise
         except BaseException as exc:
             record.failed = True
