@@ -363,6 +363,31 @@ async def test_read_outside_the_project_asks_permission(server: ChatServer, agen
     }  # fmt: skip
 
 
+def _completion(text: str, finish: str = "stop") -> bytes:
+    """A whole (non-streamed) chat completion."""
+    message = {"role": "assistant", "content": text}
+    return json.dumps({"choices": [{"index": 0, "message": message, "finish_reason": finish}]}).encode()
+
+
+@pytest.mark.parametrize(
+    ("reply", "stop_reason", "text"),
+    [
+        pytest.param(Reply(body=_completion("Whole reply")), "end_turn", "Whole reply", id="not-streamed"),
+        pytest.param(Reply(chunk("Cut"), chunk(finish="length")), "max_tokens", "Cut", id="length"),
+        pytest.param(Reply(chunk(finish="content_filter")), "refusal", "", id="content-filter"),
+    ],
+)
+async def test_replies_and_their_stop_reasons(
+    server: ChatServer, agent: Agent, reply: Reply, stop_reason: str, text: str
+) -> None:
+    """A server that ignores 'stream' still works; finish_reason length / content_filter map to ACP's."""
+    server.replies.append(reply)
+    sid = await agent.session()
+    response = await agent.conn.prompt(session_id=sid, prompt=[acp.text_block("Hi")])
+    assert response.stop_reason == stop_reason
+    assert agent.client.text() == text
+
+
 ERRORS = [
     pytest.param(Reply(status=500, body=b"upstream exploded"), "HTTP 500: upstream exploded", id="5xx"),
     pytest.param(Reply(status=401, body=f'{{"error": "bad key {KEY}"}}'.encode()), "HTTP 401", id="4xx"),
@@ -461,16 +486,10 @@ def test_url_and_model_go_together(capsys: pytest.CaptureFixture[str]) -> None:
 EXAMPLE = ROOT / "examples" / "acp_agent.py"
 
 
-def completion(text: str) -> bytes:
-    """A whole (non-streamed) chat completion."""
-    message = {"role": "assistant", "content": text}
-    return json.dumps({"choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}).encode()
-
-
 async def test_example_agent_is_steerable(server: ChatServer) -> None:
     """examples/acp_agent.py: a steer during its model request is written before its next one, same turn."""
     gate = Gate()
-    server.replies += [Reply(body=completion("Hi"), gate=gate), Reply(body=completion("Shorter: hi"))]
+    server.replies += [Reply(body=_completion("Hi"), gate=gate), Reply(body=_completion("Shorter: hi"))]
     client = EditorClient({})
     env = {**os.environ, "OPENAI_BASE_URL": f"http://127.0.0.1:{server.port}/v1", "MODEL": "test-model"}
     async with acp.spawn_agent_process(cast("acp.Client", client), sys.executable, str(EXAMPLE), env=env) as (
