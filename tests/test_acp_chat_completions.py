@@ -11,6 +11,7 @@ asyncio; a gate, not a sleep, decides when a steer arrives.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -45,6 +46,7 @@ pytestmark = pytest.mark.anyio
 
 WAIT = 20  # seconds: a hang becomes a failure; never an ordering tool
 KEY = "sk-test-secret-4f1c"
+MAX_HEAD = 65_536  # bytes of request head the loopback server reads at most
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -101,44 +103,51 @@ class ChatServer:
         await listener.serve(self._handle)
 
     async def _handle(self, stream: anyio.abc.SocketStream) -> None:
-        async with stream:
-            data = b""
-            while b"\r\n\r\n" not in data:
-                data += await stream.receive()
-            head, _, body = data.partition(b"\r\n\r\n")
-            lines = head.decode().split("\r\n")
-            headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
-            length = int(headers.get("content-length", "0"))
-            while len(body) < length:
-                body += await stream.receive()
-            self.headers.append(headers)
-            self.requests.append(json.loads(body))
-            reply = self.replies.pop(0)
-            self.changed.set()
-            self.changed = anyio.Event()
-            if reply.gate is not None:
-                await reply.gate.passage()
-            if reply.hang:
-                await anyio.sleep_forever()
-            if reply.status != 200 or reply.body is not None:
-                payload = reply.body or b'{"error": {"message": "scripted failure"}}'
-                status_line = (
-                    f"HTTP/1.1 {reply.status} X\r\nContent-Type: application/json\r\n"
-                    f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n"
-                )
-                await stream.send(status_line.encode() + payload)
-                return
-            await stream.send(
-                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+        # The agent may hang up at any point (a cancel, its own timeout): that ends this
+        # exchange quietly, never the server.
+        with contextlib.suppress(anyio.EndOfStream, anyio.BrokenResourceError, ConnectionError):
+            async with stream:
+                await self._exchange(stream)
+
+    async def _exchange(self, stream: anyio.abc.SocketStream) -> None:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            if len(data) > MAX_HEAD:
+                raise ConnectionError("request head too long")
+            data += await stream.receive()
+        head, _, body = data.partition(b"\r\n\r\n")
+        lines = head.decode().split("\r\n")
+        headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+        length = int(headers.get("content-length", "0"))
+        while len(body) < length:  # bounded: each receive brings at least one byte
+            body += await stream.receive()
+        self.headers.append(headers)
+        self.requests.append(json.loads(body))
+        reply = self.replies.pop(0)
+        self.changed.set()
+        self.changed = anyio.Event()
+        if reply.gate is not None:
+            await reply.gate.passage()
+        if reply.hang:
+            await stream.receive()  # say nothing until the agent gives up and hangs up
+            return
+        if reply.status != 200 or reply.body is not None:
+            payload = reply.body or b'{"error": {"message": "scripted failure"}}'
+            status_line = (
+                f"HTTP/1.1 {reply.status} X\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n"
             )
-            for event in reply.events:
-                if isinstance(event, Gate):
-                    await event.passage()
-                elif isinstance(event, bytes):
-                    await stream.send(event)
-                else:
-                    await stream.send(b"data: " + json.dumps(event).encode() + b"\n\n")
-            await stream.send(b"data: [DONE]\n\n")
+            await stream.send(status_line.encode() + payload)
+            return
+        await stream.send(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
+        for event in reply.events:
+            if isinstance(event, Gate):
+                await event.passage()
+            elif isinstance(event, bytes):
+                await stream.send(event)
+            else:
+                await stream.send(b"data: " + json.dumps(event).encode() + b"\n\n")
+        await stream.send(b"data: [DONE]\n\n")
 
     async def request(self, n: int) -> dict[str, Any]:
         """The ``n``-th request (1-based), waiting for it."""
