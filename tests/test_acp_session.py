@@ -752,3 +752,15 @@ async def test_agent_without_a_task_group_says_so() -> None:
     agent.on_connect(object())  # type: ignore[arg-type]
     with pytest.raises(RuntimeError, match=r"bind\(task_group\) first"):
         await agent.new_session(cwd="/")
+
+
+def test_public_names_of_live_steering_acp() -> None:
+    """live_steering.acp exports exactly its public API, and each name resolves."""
+    import live_steering.acp as public
+
+    assert set(public.__all__) == {
+        "DISPOSITION_META", "STEER_METHOD", "RunTurn", "SteerOutcome", "SteerResult", "SteeringAgent",
+        "SteeringSession", "Turn", "TurnError", "TurnResult", "serve_stdio",
+    }  # fmt: skip
+    assert all(getattr(public, name) is not None for name in public.__all__)
+    assert public.STEER_METHOD == "_session/steering"
