@@ -19,16 +19,15 @@ from hypothesis import strategies as st
 
 from live_steering import Disposition, Input, Receipt
 from live_steering.acp import Turn, TurnError
-from live_steering.acp._session import (
+from live_steering.acp._session import SteeringSession, _TurnFailed
+from live_steering.acp._turn import RunTurn
+from live_steering.acp._wire import (
     ErrorKind,
-    RunTurn,
-    SteeringSession,
     SteerOutcome,
     SteerRejected,
     SteerRequest,
     SteerResult,
     TurnBusyError,
-    _TurnFailed,
     parse_steer_request,
     prompt_text,
     steer_input_id,

@@ -52,23 +52,18 @@ from acp.schema import (
     ToolCallUpdate,
 )
 
-from ._session import (
-    DEFAULT_MAX_REQUESTS,
+from ._session import DEFAULT_MAX_REQUESTS, SteeringSession, _TurnFailed
+from ._transport import REQUEST_ID, GuardedTransport, open_stdio
+from ._turn import RunTurn, Turn, TurnError, TurnResult
+from ._wire import (
     ErrorKind,
-    RunTurn,
-    SteeringSession,
     SteerOutcome,
     SteerRejected,
     SteerResult,
-    Turn,
     TurnBusyError,
-    TurnError,
-    TurnResult,
-    _TurnFailed,
     parse_steer_request,
     prompt_text,
 )
-from ._transport import REQUEST_ID, GuardedTransport, open_stdio
 
 __all__ = [
     "DISPOSITION_META",
