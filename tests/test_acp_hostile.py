@@ -69,13 +69,18 @@ class RawAgent:
         self.invalid: list[bytes] = []
         self.changed = anyio.Event()
         self._stderr: list[bytes] = []
+        self._stderr_closed = anyio.Event()
 
     async def read_stderr(self) -> None:
         assert self.process.stderr is not None
         async for chunk in self.process.stderr:
             self._stderr.append(chunk)
+        self._stderr_closed.set()
 
-    def errors(self) -> str:
+    async def errors(self) -> str:
+        """Everything the agent wrote on stderr (waits for the end of it)."""
+        with anyio.fail_after(WAIT):
+            await self._stderr_closed.wait()
         return b"".join(self._stderr).decode("utf-8", "replace")
 
     async def read(self) -> None:
@@ -297,6 +302,7 @@ async def test_hostile_corpus_never_kills_the_agent(raw: RawAgent) -> None:
     assert raw.process.stdin is not None
     await raw.process.stdin.aclose()
     assert await raw.wait_exit() == 0
+    assert "Traceback" not in await raw.errors()
 
 
 async def test_burst_of_a_thousand_steers_lands_in_order(raw: RawAgent) -> None:
@@ -359,7 +365,7 @@ async def test_client_disconnect_mid_turn_exits_cleanly(raw: RawAgent) -> None:
     assert raw.process.stdin is not None
     await raw.process.stdin.aclose()
     assert await raw.wait_exit() == 0
-    assert "Traceback" not in raw.errors()
+    assert "Traceback" not in await raw.errors()
 
 
 async def test_sigterm_mid_turn_answers_cancelled_and_holds(raw: RawAgent) -> None:
@@ -374,6 +380,7 @@ async def test_sigterm_mid_turn_answers_cancelled_and_holds(raw: RawAgent) -> No
         "inputId": input_id, "turnId": "sess-1-turn-1", "disposition": "held", "reason": "generation-stopped"
     }  # fmt: skip
     assert await raw.wait_exit() == 0
+    assert "Traceback" not in await raw.errors()
 
 
 def test_stdin_and_stdout_that_are_files(tmp_path: Path) -> None:

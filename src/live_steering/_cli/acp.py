@@ -41,6 +41,21 @@ def _base_url(value: str) -> str:
     return value
 
 
+class _OneLineProtocolErrors(logging.Filter):
+    """The SDK logs a whole traceback for each protocol error it answers or drops (say, a
+    notification for a method nobody serves); a hostile client could fill stderr with them.
+    Keep them, as one line each."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        import acp
+
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, acp.RequestError):
+            record.msg, record.args = f"{record.getMessage()}: {error} {error.data or ''}".rstrip(), ()
+            record.exc_info = record.exc_text = None
+        return True
+
+
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "acp",
@@ -111,6 +126,8 @@ def run(args: argparse.Namespace) -> int:
     from ..acp import SteeringAgent, serve_stdio
 
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="live-steering acp: %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_OneLineProtocolErrors())
     agent: SteeringAgent
     if args.openai_base_url is not None:
         from ..acp.chat_completions import ChatCompletionsAgent, ChatCompletionsConfig, api_key_from_env
