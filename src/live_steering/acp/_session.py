@@ -357,7 +357,8 @@ class SteeringSession:
                 SteerOutcome.INJECTED, input_id, receipt=receipt, turn_id=receipt.generation_id, repeated=True
             )
         while (turn := self._turn) is not None:
-            await turn.opened.wait()
+            if not turn.opened.is_set():  # a set anyio Event still yields in wait(): skip it
+                await turn.opened.wait()
             generation = self.runtime.generation
             if generation is not None and generation["id"] == turn.id:
                 receipt = self.runtime.submit_steering_nowait(steer, turn.id)
