@@ -225,7 +225,10 @@ class ChatCompletionsAgent(SteeringAgent):
                 "kind": "read",
                 "status": "pending",
             }
-            choice = await turn.request_permission(tool_call, options)
+            try:
+                choice = await turn.request_permission(tool_call, options)
+            except acp.RequestError:  # a client without the method: nobody allowed it
+                choice = None
             if choice != _ALLOW:
                 await turn.update(acp.update_tool_call(call.id, status="failed", raw_output="not allowed"))
                 return "error: the user did not allow reading this file"
