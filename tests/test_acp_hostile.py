@@ -398,3 +398,41 @@ def test_stdin_and_stdout_that_are_files(tmp_path: Path) -> None:
     messages = [json.loads(line) for line in answers.read_text().splitlines()]
     assert all(valid_jsonrpc(m) for m in messages)
     assert sorted(str(m["id"]) for m in messages) == ["1", "None"]
+
+
+class _Captured:
+    """A writer for the transport that keeps what it was given."""
+
+    def __init__(self) -> None:
+        self.data = b""
+
+    def write(self, data: bytes) -> None:
+        self.data += data
+
+    async def drain(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+async def test_an_over_long_line_is_skipped_and_answered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A line over MAX_LINE_BYTES is read to its end in chunks, answered -32600, and the next one served."""
+    import asyncio
+
+    from live_steering.acp import _transport
+
+    monkeypatch.setattr(_transport, "MAX_LINE_BYTES", 1_000)
+    reader = asyncio.StreamReader(limit=100)  # smaller than the line: the chunked path
+    good = {"jsonrpc": "2.0", "id": 9, "method": "initialize", "params": {"protocolVersion": 1}}
+    reader.feed_data(b'{"a": "' + b"x" * 5_000 + b'"}\n' + json.dumps(good).encode() + b"\n")
+    reader.feed_eof()
+    writer = _Captured()
+    transport = _transport.GuardedTransport(reader, writer)
+    assert await transport.receive() == good
+    assert await transport.receive() is None
+    [answer] = [json.loads(line) for line in writer.data.splitlines()]
+    assert (answer["id"], answer["error"]["code"], answer["error"]["data"]["details"]) == (
+        None, -32600, "the line is too long"
+    )  # fmt: skip
+    assert transport.outstanding == 1  # the initialize, handed on, not answered yet
