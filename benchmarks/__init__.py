@@ -6,28 +6,38 @@ that a shared, noisy machine changes both sides alike. See ``docs/performance.md
 
 from __future__ import annotations
 
+from ._acp import ACP_FIGURES, run_acp
 from ._suite import FULL, QUICK, TINY, Settings, run_backend
 from ._timing import Figure, figure
 from .bench_hook import measure_hook_command
 
-__all__ = ["BACKENDS", "FULL", "QUICK", "TINY", "Figure", "Settings", "figure", "run", "run_backend"]
+__all__ = ["ACP_FIGURES", "BACKENDS", "FULL", "GROUPS", "QUICK", "TINY", "Figure", "Settings"]
+__all__ += ["figure", "run", "run_backend"]
 
 BACKENDS = ("asyncio", "trio")
+#: ``core``: the runtime's figures on every backend; ``acp``: ``acp_steer_roundtrip`` (asyncio only);
+#: ``hook``: ``hook_command``, measured once with processes (``backend: "process"``).
+GROUPS = ("core", "acp", "hook")
 
 
 def run(
-    settings: Settings, backends: tuple[str, ...] = BACKENDS, *, hook_command: bool = True
+    settings: Settings, backends: tuple[str, ...] = BACKENDS, groups: tuple[str, ...] = GROUPS
 ) -> tuple[list[Figure], dict[str, dict[str, float]]]:
     """Run the suite on each backend; returns every figure and, per backend, the floors in ns.
 
-    ``hook_command`` (``bench_hook.py``) starts processes and runs no event loop: it is
-    measured once, after the backends, with ``backend: "process"``.
+    The ``acp`` group runs once, on asyncio (the ACP SDK is asyncio-only), when
+    asyncio is among ``backends``; its floor is inside its figure. ``hook_command``
+    (``bench_hook.py``) starts processes and runs no event loop: it is measured once,
+    after the backends, with ``backend: "process"``.
     """
     figures: list[Figure] = []
     floors: dict[str, dict[str, float]] = {}
-    for backend in backends:
-        backend_figures, floors[backend] = run_backend(backend, settings)
-        figures.extend(backend_figures)
-    if hook_command:
+    if "core" in groups:
+        for backend in backends:
+            backend_figures, floors[backend] = run_backend(backend, settings)
+            figures.extend(backend_figures)
+    if "acp" in groups and "asyncio" in backends:
+        figures.extend(run_acp(settings.rounds))
+    if "hook" in groups:
         figures.append(measure_hook_command(settings.hook_runs))
     return figures, floors

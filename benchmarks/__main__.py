@@ -8,7 +8,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from . import BACKENDS, FULL, QUICK, TINY, Figure, run
+from . import BACKENDS, FULL, GROUPS, QUICK, TINY, Figure, run
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -38,9 +38,12 @@ def _parser() -> argparse.ArgumentParser:
         help="run only this backend (repeatable; default: both)",
     )
     parser.add_argument(
-        "--no-hook-command",
-        action="store_true",
-        help="skip hook_command (it starts a few dozen processes)",
+        "--group",
+        choices=GROUPS,
+        action="append",
+        help="run only this group (repeatable; default: all): core (the runtime), acp "
+        "(acp_steer_roundtrip over stdio, asyncio only, about 2 s more) or hook "
+        "(hook_command: it starts a few dozen processes)",
     )
     return parser
 
@@ -67,7 +70,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = TINY if args.tiny else QUICK if args.quick else FULL
     backends = tuple(args.backend) if args.backend else BACKENDS
     started = time.monotonic()
-    figures, floors = run(settings, backends, hook_command=not args.no_hook_command)
+    groups = tuple(args.group) if args.group else GROUPS
+    figures, floors = run(settings, backends, groups)
     elapsed = time.monotonic() - started
     if args.json:
         print(json.dumps({"figures": figures}))

@@ -50,7 +50,8 @@ def describe(update: Any) -> str:
     if isinstance(update, ToolCallStart | ToolCallProgress):
         return f"tool {update.tool_call_id}: {update.status}"
     if isinstance(update, SessionInfoUpdate) and update.field_meta:
-        return f"turn: {update.field_meta['liveSteering']['turn']}"
+        meta = update.field_meta["liveSteering"]
+        return f"turn: {meta['turn']}" if "turn" in meta else f"steer settled: {meta['steer']}"
     return type(update).__name__
 
 

@@ -97,7 +97,7 @@ def _state(update: Any) -> object:
 
 def _turn(update: Any) -> dict[str, Any] | None:
     if isinstance(update, SessionInfoUpdate) and update.field_meta and "liveSteering" in update.field_meta:
-        return cast("dict[str, Any]", update.field_meta["liveSteering"]["turn"])
+        return cast("dict[str, Any] | None", update.field_meta["liveSteering"].get("turn"))
     return None
 
 
@@ -187,7 +187,8 @@ async def test_idle_steer_starts_a_new_turn_that_completes(agent: Agent) -> None
     assert (again["outcome"], _details(again)["turnId"]) == ("injected", turn_id)
     await agent.step(sid, 10)
     ended = await agent.client.turn(sid, turn_id, "ended")
-    assert ended == {"id": turn_id, "origin": "steer", "state": "ended", "stopReason": "end_turn"}
+    lists = {"appliedInputIds": [_details(again)["inputId"]], "heldInputIds": [], "unknownInputIds": []}
+    assert ended == {"id": turn_id, "origin": "steer", "state": "ended", "stopReason": "end_turn", **lists}
     assert await agent.client.message(sid, 1) == [{"role": "user", "text": "Tidy the imports"}]
     assert [e["text"] for e in await agent.client.message(sid, 2)] == ["And sort them"]
 

@@ -1,12 +1,14 @@
-"""The ACP session logic without the SDK: parsing, steer ids and every steer outcome, on both backends.
+"""The ACP session logic without the SDK's connection: parsing, steer ids, every outcome, on both backends.
 
-Turns are paced by ``ClientPace`` (a request answers only when the test releases
-it) and by gates on the sink, so every race here is a written sequence.
+Turns run the scripted model of ``live_steering.acp.scripted`` (or a small
+``run_turn`` of the test's own) against a recording ``ClientChannel``. They are
+paced by ``ClientPace`` (a request answers only when the test releases it) and by
+gates on the channel, so every race here is a written sequence.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
@@ -16,10 +18,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from live_steering import Disposition, Input, Receipt
-from live_steering.acp._session import (
-    ClientPace,
+from live_steering.acp import Turn, TurnError
+from live_steering.acp._session import SteeringSession, _TurnFailed
+from live_steering.acp._turn import RunTurn
+from live_steering.acp._wire import (
     ErrorKind,
-    SteeringSession,
     SteerOutcome,
     SteerRejected,
     SteerRequest,
@@ -29,7 +32,7 @@ from live_steering.acp._session import (
     prompt_text,
     steer_input_id,
 )
-from live_steering.loop import ToolCall
+from live_steering.acp.scripted import ClientPace, ScriptedModel
 from live_steering.testing import Gate
 
 pytestmark = pytest.mark.anyio
@@ -171,8 +174,10 @@ def test_result_wire_shape() -> None:
 # -- the session ------------------------------------------------------------------------------
 
 
-class Sink:
+class Channel:
     """Records what the session would send; can hold the 'turn running' update at a gate."""
+
+    can_read_files = False
 
     def __init__(self) -> None:
         self.log: list[tuple[str, Any]] = []
@@ -184,37 +189,58 @@ class Sink:
         self.changed.set()
         self.changed = anyio.Event()
 
-    async def request_started(self, request: int) -> None:
-        self._record("request", request)
+    async def thought(self, text: str, meta: dict[str, Any] | None) -> None:
+        assert meta is not None
+        self._record("request", meta["liveSteering"]["request"])
 
-    async def agent_message(self, text: str, meta: dict[str, Any]) -> None:
-        self._record("message", meta["liveSteering"])
+    async def message(self, text: str, meta: dict[str, Any] | None) -> None:
+        self._record("message", text if meta is None else meta["liveSteering"])
 
-    async def tool_started(self, call: ToolCall) -> None:
-        self._record("tool", call.id)
-
-    async def tool_finished(self, call: ToolCall, result: str) -> None:
-        self._record("tool-done", call.id)
+    async def update(self, update: Any) -> None:
+        self._record("update", update)
 
     async def turn_changed(self, turn: dict[str, Any]) -> None:
         if turn["state"] == "running" and self.hold_turn_start is not None:
             await self.hold_turn_start.passage()
         self._record("turn", turn)
 
+    async def steer_settled(self, settled: dict[str, Any]) -> None:
+        self._record("settled", settled)
+
+    async def read_text_file(self, path: str, line: int | None, limit: int | None) -> str:
+        raise AssertionError("not used here")
+
+    async def request_permission(self, tool_call: Any, options: Any) -> str | None:
+        raise AssertionError("not used here")
+
     async def wait(self, kind: str, value: Any) -> None:
         with anyio.fail_after(10):
             while (kind, value) not in self.log:
                 await self.changed.wait()
 
+    async def wait_turn(self, turn_id: str, state: str) -> dict[str, Any]:
+        with anyio.fail_after(10):
+            while True:
+                for kind, turn in self.log:
+                    if kind == "turn" and turn["id"] == turn_id and turn["state"] == state:
+                        return dict(turn)
+                await self.changed.wait()
+
     def turns(self, state: str) -> list[dict[str, Any]]:
         return [t for kind, t in self.log if kind == "turn" and t["state"] == state]
 
+    def settled(self) -> list[dict[str, Any]]:
+        return [s for kind, s in self.log if kind == "settled"]
+
 
 class Harness:
-    def __init__(self, tg: anyio.abc.TaskGroup, steps: int = 3) -> None:
-        self.sink = Sink()
+    def __init__(self, tg: anyio.abc.TaskGroup, steps: int = 3, run_turn: RunTurn | None = None) -> None:
+        self.channel = Channel()
         self.pace = ClientPace()
-        self.session = SteeringSession("s1", self.sink, tg, steps=steps, pace=self.pace)
+        self.model = ScriptedModel(steps, self.pace)
+        self.session = SteeringSession(
+            "s1", self.channel, tg, run_turn or self.model.run_turn, max_requests=steps + 16
+        )
         self.tg = tg
 
     async def steer(
@@ -223,7 +249,12 @@ class Harness:
         return await self.session.steer(SteerRequest("s1", text, prompt_required, steer_id))
 
     def steers_in(self, request: int) -> list[str]:
-        return [e.text for e in self.session.provider.requests[request - 1] if e.role == "steer"]
+        return [e.text for e in self.model.requests[request - 1] if e.role == "steer"]
+
+    async def running(self, request: int = 1) -> None:
+        """Start a prompt turn and wait until the model works on ``request`` (held by the pace)."""
+        self.tg.start_soon(self.session.prompt, "Go")
+        await self.channel.wait("request", request)
 
 
 @pytest.fixture
@@ -235,16 +266,19 @@ async def harness() -> AsyncIterator[Harness]:
     await h.session.aclose()
 
 
+def _brief(turn: dict[str, Any]) -> dict[str, Any]:
+    return {k: turn[k] for k in ("id", "origin", "state", "stopReason") if k in turn}
+
+
 async def test_steer_in_flight_is_injected_at_the_next_request(harness: Harness) -> None:
     """A steer while request 1 is in flight is injected (queued) and written before request 2 only."""
-    harness.tg.start_soon(harness.session.prompt, "Go")
-    await harness.sink.wait("request", 1)
+    await harness.running()
     result = await harness.steer("Use src/a.py")
     assert result.outcome is SteerOutcome.INJECTED
     assert result.receipt is not None
     assert result.receipt.disposition is Disposition.QUEUED
     harness.pace.release(100)
-    await harness.sink.wait("request", 3)
+    await harness.channel.wait("request", 3)
     assert harness.steers_in(1) == []
     assert harness.steers_in(2) == ["Use src/a.py"]
     assert harness.steers_in(3) == ["Use src/a.py"]  # the context keeps it; it was written once
@@ -253,7 +287,7 @@ async def test_steer_in_flight_is_injected_at_the_next_request(harness: Harness)
 
 async def test_steer_while_a_turn_starts_joins_that_turn(harness: Harness) -> None:
     """A steer that arrives after a turn was claimed but before its generation opened joins it."""
-    harness.sink.hold_turn_start = gate = Gate()
+    harness.channel.hold_turn_start = gate = Gate()
     harness.tg.start_soon(harness.session.prompt, "Go")
     await gate.wait_reached()
     results: list[SteerResult] = []
@@ -265,7 +299,7 @@ async def test_steer_while_a_turn_starts_joins_that_turn(harness: Harness) -> No
     await anyio.wait_all_tasks_blocked()
     assert results == []  # waiting for the turn to open, not starting another
     gate.release()
-    await harness.sink.wait("request", 1)
+    await harness.channel.wait("request", 1)
     await anyio.wait_all_tasks_blocked()
     assert results[0].outcome is SteerOutcome.INJECTED
     assert results[0].turn_id == "s1-turn-1"
@@ -278,10 +312,9 @@ async def test_idle_steer_starts_a_turn_and_answers_once_it_runs(harness: Harnes
     assert harness.session.runtime.generation is not None
     assert harness.session.runtime.generation["id"] == "s1-turn-1"
     harness.pace.release(100)
-    await harness.sink.wait(
-        "turn", {"id": "s1-turn-1", "origin": "steer", "state": "ended", "stopReason": "end_turn"}
-    )
-    assert [e.text for e in harness.session.provider.requests[0] if e.role == "user"] == ["Tidy up"]
+    ended = await harness.channel.wait_turn("s1-turn-1", "ended")
+    assert _brief(ended) == {"id": "s1-turn-1", "origin": "steer", "state": "ended", "stopReason": "end_turn"}
+    assert [e.text for e in harness.model.requests[0] if e.role == "user"] == ["Tidy up"]
 
 
 async def test_idle_opt_in_prompt_required_changes_nothing(harness: Harness) -> None:
@@ -290,7 +323,7 @@ async def test_idle_opt_in_prompt_required_changes_nothing(harness: Harness) -> 
     assert (result.outcome, result.reason) == (SteerOutcome.PROMPT_REQUIRED, "noRunningTurn")
     assert harness.session.running_turn is None
     assert harness.session.runtime.statistics().accepted == 0
-    assert harness.sink.log == []
+    assert harness.channel.log == []
 
 
 async def test_steers_are_decided_in_arrival_order(harness: Harness) -> None:
@@ -303,7 +336,7 @@ async def test_steers_are_decided_in_arrival_order(harness: Harness) -> None:
         if len(results) == 4:
             all_answered.set()
 
-    harness.sink.hold_turn_start = gate = Gate()
+    harness.channel.hold_turn_start = gate = Gate()
     for n in range(4):
         # Arrival order is the order the steers reach the session (trio starts tasks in any order).
         harness.tg.start_soon(steer, n)
@@ -322,7 +355,7 @@ async def test_steers_are_decided_in_arrival_order(harness: Harness) -> None:
         3: SteerOutcome.INJECTED,
     }
     harness.pace.release(100)
-    await harness.sink.wait("request", 2)
+    await harness.channel.wait("request", 2)
     assert harness.steers_in(2) == ["steer 1", "steer 2", "steer 3"]
 
 
@@ -333,64 +366,72 @@ async def test_turn_ending_in_the_race_is_treated_as_idle(
     harness: Harness, monkeypatch: pytest.MonkeyPatch, prompt_required: bool, outcome: str
 ) -> None:
     """A 'finishing' refusal (the turn closed admission in the race) makes the steer idle, never 'failed'."""
-    harness.tg.start_soon(harness.session.prompt, "Go")
-    await harness.sink.wait("request", 1)
+    await harness.running()
     session = harness.session
 
-    async def closes_first(input: Input, generation_id: str) -> Receipt:
-        session.loop.stop()  # the turn ends as the steer reaches it
+    def closes_first(input: Input, generation_id: str) -> Receipt:
+        session.cancel()  # the turn ends as the steer reaches it
         return Receipt(accepted=False, input_id=input.id, generation_id=generation_id, disposition=None,
                        reason="finishing")  # fmt: skip
 
-    monkeypatch.setattr(session.runtime, "submit_steering", closes_first)
+    monkeypatch.setattr(session.runtime, "submit_steering_nowait", closes_first)
     result = await harness.steer("Late", prompt_required=prompt_required)
     assert result.outcome.value == outcome
-    assert [t["id"] for t in harness.sink.turns("ended")] == ["s1-turn-1"]
+    assert [t["id"] for t in harness.channel.turns("ended")] == ["s1-turn-1"]
     assert session.running_turn == ("s1-turn-2" if not prompt_required else None)
 
 
 async def test_unexpected_failure_is_failed(harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
     """An internal error while steering answers outcome 'failed' instead of raising."""
-    harness.tg.start_soon(harness.session.prompt, "Go")
-    await harness.sink.wait("request", 1)
+    await harness.running()
 
-    async def broken(input: Input, generation_id: str) -> Receipt:
+    def broken(input: Input, generation_id: str) -> Receipt:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(harness.session.runtime, "submit_steering", broken)
+    monkeypatch.setattr(harness.session.runtime, "submit_steering_nowait", broken)
     result = await harness.steer("Go left")
     assert (result.outcome, result.reason) == (SteerOutcome.FAILED, "internal-error: RuntimeError")
 
 
 async def test_other_refusals_map_to_failed(harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
     """A refusal that is not the end-of-turn race (here: capacity) answers 'failed' with its reason."""
-    harness.tg.start_soon(harness.session.prompt, "Go")
-    await harness.sink.wait("request", 1)
+    await harness.running()
 
-    async def full(input: Input, generation_id: str) -> Receipt:
+    def full(input: Input, generation_id: str) -> Receipt:
         return Receipt(accepted=False, input_id=input.id, generation_id=generation_id, disposition=None,
                        reason="capacity")  # fmt: skip
 
-    monkeypatch.setattr(harness.session.runtime, "submit_steering", full)
+    monkeypatch.setattr(harness.session.runtime, "submit_steering_nowait", full)
     result = await harness.steer("Go left")
     assert (result.outcome, result.reason) == (SteerOutcome.FAILED, "capacity")
 
 
-async def test_oversized_steer_is_invalid_params(harness: Harness) -> None:
-    """A steer refused invalid-input (over 16,000 characters) is invalidParams; nothing admitted."""
-    harness.tg.start_soon(harness.session.prompt, "Go")
-    await harness.sink.wait("request", 1)
+BAD_STEERS = [
+    pytest.param("x" * 16_001, id="over-16000-chars"),
+    pytest.param("x" * 10_000_000, id="10-MB"),
+    pytest.param("a\x00b", id="NUL"),
+    pytest.param("lone \udc80 surrogate", id="not-UTF-8"),
+]
+
+
+@pytest.mark.parametrize("text", BAD_STEERS)
+@pytest.mark.parametrize("when", ["idle", "running"])
+async def test_bad_steer_is_invalid_params_idle_or_running(harness: Harness, text: str, when: str) -> None:
+    """A steer the runtime refuses invalid-input is invalidParams, turn or no turn; nothing starts."""
+    if when == "running":
+        await harness.running()
     with pytest.raises(SteerRejected) as caught:
-        await harness.steer("x" * 16_001)
+        await harness.steer(text)
     assert caught.value.kind is ErrorKind.INVALID_PARAMS
     assert caught.value.data["reason"] == "invalid-input"
     assert harness.session.runtime.statistics().accepted == 0
+    assert harness.session.running_turn == (None if when == "idle" else "s1-turn-1")
+    assert harness.model.requests == ([] if when == "idle" else harness.model.requests[:1])
 
 
 async def test_repeat_by_request_id_and_conflict(harness: Harness) -> None:
     """Same JSON-RPC request id: one input; same id, other text: identity-conflict (invalidParams)."""
-    harness.tg.start_soon(harness.session.prompt, "Go")
-    await harness.sink.wait("request", 1)
+    await harness.running()
     request = SteerRequest("s1", "Once", False, None)
     first = await harness.session.steer(request, request_id=7)
     again = await harness.session.steer(request, request_id=7)
@@ -407,9 +448,7 @@ async def test_retry_of_a_steer_that_started_a_turn_starts_nothing(harness: Harn
     """Retrying a steer that started a turn answers startedNewTurn (repeated) for the same turn, even idle."""
     first = await harness.steer("Start", steer_id="k1")
     harness.pace.release(100)
-    await harness.sink.wait(
-        "turn", {"id": "s1-turn-1", "origin": "steer", "state": "ended", "stopReason": "end_turn"}
-    )
+    await harness.channel.wait_turn("s1-turn-1", "ended")
     retry = await harness.steer("Start", steer_id="k1")
     assert (retry.outcome, retry.turn_id, retry.repeated) == (
         SteerOutcome.STARTED_NEW_TURN,
@@ -423,35 +462,228 @@ async def test_retry_of_a_steer_that_started_a_turn_starts_nothing(harness: Harn
 
 async def test_prompt_while_a_turn_runs_is_busy(harness: Harness) -> None:
     """A second prompt while a turn runs is refused; ACP sessions take one prompt at a time."""
-    harness.tg.start_soon(harness.session.prompt, "Go")
-    await harness.sink.wait("request", 1)
+    await harness.running()
     with pytest.raises(TurnBusyError):
         await harness.session.prompt("Again")
 
 
-async def test_cancel_holds_the_pending_steer(harness: Harness) -> None:
-    """cancel() stops the turn: stop reason 'cancelled', the pending steer held, never applied."""
+async def test_prompt_that_is_not_utf8_is_invalid_params(harness: Harness) -> None:
+    """A prompt with a lone surrogate cannot reach a model: invalidParams, no turn."""
+    with pytest.raises(SteerRejected) as caught:
+        await harness.session.prompt("bad \ud800")
+    assert caught.value.kind is ErrorKind.INVALID_PARAMS
+    assert harness.session.running_turn is None
+
+
+async def test_cancel_holds_the_pending_steer_and_says_so(harness: Harness) -> None:
+    """cancel(): stop reason 'cancelled'; the pending steer is held, listed and published as held."""
     results: list[Any] = []
 
     async def prompt() -> None:
         results.append(await harness.session.prompt("Go"))
 
     harness.tg.start_soon(prompt)
-    await harness.sink.wait("request", 1)
+    await harness.channel.wait("request", 1)
     steer = await harness.steer("Too late")
     harness.session.cancel()
     with anyio.fail_after(10):
         while not results:
-            await harness.sink.changed.wait()
+            await harness.channel.changed.wait()
     assert results[0].stop_reason == "cancelled"
+    assert results[0].held_input_ids == (steer.input_id,)
+    assert results[0].to_meta() == {
+        "turnId": "s1-turn-1", "appliedInputIds": [], "heldInputIds": [steer.input_id], "unknownInputIds": []
+    }  # fmt: skip
     receipt = harness.session.runtime.receipt(steer.input_id)
     assert receipt is not None
     assert receipt.disposition is Disposition.HELD
+    assert harness.channel.settled() == [
+        {
+            "inputId": steer.input_id,
+            "turnId": "s1-turn-1",
+            "disposition": "held",
+            "reason": "generation-stopped",
+        }
+    ]
+    # Published before the turn's end, so a client has it when the prompt answers.
+    kinds = [kind for kind, _ in harness.channel.log]
+    assert kinds.index("settled") < len(kinds) - 1
+    assert harness.channel.log[-1][0] == "turn"
+
+
+async def test_applied_steer_is_published_at_its_boundary(harness: Harness) -> None:
+    """An injected steer's 'applied' is sent when it is written, before the model request that carries it."""
+    await harness.running()
+    steer = await harness.steer("Use b.py")
+    harness.pace.release(1)
+    await harness.channel.wait("request", 2)
+    settled = {"inputId": steer.input_id, "turnId": "s1-turn-1", "disposition": "applied"}
+    assert harness.channel.log.index(("settled", settled)) < harness.channel.log.index(("request", 2))
+    harness.pace.release(100)
+    ended = await harness.channel.wait_turn("s1-turn-1", "ended")
+    assert (ended["appliedInputIds"], ended["heldInputIds"]) == ([steer.input_id], [])
+    assert harness.channel.settled() == [settled]  # once, not again at the turn's end
+
+
+# -- turns of the test's own ------------------------------------------------------------------
+
+
+@pytest.fixture
+async def task_group() -> AsyncIterator[anyio.abc.TaskGroup]:
+    async with anyio.create_task_group() as tg:
+        yield tg
+        tg.cancel_scope.cancel()
+
+
+async def test_cancel_never_interrupts_a_write(task_group: anyio.abc.TaskGroup) -> None:
+    """session/cancel during a boundary's write lets it finish: applied, not unknown; then cancelled."""
+    gate = Gate()
+    context: list[str] = []
+    model_called = anyio.Event()
+
+    async def slow_writer(steer: Input, metadata: Any) -> None:
+        await gate.passage()
+        context.append(steer.text)
+
+    async def run_turn(turn: Turn) -> None:
+        await turn.boundary(slow_writer)
+        model_called.set()
+        await anyio.sleep_forever()  # the model request; cancel interrupts it
+
+    harness = Harness(task_group, run_turn=run_turn)
+    results: list[Any] = []
+
+    async def prompt() -> None:
+        results.append(await harness.session.prompt("Go"))
+
+    task_group.start_soon(prompt)
+    with anyio.fail_after(10):
+        await model_called.wait()
+    # A second boundary with a steer pending: park its write at the gate, then cancel.
+    model_called = anyio.Event()
+    turn = harness.session._turn.turn  # type: ignore[union-attr]
+    assert turn is not None
+    steer = await harness.steer("Mid-write")
+    task_group.start_soon(turn.boundary, slow_writer)
+    await gate.wait_reached()
+    harness.session.cancel()
+    await anyio.wait_all_tasks_blocked()
+    assert results == []  # the write is still running: nothing was cut short
+    gate.release()
+    with anyio.fail_after(10):
+        while not results:
+            await harness.channel.changed.wait()
+    assert results[0].stop_reason == "cancelled"
+    assert context == ["Mid-write"]
+    assert results[0].applied_input_ids == (steer.input_id,)
+
+
+async def _failing_turn_with_a_steer(
+    task_group: anyio.abc.TaskGroup, make_run_turn: Callable[[anyio.Event, anyio.Event], RunTurn]
+) -> tuple[Harness, SteerResult, _TurnFailed]:
+    """Run a prompt whose turn fails; steer after ``started`` is set, then set ``release``."""
+    started, release = anyio.Event(), anyio.Event()
+    harness = Harness(task_group, run_turn=make_run_turn(started, release))
+    failures: list[_TurnFailed] = []
+
+    async def prompt() -> None:
+        with pytest.raises(_TurnFailed) as caught:
+            await harness.session.run_prompt("Go")
+        failures.append(caught.value)
+
+    task_group.start_soon(prompt)
+    with anyio.fail_after(10):
+        await started.wait()
+    steer = await harness.steer("Pending")
+    release.set()
+    with anyio.fail_after(10):
+        while not failures:
+            await harness.channel.changed.wait()
+    return harness, steer, failures[0]
+
+
+async def test_write_that_raises_is_unknown_and_published(task_group: anyio.abc.TaskGroup) -> None:
+    """A writer that raises fails the turn; its steer is unknown (write-interrupted), listed, published."""
+
+    async def broken_writer(steer: Input, metadata: Any) -> None:
+        raise OSError("disk full")
+
+    def make(started: anyio.Event, release: anyio.Event) -> RunTurn:
+        async def run_turn(turn: Turn) -> None:
+            await turn.boundary(broken_writer)
+            started.set()
+            await release.wait()
+            await turn.boundary(broken_writer)
+
+        return run_turn
+
+    harness, steer, failure = await _failing_turn_with_a_steer(task_group, make)
+    assert failure.data["details"] == "the turn failed: OSError"
+    assert failure.data["liveSteering"]["unknownInputIds"] == [steer.input_id]
+    unknown = {"disposition": "unknown", "reason": "write-interrupted"}
+    assert harness.channel.settled() == [{"inputId": steer.input_id, "turnId": "s1-turn-1", **unknown}]
+    assert [t["state"] for t in harness.channel.turns("failed")] == ["failed"]
+
+
+async def test_turn_error_is_the_clients_message_and_holds(task_group: anyio.abc.TaskGroup) -> None:
+    """TurnError ends the turn with its message and data; pending steers are held generation-failed."""
+
+    def make(started: anyio.Event, release: anyio.Event) -> RunTurn:
+        async def run_turn(turn: Turn) -> None:
+            started.set()
+            await release.wait()
+            raise TurnError("the model endpoint answered HTTP 503", status=503)
+
+        return run_turn
+
+    harness, steer, failure = await _failing_turn_with_a_steer(task_group, make)
+    assert failure.data["details"] == "the model endpoint answered HTTP 503"
+    assert failure.data["status"] == 503
+    assert failure.data["liveSteering"]["heldInputIds"] == [steer.input_id]
+    receipt = harness.session.runtime.receipt(steer.input_id)
+    assert receipt is not None
+    assert (receipt.disposition, receipt.reason) == (Disposition.HELD, "generation-failed")
+
+
+async def test_request_budget_ends_with_max_turn_requests(task_group: anyio.abc.TaskGroup) -> None:
+    """After max_requests boundaries the next one ends the turn max_turn_requests; a pending steer is held."""
+    steered = anyio.Event()
+    harness: Harness
+
+    async def run_turn(turn: Turn) -> None:
+        while True:
+            await turn.boundary(lambda steer, metadata: None)
+            if turn.requests == 2 and not steered.is_set():
+                await harness.steer("One more")  # pending when the budget runs out
+                steered.set()
+
+    harness = Harness(task_group, run_turn=run_turn)
+    harness.session.max_requests = 2
+    result = await harness.session.prompt("Go")
+    assert result.stop_reason == "max_turn_requests"
+    assert len(result.held_input_ids) == 1
+    assert harness.channel.settled()[0]["reason"] == "budget-exhausted"
+
+
+@pytest.mark.parametrize("returned", ["max_tokens", "refusal", None, "not-a-stop-reason"])
+async def test_run_turn_may_name_its_stop_reason(
+    task_group: anyio.abc.TaskGroup, returned: str | None
+) -> None:
+    """A finished turn's stop reason is what run_turn returned (max_tokens, refusal), else end_turn."""
+
+    async def run_turn(turn: Turn) -> str | None:
+        await turn.boundary(lambda steer, metadata: None)
+        assert not turn.continue_after_checkpoint()
+        return returned
+
+    harness = Harness(task_group, run_turn=run_turn)
+    result = await harness.session.prompt("Go")
+    assert result.stop_reason == (returned if returned in ("max_tokens", "refusal") else "end_turn")
 
 
 async def test_cancelled_wait_for_a_new_turn_keeps_one_turn(harness: Harness) -> None:
     """A steer cancelled while its new turn starts: the retry is a repeat, not a second turn."""
-    harness.sink.hold_turn_start = gate = Gate()
+    harness.channel.hold_turn_start = gate = Gate()
     with anyio.CancelScope() as scope:
         harness.tg.start_soon(_cancel_when_reached, gate, scope)
         await harness.steer("Start once", steer_id="r1")
@@ -463,8 +695,8 @@ async def test_cancelled_wait_for_a_new_turn_keeps_one_turn(harness: Harness) ->
         "s1-turn-1",
         True,
     )
-    await harness.sink.wait("request", 1)
-    assert harness.sink.turns("running") == [{"id": "s1-turn-1", "origin": "steer", "state": "running"}]
+    await harness.channel.wait("request", 1)
+    assert harness.channel.turns("running") == [{"id": "s1-turn-1", "origin": "steer", "state": "running"}]
 
 
 async def _cancel_when_reached(gate: Gate, scope: anyio.CancelScope) -> None:
@@ -477,9 +709,57 @@ async def test_too_many_started_turn_ids_fail(harness: Harness, monkeypatch: pyt
     monkeypatch.setattr("live_steering.acp._session.STARTED_TURN_IDS_LIMIT", 1)
     assert (await harness.steer("One")).outcome is SteerOutcome.STARTED_NEW_TURN
     harness.pace.release(100)
-    await harness.sink.wait(
-        "turn", {"id": "s1-turn-1", "origin": "steer", "state": "ended", "stopReason": "end_turn"}
-    )
+    await harness.channel.wait_turn("s1-turn-1", "ended")
     result = await harness.steer("Two")
     assert (result.outcome, result.reason) == (SteerOutcome.FAILED, "capacity")
     assert harness.session.running_turn is None
+
+
+async def test_thousand_steer_burst_is_one_ordered_batch(harness: Harness) -> None:
+    """1,000 steers in a burst during one request: all injected, written in arrival order before the next."""
+    await harness.running()
+    results = [await harness.steer(f"burst {n}") for n in range(1_000)]
+    assert {r.outcome for r in results} == {SteerOutcome.INJECTED}
+    harness.pace.release(1)
+    await harness.channel.wait("request", 2)
+    assert harness.steers_in(2) == [f"burst {n}" for n in range(1_000)]
+
+
+async def test_boundary_after_the_turn_finished_is_a_failure(task_group: anyio.abc.TaskGroup) -> None:
+    """A run_turn that calls boundary after the checkpoint said done has a bug: the turn fails, loudly."""
+
+    async def run_turn(turn: Turn) -> None:
+        await turn.boundary(lambda steer, metadata: None)
+        assert not turn.continue_after_checkpoint()
+        await turn.boundary(lambda steer, metadata: None)
+
+    harness = Harness(task_group, run_turn=run_turn)
+    with pytest.raises(_TurnFailed) as caught:
+        await harness.session.run_prompt("Go")
+    assert caught.value.data["details"] == "the turn failed: GenerationClosedError"
+    assert [t["state"] for t in harness.channel.turns("failed")] == ["failed"]
+
+
+async def test_agent_without_a_task_group_says_so() -> None:
+    """A SteeringAgent served without serve_stdio and without bind() refuses session/new clearly."""
+    from live_steering.acp import SteeringAgent
+
+    async def run_turn(turn: Turn) -> None:
+        raise AssertionError("never runs")
+
+    agent = SteeringAgent(run_turn)
+    agent.on_connect(object())  # type: ignore[arg-type]
+    with pytest.raises(RuntimeError, match=r"bind\(task_group\) first"):
+        await agent.new_session(cwd="/")
+
+
+def test_public_names_of_live_steering_acp() -> None:
+    """live_steering.acp exports exactly its public API, and each name resolves."""
+    import live_steering.acp as public
+
+    assert set(public.__all__) == {
+        "DISPOSITION_META", "STEER_METHOD", "RunTurn", "SteerOutcome", "SteerResult", "SteeringAgent",
+        "SteeringSession", "Turn", "TurnError", "TurnResult", "serve_stdio",
+    }  # fmt: skip
+    assert all(getattr(public, name) is not None for name in public.__all__)
+    assert public.STEER_METHOD == "_session/steering"

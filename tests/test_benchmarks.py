@@ -29,10 +29,13 @@ EXPECTED: dict[str, tuple[str, float]] = {
     "runtime_memory": ("bytes", 8_192),
     "identity_memory": ("bytes", 1_024),
     "event_overhead": ("ns", 1.5),
+    # the acp group (issue 13): asyncio only, the ACP SDK is asyncio-only
+    "acp_steer_roundtrip": ("ns", 1.5),
 }
 #: Figures measured once per run, not per backend (they start processes), with their backend field.
 PROCESS_FIGURES: dict[str, tuple[str, float]] = {"hook_command": ("ns", 2.0)}
 PROCESS = "process"
+ASYNCIO_ONLY = {"acp_steer_roundtrip"}
 FIELDS = {"name", "backend", "unit", "value", "floor", "ratio", "target", "ok"}
 
 
@@ -60,10 +63,16 @@ def tiny_run() -> tuple[list[dict[str, Any]], dict[str, dict[str, float]]]:
 def test_every_figure_on_every_backend(
     tiny_run: tuple[list[dict[str, Any]], dict[str, dict[str, float]]],
 ) -> None:
-    """Each of the eleven figures is reported once on asyncio and once on trio; hook_command once."""
+    """The eleven core figures are reported once on asyncio and once on trio; the acp one on asyncio;
+    hook_command once."""
     figures, _ = tiny_run
     assert sorted((f["name"], f["backend"]) for f in figures) == sorted(
-        [(name, backend) for name in EXPECTED for backend in BACKENDS]
+        [
+            (name, backend)
+            for name in EXPECTED
+            for backend in BACKENDS
+            if name not in ASYNCIO_ONLY or backend == "asyncio"
+        ]
         + [(name, PROCESS) for name in PROCESS_FIGURES]
     )
 
@@ -101,7 +110,7 @@ def test_figure_rules_at_the_boundary() -> None:
 
 def test_json_is_one_object_and_the_exit_code_follows_ok(capsys: pytest.CaptureFixture[str]) -> None:
     """--json prints exactly one {"figures": [...]} object; the exit code is 0 iff every figure is ok."""
-    code = main(["--tiny", "--json", "--backend", "asyncio", "--no-hook-command"])
+    code = main(["--tiny", "--json", "--backend", "asyncio", "--group", "core", "--group", "acp"])
     out = capsys.readouterr().out
     document = json.loads(out)
     assert list(document) == ["figures"]
@@ -111,6 +120,15 @@ def test_json_is_one_object_and_the_exit_code_follows_ok(capsys: pytest.CaptureF
     for fig in figures:
         check_figure(fig)
     assert code == (0 if all(f["ok"] for f in figures) else 1)
+
+
+def test_groups_select_what_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """--group acp runs only acp_steer_roundtrip; --group core on trio runs no ACP figure."""
+    main(["--tiny", "--json", "--group", "acp"])
+    assert [f["name"] for f in json.loads(capsys.readouterr().out)["figures"]] == ["acp_steer_roundtrip"]
+    main(["--tiny", "--json", "--group", "core", "--group", "acp", "--backend", "trio"])
+    names = {f["name"] for f in json.loads(capsys.readouterr().out)["figures"]}
+    assert names == set(EXPECTED) - ASYNCIO_ONLY
 
 
 def test_help_documents_the_exit_code(capsys: pytest.CaptureFixture[str]) -> None:

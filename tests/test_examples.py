@@ -28,6 +28,7 @@ def run_script(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, str(path), *args],
         capture_output=True,
+        stdin=subprocess.DEVNULL,  # a stdio server (examples/acp_agent.py) sees end of input and exits
         text=True,
         timeout=120,
         check=False,

@@ -1,26 +1,36 @@
-"""An ACP agent with ``_session/steering``, on the Agent Client Protocol Python SDK.
+"""``_session/steering`` for your own ACP agent, on the Agent Client Protocol Python SDK.
 
 Needs the ``acp`` extra (``pip install 'live-steering[acp]'``), which brings the
-maintained SDK (``agent-client-protocol``, imported as ``acp``). The SDK does the
-JSON-RPC; this module only maps ACP requests onto ``SteeringSession`` (one
-``LiveRuntime`` per ACP session, one generation per turn) and session events onto
-``session/update`` notifications. The SDK is asyncio-only, so ``serve_stdio``
-runs on asyncio; the session logic underneath is plain anyio.
+maintained SDK (``agent-client-protocol``, imported as ``acp``). You write what a
+turn does; ``SteeringAgent`` owns the rest of the protocol: ``initialize``'s
+``_meta.steering``, ``session/new``, the ``session/prompt`` lifecycle,
+``session/cancel`` and every outcome and error of ``_session/steering``::
 
->>> anyio.run(serve_stdio, AgentConfig(steps=6, step_delay=0.5), backend="asyncio")  # doctest: +SKIP
+    async def run_turn(turn: Turn) -> None:
+        messages.append({"role": "user", "content": turn.prompt})
+        while True:
+            await turn.boundary(add_steer)        # steers sent meanwhile land here
+            reply = await my_model(messages)
+            await turn.say(reply)
+            if not turn.continue_after_checkpoint():
+                break
 
-``live-steering acp`` runs exactly that. See docs/acp.md for the wire mapping.
+    anyio.run(serve_stdio, SteeringAgent(run_turn), backend="asyncio")
+
+The SDK is asyncio-only, so ``serve_stdio`` runs on asyncio; the session logic
+underneath (``SteeringSession``) is plain anyio. See docs/acp.md.
 """
 
 from __future__ import annotations
 
-import contextvars
 import datetime
+import logging
+import signal
+from collections.abc import Mapping
 from typing import Any, Final, cast
 
 import anyio
 import anyio.abc
-import attrs
 
 from .._extras import install_hint
 
@@ -28,108 +38,121 @@ try:
     import acp
 except ImportError as error:  # pragma: no cover - exercised by installs without the extra
     raise ImportError(install_hint("live_steering.acp", "acp", "agent-client-protocol")) from error
-from acp.connection import StreamDirection, StreamEvent
 from acp.schema import (
     AgentCapabilities,
-    ContentToolCallContent,
+    AllowedOutcome,
+    ClientCapabilities,
     Implementation,
     InitializeResponse,
     NewSessionResponse,
+    PermissionOption,
     PromptCapabilities,
     PromptResponse,
     SessionInfoUpdate,
-    TextContentBlock,
+    ToolCallUpdate,
 )
 
-from ..loop import ToolCall
-from ._session import (
-    ClientPace,
+from ._session import DEFAULT_MAX_REQUESTS, SteeringSession, _TurnFailed
+from ._transport import REQUEST_ID, GuardedTransport, open_stdio
+from ._turn import RunTurn, Turn, TurnError, TurnResult
+from ._wire import (
     ErrorKind,
-    Pace,
-    SessionSink,
-    SteeringSession,
+    SteerOutcome,
     SteerRejected,
+    SteerResult,
     TurnBusyError,
     parse_steer_request,
     prompt_text,
-    sleep_pace,
 )
 
-__all__ = ["STEER_METHOD", "STEP_METHOD", "AgentConfig", "LiveSteeringAgent", "serve_stdio"]
+__all__ = [
+    "DISPOSITION_META",
+    "STEER_METHOD",
+    "RunTurn",
+    "SteerOutcome",
+    "SteerResult",
+    "SteeringAgent",
+    "SteeringSession",
+    "Turn",
+    "TurnError",
+    "TurnResult",
+    "serve_stdio",
+]
 
-#: The extension method, as sent on the wire (the SDK strips the leading ``_``).
+_log = logging.getLogger(__name__)
+
+#: The extension method, as it is on the wire. The SDK strips the leading ``_`` before
+#: ``ext_method`` sees it, and its client's ``ext_method(name)`` adds one: a Python client
+#: calls ``conn.ext_method("session/steering", ...)`` (``"_session/steering"`` would
+#: go out as ``__session/steering``).
 STEER_METHOD: Final = "_session/steering"
 
-#: The notification that releases model requests of a ``client_paced`` agent.
-STEP_METHOD: Final = "_liveSteering/step"
+#: Where a steer's final disposition is, in the ``_meta`` of a ``session_info_update``.
+DISPOSITION_META: Final = "liveSteering"
 
-#: The JSON-RPC id of the request whose handler task is running (see ``_remember_request_id``).
-_request_id: contextvars.ContextVar[object] = contextvars.ContextVar(
-    "live_steering_acp_request_id", default=None
-)
+#: Seconds ``serve_stdio`` gives running turns to answer after SIGTERM/SIGINT.
+SHUTDOWN_GRACE: Final = 5.0
 
 
-def _remember_request_id(event: StreamEvent) -> None:
-    """Stream observer: make each incoming request's JSON-RPC id visible to its handler.
+class _Channel:
+    """One session's ``ClientChannel``: sends over the SDK's agent-side connection."""
 
-    The SDK calls observers synchronously in its receive loop right before it
-    creates the request's handler task, and an asyncio task copies the context
-    it is created in; so the handler reads its own request's id from the
-    context variable. Without it (an SDK that no longer does this) a steer
-    without ``_meta.steering.id`` simply gets a fresh input id.
-    """
-    message = event.message
-    if event.direction is StreamDirection.INCOMING and "method" in message and "id" in message:
-        _request_id.set(message["id"])
-
-
-@attrs.frozen
-class AgentConfig:
-    """How the scripted agent paces its turns."""
-
-    steps: int = 6
-    """Model requests per turn; all but the last ask for one tool call."""
-    step_delay: float = 0.5
-    """Seconds the scripted model 'thinks' before each answer (6 x 0.5 s: a 3-second turn)."""
-    client_paced: bool = False
-    """Each model request waits for the client's ``_liveSteering/step`` notification instead."""
-
-
-class _Sink(SessionSink):
-    """Sends one session's updates to the client as ``session/update`` notifications."""
-
-    def __init__(self, conn: acp.Client, session_id: str) -> None:
+    def __init__(self, conn: acp.Client, session_id: str, capabilities: ClientCapabilities | None) -> None:
         self._conn = conn
         self._session_id = session_id
+        fs = capabilities.fs if capabilities is not None else None
+        self._can_read = bool(fs is not None and fs.read_text_file)
 
-    async def request_started(self, request: int) -> None:
-        update = acp.update_agent_thought_text(f"Working on model request {request}")
-        update.field_meta = {"liveSteering": {"request": request, "state": "in-flight"}}
+    @property
+    def can_read_files(self) -> bool:
+        return self._can_read
+
+    async def _info(self, meta: dict[str, Any]) -> None:
+        now = datetime.datetime.now(datetime.UTC).isoformat()
+        update = SessionInfoUpdate(
+            session_update="session_info_update", updated_at=now, field_meta={DISPOSITION_META: meta}
+        )
         await self._conn.session_update(self._session_id, update)
 
-    async def agent_message(self, text: str, meta: dict[str, Any]) -> None:
+    async def turn_changed(self, turn: dict[str, Any]) -> None:
+        await self._info({"turn": turn})
+
+    async def steer_settled(self, settled: dict[str, Any]) -> None:
+        await self._info({"steer": settled})
+
+    async def message(self, text: str, meta: dict[str, Any] | None) -> None:
         update = acp.update_agent_message_text(text)
         update.field_meta = meta
         await self._conn.session_update(self._session_id, update)
 
-    async def tool_started(self, call: ToolCall) -> None:
-        update = acp.start_tool_call(
-            call.id, f"{call.name} (step {call.arguments.get('step')})", kind="other",
-            status="in_progress", raw_input=dict(call.arguments),
-        )  # fmt: skip
+    async def thought(self, text: str, meta: dict[str, Any] | None) -> None:
+        update = acp.update_agent_thought_text(text)
+        update.field_meta = meta
         await self._conn.session_update(self._session_id, update)
 
-    async def tool_finished(self, call: ToolCall, result: str) -> None:
-        content = [ContentToolCallContent(type="content", content=TextContentBlock(type="text", text=result))]
-        update = acp.update_tool_call(call.id, status="completed", content=content, raw_output=result)
+    async def update(self, update: Any) -> None:
         await self._conn.session_update(self._session_id, update)
 
-    async def turn_changed(self, turn: dict[str, Any]) -> None:
-        now = datetime.datetime.now(datetime.UTC).isoformat()
-        update = SessionInfoUpdate(
-            session_update="session_info_update", updated_at=now, field_meta={"liveSteering": {"turn": turn}}
+    async def read_text_file(self, path: str, line: int | None, limit: int | None) -> str:
+        response = await self._conn.read_text_file(
+            path=path, session_id=self._session_id, line=line, limit=limit
         )
-        await self._conn.session_update(self._session_id, update)
+        return response.content
+
+    async def request_permission(self, tool_call: Any, options: Any) -> str | None:
+        call = (
+            tool_call if isinstance(tool_call, ToolCallUpdate) else ToolCallUpdate.model_validate(tool_call)
+        )
+        choices = [
+            o if isinstance(o, PermissionOption) else PermissionOption.model_validate(o) for o in options
+        ]
+        response = await self._conn.request_permission(
+            session_id=self._session_id, tool_call=call, options=choices
+        )
+        outcome = response.outcome
+        if isinstance(outcome, AllowedOutcome):
+            return outcome.option_id
+        return None  # cancelled: the prompt turn was cancelled while the client asked
 
 
 def _request_error(error: SteerRejected) -> acp.RequestError:
@@ -138,31 +161,102 @@ def _request_error(error: SteerRejected) -> acp.RequestError:
     return acp.RequestError.invalid_params(error.data)
 
 
-class LiveSteeringAgent:
-    """The ACP agent: sessions, prompts, cancel and the ``_session/steering`` extension.
+class SteeringAgent:
+    """An ACP agent whose turns are ``run_turn(turn)`` and that answers ``_session/steering``.
 
-    Turns started by a steer run in ``task_group``; close the agent with ``aclose()``.
+    ``run_turn`` is called once per turn (a ``session/prompt``, or an idle steer
+    that starts one) with a ``Turn`` whose generation is open. ``max_requests``:
+    boundaries per turn before it ends with ``max_turn_requests``.
+    ``max_text_chars``: the longest steer admitted (the runtime's C7 default,
+    16,000). ``image``/``audio``: what ``promptCapabilities`` advertises (your
+    ``run_turn`` then reads those blocks from ``turn.blocks``).
+
+    Serve it with ``serve_stdio(agent)``, or with ``acp.run_agent`` yourself (see
+    ``bind``). Subclass it to add ACP methods; ``session(id)`` gives a session's
+    ``SteeringSession``.
     """
 
-    def __init__(self, config: AgentConfig, task_group: anyio.abc.TaskGroup) -> None:
-        self._config = config
-        self._tg = task_group
+    def __init__(
+        self,
+        run_turn: RunTurn,
+        *,
+        name: str = "live-steering-agent",
+        title: str | None = None,
+        version: str | None = None,
+        max_requests: int = DEFAULT_MAX_REQUESTS,
+        max_text_chars: int | None = None,
+        image: bool = False,
+        audio: bool = False,
+    ) -> None:
+        if type(max_requests) is not int or max_requests < 1:
+            raise ValueError(f"max_requests must be a positive int, got {max_requests!r}")
+        self._run_turn = run_turn
+        self._info = Implementation(name=name, title=title, version=version or _version())
+        self._max_requests = max_requests
+        self._max_text_chars = max_text_chars
+        self._image = image
+        self._audio = audio
         self._conn: acp.Client | None = None
+        self._client_capabilities: ClientCapabilities | None = None
         self._sessions: dict[str, SteeringSession] = {}
-        self._paces: dict[str, ClientPace] = {}
+        self._tg: anyio.abc.TaskGroup | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
 
     def on_connect(self, conn: acp.Client) -> None:
         self._conn = conn
 
-    async def initialize(self, protocol_version: int, **kwargs: Any) -> InitializeResponse:
-        from .. import __version__
+    def bind(self, task_group: anyio.abc.TaskGroup) -> None:
+        """Run turns started by steers in ``task_group``; ``serve_stdio`` does this for you.
 
+        Serving the agent with ``acp.run_agent`` yourself::
+
+            async with anyio.create_task_group() as tg:
+                agent.bind(tg)
+                try:
+                    await acp.run_agent(agent)
+                finally:
+                    tg.cancel_scope.cancel()
+                    await agent.aclose()
+        """
+        self._tg = task_group
+
+    def _task_group(self) -> anyio.abc.TaskGroup:
+        if self._tg is None:
+            raise RuntimeError("SteeringAgent.bind(task_group) first, or serve it with serve_stdio(agent)")
+        return self._tg
+
+    def session(self, session_id: object) -> SteeringSession | None:
+        """The session with this id, or ``None``."""
+        return self._sessions.get(session_id) if isinstance(session_id, str) else None
+
+    def cancel_all(self) -> None:
+        """Cancel every running turn (as ``session/cancel`` would): their pending steers are held."""
+        for session in self._sessions.values():
+            session.cancel()
+
+    async def wait_idle(self) -> None:
+        """Wait until no session runs a turn."""
+        for session in list(self._sessions.values()):
+            await session.wait_idle()
+
+    async def aclose(self) -> None:
+        """Cancel running turns and close every session's runtime."""
+        for session in self._sessions.values():
+            await session.aclose()
+
+    # -- ACP methods -------------------------------------------------------------------------
+
+    async def initialize(
+        self, protocol_version: int, client_capabilities: ClientCapabilities | None = None, **kwargs: Any
+    ) -> InitializeResponse:
+        self._client_capabilities = client_capabilities
         return InitializeResponse(
             protocol_version=min(protocol_version, acp.PROTOCOL_VERSION),
-            agent_capabilities=AgentCapabilities(prompt_capabilities=PromptCapabilities(image=False)),
-            agent_info=Implementation(
-                name="live-steering", title="live_steering scripted agent", version=__version__
+            agent_capabilities=AgentCapabilities(
+                prompt_capabilities=PromptCapabilities(image=self._image, audio=self._audio)
             ),
+            agent_info=self._info,
             field_meta={"steering": {"supported": True}},
         )
 
@@ -170,77 +264,105 @@ class LiveSteeringAgent:
         if self._conn is None:
             raise acp.RequestError.internal_error({"details": "not connected"})
         session_id = f"sess-{len(self._sessions) + 1}"
-        pace: Pace = sleep_pace(self._config.step_delay)
-        if self._config.client_paced:
-            pace = self._paces[session_id] = ClientPace()
         self._sessions[session_id] = SteeringSession(
-            session_id, _Sink(self._conn, session_id), self._tg, steps=self._config.steps, pace=pace
+            session_id,
+            _Channel(self._conn, session_id, self._client_capabilities),
+            self._task_group(),
+            self._run_turn,
+            cwd=cwd,
+            max_requests=self._max_requests,
+            max_text_chars=self._max_text_chars,
         )
         return NewSessionResponse(session_id=session_id)
 
     def _session(self, session_id: object) -> SteeringSession:
-        session = self._sessions.get(session_id) if isinstance(session_id, str) else None
+        session = self.session(session_id)
         if session is None:
             raise acp.RequestError.invalid_params({"details": f"unknown session {session_id!r}"})
         return session
+
+    def _text(self, blocks: list[Mapping[str, Any]]) -> str:
+        return prompt_text(blocks, image_input=self._image, audio_input=self._audio)
 
     async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
         session = self._session(session_id)
         blocks = [block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in prompt]
         try:
-            text = prompt_text(blocks)
-            result = await session.prompt(text)
+            result = await session.run_prompt(self._text(blocks), tuple(blocks))
         except SteerRejected as error:
             raise _request_error(error) from None
         except TurnBusyError as error:
             raise acp.RequestError.invalid_request({"details": str(error)}) from None
+        except _TurnFailed as failure:
+            raise acp.RequestError.internal_error(failure.data) from None
         return PromptResponse(
             stop_reason=result.stop_reason,  # type: ignore[arg-type]  # one of the StopReason literals
-            field_meta={
-                "liveSteering": {"turnId": result.turn_id, "appliedInputIds": result.loop.applied_input_ids}
-            },
+            field_meta={DISPOSITION_META: result.to_meta()},
         )
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
-        session = self._sessions.get(session_id)
+        session = self.session(session_id)
         if session is not None:
             session.cancel()
 
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         if f"_{method}" != STEER_METHOD:
+            if method == STEER_METHOD:  # "__session/steering" on the wire: the SDK added a second "_"
+                hint = '"_session/steering"; from the SDK\'s client: ext_method("session/steering", ...)'
+                raise acp.RequestError(-32601, "Method not found", {"method": f"_{method}", "hint": hint})
             raise acp.RequestError.method_not_found(f"_{method}")
         try:
             request = parse_steer_request(params)
             session = self._session(request.session_id)
-            result = await session.steer(request, request_id=_request_id.get())
+            result = await session.steer(request, request_id=REQUEST_ID.get())
         except SteerRejected as error:
             raise _request_error(error) from None
         return result.to_wire()
 
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
-        """``_liveSteering/step {sessionId, count?}``: let ``count`` (default 1) more requests answer."""
-        if f"_{method}" != STEP_METHOD:
-            return
-        pace = self._paces.get(params.get("sessionId"))  # type: ignore[arg-type]
-        count = params.get("count", 1)
-        if pace is not None and type(count) is int and count > 0:
-            pace.release(count)
-
-    async def aclose(self) -> None:
-        for session in self._sessions.values():
-            await session.aclose()
+        """Unknown extension notifications are ignored, as the protocol asks."""
 
 
-async def serve_stdio(config: AgentConfig | None = None) -> None:
-    """Serve one ACP client on this process's stdin/stdout until it disconnects (asyncio only)."""
-    config = config or AgentConfig()
+def _version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+async def serve_stdio(agent: SteeringAgent) -> None:
+    """Serve one ACP client on this process's stdin/stdout until it disconnects (asyncio only).
+
+    A line that is not a JSON-RPC message is answered with a JSON-RPC error and
+    skipped, never fatal. On SIGTERM or SIGINT every running turn is cancelled
+    (its pending steers held and reported), the answers are written, and the
+    function returns.
+    """
+    from acp.agent.connection import AgentSideConnection
+
+    reader, writer = await open_stdio()
+    transport = GuardedTransport(reader, writer)
     async with anyio.create_task_group() as tg:
-        agent = LiveSteeringAgent(config, tg)
+        agent.bind(tg)
+        conn = AgentSideConnection(cast("acp.Agent", agent), transport, listening=False)
+
+        async def on_signal() -> None:
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for signum in signals:
+                    _log.info("signal %s: cancelling running turns", signum)
+                    agent.cancel_all()
+                    with anyio.move_on_after(SHUTDOWN_GRACE):
+                        await agent.wait_idle()
+                        await transport.wait_answered()
+                    tg.cancel_scope.cancel()
+                    return
+
+        tg.start_soon(on_signal)
         try:
             # The SDK's Agent protocol lists every ACP method; the ones this agent lacks
             # are answered ``methodNotFound`` by the SDK's router.
-            await acp.run_agent(cast("acp.Agent", agent), observers=[_remember_request_id])
+            await conn.listen()
         finally:
             tg.cancel_scope.cancel()
             with anyio.CancelScope(shield=True):
                 await agent.aclose()
+                await conn.close()

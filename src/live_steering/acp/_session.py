@@ -1,374 +1,87 @@
 """One ACP session's turns and steers, without the ACP SDK (anyio: asyncio and trio).
 
-Theory of operation. A ``SteeringSession`` owns one ``LiveRuntime`` and one
-``AgentLoop`` (context, scripted provider, tools); a turn is one generation of
-that runtime. ``prompt()`` runs a turn in the caller's task; ``steer()`` decides
-what a ``_session/steering`` request does, holding the session's steer lock so
-steers are decided one at a time, in arrival order (anyio locks are FIFO):
+Theory of operation. A ``SteeringSession`` owns one ``LiveRuntime``; a turn is
+one generation of it, opened here, and what the turn *does* is the agent
+author's ``run_turn(turn)``: model requests at ``turn.boundary(...)``, tools,
+and ``turn.continue_after_checkpoint()``. ``prompt()`` runs a turn in the
+caller's task; ``steer()`` decides what a ``_session/steering`` request does,
+holding the session's steer lock so steers are decided one at a time, in
+arrival order (anyio locks are FIFO):
 
 - a steer whose input id was seen before is a repeat: it answers from the record
   (the runtime's receipt, C10, or the turn it started) and admits nothing;
 - a turn is running: the steer is submitted anchored to it -> ``injected``; a
   refusal ``finishing``/``stale-generation`` means the turn closed admission in
   the race, so the steer waits for the turn to wind down and is treated as idle;
-- idle: ``promptRequired`` when the client opted in, else a new turn is started
-  with the steer as its prompt and the answer is given once it is running.
+- idle: ``promptRequired`` when the client opted in; else the steer is checked
+  by the runtime's own admission rules (C7) and becomes the prompt of a new
+  turn, answered once that turn's generation is open.
+
+When a turn ends, every steer it admitted is settled (applied, held or unknown)
+and each final disposition is sent to the client once (``steer_settled``).
 
 This module never speaks JSON-RPC: ``live_steering.acp`` maps its results and
-``SteerRejected`` errors onto the SDK. It must never hold the steer lock while
-waiting for anything but the turn it is deciding about.
+``SteerRejected`` / ``TurnError`` onto the SDK. It must never hold the steer
+lock while waiting for anything but the turn it is deciding about.
 """
 
 from __future__ import annotations
 
-import contextlib
-import enum
-import hashlib
-import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Final, Protocol
+from collections.abc import Mapping
+from typing import Any, Final
 
 import anyio
 import anyio.abc
 import attrs
 
-from .._errors import LiveSteeringError
-from .._events import Event
-from .._runtime import LiveRuntime
-from .._types import Input, Receipt, RefusalReason
-from ..loop import AgentLoop, Context, ContextEntry, LoopResult, Reply, ToolCall
+from .._errors import GenerationClosedError, RuntimeClosedError
+from .._runtime import Generation, LiveRuntime
+from .._types import Disposition, HoldReason, Input, Receipt, RefusalReason, utf8_encodable
+from ._turn import ClientChannel, RunTurn, Turn, TurnError, TurnResult
+from ._wire import (
+    ErrorKind,
+    SteerOutcome,
+    SteerRejected,
+    SteerRequest,
+    SteerResult,
+    TurnBusyError,
+    steer_input_id,
+)
 
-__all__ = [
-    "IDLE_PROMPT_REQUIRED",
-    "EchoProvider",
-    "ClientPace",
-    "ErrorKind",
-    "SessionSink",
-    "SteerOutcome",
-    "SteerRejected",
-    "SteerRequest",
-    "SteerResult",
-    "SteeringSession",
-    "TurnBusyError",
-    "TurnResult",
-    "parse_steer_request",
-    "prompt_text",
-    "sleep_pace",
-    "steer_input_id",
-]
+__all__ = ["DEFAULT_MAX_REQUESTS", "STARTED_TURN_IDS_LIMIT", "SteeringSession"]
 
 _log = logging.getLogger(__name__)
-
-#: The only ``_meta.steering.idleBehavior`` value the protocol defines.
-IDLE_PROMPT_REQUIRED: Final = "promptRequired"
 
 #: Most ids a session remembers for steers that started a turn (like C11: never evicted).
 STARTED_TURN_IDS_LIMIT: Final = 2_000
 
+#: Model requests a turn may make before it ends with ``max_turn_requests`` (the default).
+DEFAULT_MAX_REQUESTS: Final = 16
 
-class SteerOutcome(enum.StrEnum):
-    """The ``outcome`` of a ``_session/steering`` response (CONTRACT.md C25)."""
+#: Seconds a best-effort update to the client may take while a turn winds down after a failure.
+_FAREWELL_SECONDS: Final = 1.0
 
-    INJECTED = "injected"
-    STARTED_NEW_TURN = "startedNewTurn"
-    PROMPT_REQUIRED = "promptRequired"
-    FAILED = "failed"
+#: Terminal reasons of a turn that ended because something cancelled it.
+_CANCELLED: Final = frozenset({HoldReason.GENERATION_CANCELLED.value, HoldReason.RUNTIME_CLOSED.value})
 
+#: Stop reasons ``run_turn`` may return for a turn that finished normally.
+_AUTHOR_STOP_REASONS: Final = frozenset({"end_turn", "max_tokens", "refusal"})
 
-class ErrorKind(enum.StrEnum):
-    """The JSON-RPC errors a steer or prompt can be rejected with."""
 
-    INVALID_PARAMS = "invalidParams"
-    INVALID_REQUEST = "invalidRequest"
+class _TurnFailed(Exception):
+    """Internal: a turn failed; carries what the client is told (``TurnError.data`` plus the lists)."""
 
-
-class SteerRejected(LiveSteeringError, ValueError):
-    """A request the protocol says to answer with a JSON-RPC error; nothing was consumed."""
-
-    def __init__(self, kind: ErrorKind, message: str, **data: Any) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.data: dict[str, Any] = {"details": message, **data}
-
-
-class TurnBusyError(LiveSteeringError, RuntimeError):
-    """``session/prompt`` while a turn of the session is running (ACP: one prompt at a time)."""
-
-
-@attrs.frozen
-class SteerRequest:
-    """A validated ``_session/steering`` request."""
-
-    session_id: str
-    text: str
-    """The prompt's content blocks as one text (blocks joined by a blank line)."""
-    prompt_required: bool
-    """True when the client opted into ``idleBehavior: "promptRequired"``."""
-    steer_id: str | None
-    """The client's own ``_meta.steering.id``, if it sent one (see ``steer_input_id``)."""
-
-
-@attrs.frozen
-class SteerResult:
-    """What a steer did; ``to_wire()`` is the JSON-RPC result."""
-
-    outcome: SteerOutcome
-    input_id: str
-    """The runtime input id this steer maps to (stable across retries)."""
-    reason: str | None = None
-    """``"noRunningTurn"`` for ``promptRequired``; the refusal or error for ``failed``."""
-    receipt: Receipt | None = None
-    """The runtime receipt of an injected steer (``None`` for the other outcomes)."""
-    turn_id: str | None = None
-    """The turn the steer joined or started."""
-    repeated: bool = False
-    """True when this answers a retry of a steer already decided (nothing new happened)."""
-
-    def to_wire(self) -> dict[str, Any]:
-        """``{"outcome", "reason"?, "_meta": {"liveSteering": {...}}}``."""
-        wire: dict[str, Any] = {"outcome": self.outcome.value}
-        if self.reason is not None:
-            wire["reason"] = self.reason
-        details: dict[str, Any] = {"inputId": self.input_id, "repeated": self.repeated}
-        if self.turn_id is not None:
-            details["turnId"] = self.turn_id
-        if self.receipt is not None:
-            details["receipt"] = self.receipt.to_dict()
-        wire["_meta"] = {"liveSteering": details}
-        return wire
-
-
-@attrs.frozen
-class TurnResult:
-    """How a turn ended."""
-
-    turn_id: str
-    origin: str
-    """``"prompt"`` (a ``session/prompt``) or ``"steer"`` (an idle ``_session/steering``)."""
-    stop_reason: str
-    """ACP stop reason: ``end_turn``, ``cancelled`` or ``max_turn_requests``."""
-    loop: LoopResult
-
-
-#: ``LoopResult.outcome`` -> ACP ``StopReason``.
-_STOP_REASONS: Final = {
-    "finished": "end_turn",
-    "stopped": "cancelled",
-    "budget-exhausted": "max_turn_requests",
-}
-
-
-# -- parsing ----------------------------------------------------------------------------------
-
-
-def prompt_text(blocks: object, *, image_input: bool = False, audio_input: bool = False) -> str:
-    """Join ACP content blocks into the text the model gets; raise ``SteerRejected`` for bad ones.
-
-    Text blocks are taken as they are, a resource link as ``[name](uri)``, an
-    embedded text resource as its text. An image (audio) block is
-    ``invalidRequest`` when the model has no image (audio) input, as the protocol
-    says; this scripted model has neither. Anything else is ``invalidParams``.
-    """
-    if not isinstance(blocks, list) or not blocks:
-        raise SteerRejected(ErrorKind.INVALID_PARAMS, "prompt must be a non-empty list of content blocks")
-    parts: list[str] = []
-    for block in blocks:
-        if not isinstance(block, Mapping):
-            raise SteerRejected(ErrorKind.INVALID_PARAMS, "each content block must be an object")
-        kind = block.get("type")
-        if kind == "text" and isinstance(block.get("text"), str):
-            parts.append(block["text"])
-        elif kind in ("image", "audio"):
-            if not (image_input if kind == "image" else audio_input):
-                raise SteerRejected(ErrorKind.INVALID_REQUEST, f"the model has no {kind} input", block=kind)
-            raise SteerRejected(ErrorKind.INVALID_PARAMS, f"{kind} blocks are not supported here")
-        elif kind == "resource_link" and isinstance(block.get("uri"), str):
-            parts.append(f"[{block.get('name') or block['uri']}]({block['uri']})")
-        elif kind == "resource" and isinstance(res := block.get("resource"), Mapping):
-            if not isinstance(res.get("text"), str):
-                raise SteerRejected(ErrorKind.INVALID_REQUEST, "the model has no binary resource input")
-            parts.append(res["text"])
-        else:
-            raise SteerRejected(ErrorKind.INVALID_PARAMS, f"unsupported or malformed content block {kind!r}")
-    text = "\n\n".join(parts)
-    if not text.strip():
-        raise SteerRejected(ErrorKind.INVALID_PARAMS, "prompt has no text")
-    return text
-
-
-def parse_steer_request(params: object) -> SteerRequest:
-    """Validate ``{sessionId, prompt, _meta?}``; raise ``SteerRejected`` (nothing consumed).
-
-    ``_meta`` and ``_meta.steering`` may be absent or null. ``idleBehavior`` may be
-    absent, null or ``"promptRequired"``; any other value is ``invalidParams``.
-    ``_meta.steering.id``, when given, must be a string of 1-128 characters.
-    """
-    if not isinstance(params, Mapping):
-        raise SteerRejected(ErrorKind.INVALID_PARAMS, "params must be an object")
-    session_id = params.get("sessionId")
-    if not isinstance(session_id, str) or not session_id:
-        raise SteerRejected(ErrorKind.INVALID_PARAMS, "sessionId must be a non-empty string")
-    meta = params.get("_meta")
-    if meta is not None and not isinstance(meta, Mapping):
-        raise SteerRejected(ErrorKind.INVALID_PARAMS, "_meta must be an object or null")
-    steering = None if meta is None else meta.get("steering")
-    if steering is not None and not isinstance(steering, Mapping):
-        raise SteerRejected(ErrorKind.INVALID_PARAMS, "_meta.steering must be an object or null")
-    steering = steering or {}
-    idle = steering.get("idleBehavior")
-    if idle is not None and idle != IDLE_PROMPT_REQUIRED:
-        raise SteerRejected(
-            ErrorKind.INVALID_PARAMS,
-            f"unknown _meta.steering.idleBehavior {idle!r}; the only value is {IDLE_PROMPT_REQUIRED!r}",
-            idleBehavior=idle,
-        )
-    steer_id = steering.get("id")
-    if steer_id is not None and (not isinstance(steer_id, str) or not 1 <= len(steer_id) <= 128):
-        raise SteerRejected(
-            ErrorKind.INVALID_PARAMS, "_meta.steering.id must be a string of 1-128 characters"
-        )
-    text = prompt_text(params.get("prompt"))
-    return SteerRequest(session_id, text, idle == IDLE_PROMPT_REQUIRED, steer_id)
-
-
-def steer_input_id(session_id: str, *, steer_id: str | None, request_id: object) -> str | None:
-    """The runtime input id of a steer: the same for a client's retry of the same steer (C10).
-
-    The client's ``_meta.steering.id`` wins; else the JSON-RPC request id (a frame
-    re-sent with the same id); both are digested with the session id to a fixed
-    length. ``None`` when neither is known: the steer gets a fresh id.
-
-    >>> steer_input_id("s1", steer_id="fix-1", request_id=7) == steer_input_id("s1", steer_id="fix-1",
-    ...                                                                         request_id=8)
-    True
-    """
-    if steer_id is not None:
-        source = f"steer-id\0{session_id}\0{steer_id}"
-    elif request_id is not None:
-        source = f"jsonrpc-id\0{session_id}\0{json.dumps(request_id, sort_keys=True)}"
-    else:
-        return None
-    return "acp-" + hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()[:40]
-
-
-# -- the scripted model -----------------------------------------------------------------------
-
-
-class SessionSink(Protocol):
-    """Where a session's updates go (the ACP adapter sends them as ``session/update``)."""
-
-    async def request_started(self, request: int) -> None:
-        """The scripted model received request ``request`` (1-based) and is working on it."""
-
-    async def agent_message(self, text: str, meta: dict[str, Any]) -> None: ...
-
-    async def tool_started(self, call: ToolCall) -> None: ...
-
-    async def tool_finished(self, call: ToolCall, result: str) -> None: ...
-
-    async def turn_changed(self, turn: dict[str, Any]) -> None: ...
-
-
-#: Called with the 0-based request index before the scripted model answers; it paces the turn.
-Pace = Callable[[int], Awaitable[None]]
-
-
-class EchoProvider:
-    """A deterministic scripted model that says what it received.
-
-    Each reply repeats the user and steer entries that arrived since its previous
-    request, so a client sees a steer land. The ``k``-th request after a user
-    prompt (1-based) asks for one tool call while ``k < steps``, then answers
-    with text only, ending the turn. ``pace`` runs before each answer (the CLI
-    sleeps there; tests hold it at a gate).
-    """
-
-    def __init__(self, steps: int, sink: SessionSink, pace: Pace) -> None:
-        if type(steps) is not int or steps < 1:
-            raise ValueError(f"steps must be a positive int, got {steps!r}")
-        self.steps = steps
-        self._sink = sink
-        self._pace = pace
-        self._seen = 0
-        self._step = 0
-        self.requests: list[tuple[ContextEntry, ...]] = []
-
-    async def complete(self, request: Sequence[ContextEntry]) -> Reply:
-        index = len(self.requests)
-        self.requests.append(tuple(request))
-        new = [e for e in request[self._seen :] if e.role in ("user", "steer")]
-        self._seen = len(request)
-        self._step = 1 if any(e.role == "user" for e in new) else self._step + 1
-        await self._sink.request_started(index + 1)
-        await self._pace(index)
-        heard = "; ".join(f"{e.role} {e.text!r}" for e in new) or "nothing new"
-        text = f"Step {self._step}/{self.steps} (request {index + 1}) received: {heard}"
-        received = [
-            {
-                "role": e.role,
-                "text": e.text,
-                **({"inputId": e.metadata["input_id"]} if e.role == "steer" else {}),
-            }
-            for e in new
-        ]
-        await self._sink.agent_message(
-            text, {"liveSteering": {"request": index + 1, "step": self._step, "received": received}}
-        )
-        if self._step < self.steps:
-            call = ToolCall(f"call-{index + 1}", "work", {"step": self._step})
-            return Reply(text, (call,))
-        return Reply(text)
-
-
-class _StreamingTools:
-    """The scripted tool: reports its start and end as tool-call updates."""
-
-    def __init__(self, sink: SessionSink) -> None:
-        self._sink = sink
-
-    async def run(self, call: ToolCall) -> str:
-        await self._sink.tool_started(call)
-        result = f"step {call.arguments.get('step')} done"
-        await self._sink.tool_finished(call, result)
-        return result
-
-
-def sleep_pace(delay: float) -> Pace:
-    """A ``Pace`` that sleeps ``delay`` seconds per request (simulated model latency)."""
-
-    async def pace(index: int) -> None:
-        await anyio.sleep(delay)
-
-    return pace
-
-
-class ClientPace:
-    """A ``Pace`` driven by the client: request ``n`` waits until ``release`` allowed ``n + 1`` answers.
-
-    This makes a run over a real pipe deterministic: a test sees request ``n`` in
-    flight, steers, then releases it (no sleeps, no races).
-    """
-
-    def __init__(self) -> None:
-        self.allowed = 0
-        self._changed = anyio.Event()
-
-    def release(self, count: int = 1) -> None:
-        self.allowed += count
-        self._changed.set()
-        self._changed = anyio.Event()
-
-    async def __call__(self, index: int) -> None:
-        while self.allowed <= index:
-            await self._changed.wait()
+    def __init__(self, data: dict[str, Any]) -> None:
+        super().__init__(data["details"])
+        self.data = data
 
 
 # -- the session ------------------------------------------------------------------------------
 
 
 @attrs.define(eq=False)
-class _Turn:
+class _TurnRecord:
     id: str
     origin: str
     opened: anyio.Event = attrs.field(factory=anyio.Event)
@@ -376,39 +89,52 @@ class _Turn:
     done: anyio.Event = attrs.field(factory=anyio.Event)
     """Set once the turn is over and the session is idle again."""
     failed: bool = False
+    turn: Turn | None = None
+    cancelled: bool = False
+    """``session/cancel`` (or shutdown) asked for it, possibly before the generation opened."""
 
 
 class SteeringSession:
-    """One ACP session: a runtime, a reference loop, its turns and its steers.
+    """One ACP session: a runtime, the author's ``run_turn``, its turns and its steers.
 
     >>> async with anyio.create_task_group() as tg:            # doctest: +SKIP
-    ...     session = SteeringSession("s1", sink, tg, steps=3, pace=sleep_pace(0.5))
-    ...     tg.start_soon(session.prompt, "Fix the test")
+    ...     session = SteeringSession("s1", channel, tg, run_turn)
+    ...     tg.start_soon(session.prompt, "Fix the test", ())
     ...     result = await session.steer(parse_steer_request(params), request_id=4)
     """
 
     def __init__(
         self,
         session_id: str,
-        sink: SessionSink,
+        channel: ClientChannel,
         task_group: anyio.abc.TaskGroup,
+        run_turn: RunTurn,
         *,
-        steps: int = 6,
-        pace: Pace | None = None,
+        cwd: str = ".",
+        max_requests: int = DEFAULT_MAX_REQUESTS,
+        max_text_chars: int | None = None,
     ) -> None:
+        if type(max_requests) is not int or max_requests < 1:
+            raise ValueError(f"max_requests must be a positive int, got {max_requests!r}")
         self.session_id = session_id
-        self.runtime = LiveRuntime(session_id=session_id)
-        self.provider = EchoProvider(steps, sink, pace or sleep_pace(0.5))
-        self.loop = AgentLoop(
-            self.runtime, self.provider, _StreamingTools(sink), context=Context(), call_budget=steps + 16
+        self.cwd = cwd
+        self.runtime = (
+            LiveRuntime(session_id=session_id)
+            if max_text_chars is None
+            else LiveRuntime(session_id=session_id, max_text_chars=max_text_chars)
         )
-        self._sink = sink
+        self.channel = channel
+        self.max_requests = max_requests
+        self.state: dict[str, Any] = {}
+        """The author's per-session dict (``turn.state``)."""
+        self.turns: list[TurnResult] = []
+        """Every turn that ended, in order."""
+        self._run_turn = run_turn
         self._tg = task_group
         self._lock = anyio.Lock()
-        self._turn: _Turn | None = None
+        self._turn: _TurnRecord | None = None
         self._turns = 0
         self._started: dict[str, tuple[str, SteerResult]] = {}
-        self.runtime.add_listener(self._on_event)
 
     # -- turns ---------------------------------------------------------------------------------
 
@@ -417,58 +143,170 @@ class SteeringSession:
         """The id of the turn in progress, or ``None`` when idle."""
         return None if self._turn is None else self._turn.id
 
-    def _on_event(self, event: Event) -> None:
-        turn = self._turn
-        if event["type"] == "generation.started" and turn is not None and event["generation_id"] == turn.id:
-            turn.opened.set()
-
-    def _begin(self, origin: str) -> _Turn:
+    def _begin(self, origin: str) -> _TurnRecord:
         """Claim the session for a new turn, synchronously (no await between check and claim)."""
         if self._turn is not None:
             raise TurnBusyError(f"turn {self._turn.id!r} of session {self.session_id!r} is running")
         self._turns += 1
-        turn = self._turn = _Turn(f"{self.session_id}-turn-{self._turns}", origin)
+        turn = self._turn = _TurnRecord(f"{self.session_id}-turn-{self._turns}", origin)
         return turn
 
-    async def prompt(self, text: str) -> TurnResult:
-        """Run one turn for ``text`` in this task (``session/prompt``). ``TurnBusyError`` if one runs."""
-        return await self._run(self._begin("prompt"), text)
+    async def prompt(self, text: str, blocks: tuple[Mapping[str, Any], ...] = ()) -> TurnResult:
+        """Run one turn for ``text`` in this task (``session/prompt``). ``TurnBusyError`` if one runs.
 
-    async def _run(self, turn: _Turn, text: str) -> TurnResult:
-        info: dict[str, Any] = {"id": turn.id, "origin": turn.origin}
+        A failed turn raises ``_TurnFailed`` (the adapter answers a JSON-RPC error).
+        """
+        if not utf8_encodable(text):
+            raise SteerRejected(ErrorKind.INVALID_PARAMS, "prompt is not encodable as UTF-8")
+        return await self._run(self._begin("prompt"), text, blocks)
+
+    async def _run(self, record: _TurnRecord, text: str, blocks: tuple[Mapping[str, Any], ...]) -> TurnResult:
+        info: dict[str, Any] = {"id": record.id, "origin": record.origin}
+        gen = self.runtime.open_generation(record.id)
+        turn: Turn | None = None
+        error: BaseException | None = None
+        returned: str | None = None
         try:
-            await self._sink.turn_changed({**info, "state": "running"})
-            result = await self.loop.run(text, generation_id=turn.id)
-        except BaseException:
-            turn.failed = True
+            await self.channel.turn_changed({**info, "state": "running"})
+            try:
+                async with gen:
+                    turn = record.turn = Turn(self, record.id, record.origin, text, blocks, gen)
+                    if record.cancelled:
+                        turn._cancel()
+                    record.opened.set()
+                    with anyio.CancelScope() as turn._scope:
+                        if not record.cancelled:
+                            returned = await self._run_turn(turn)
+            except (GenerationClosedError, RuntimeClosedError):
+                # The stop signal of a cancelled or exhausted turn: how a stopped turn ends.
+                # Anything else (a boundary after the turn finished) is the author's bug: raised.
+                terminal = gen.terminal_event or {}
+                if "error" in terminal or terminal.get("reason") is None:
+                    raise
+        except BaseException as exc:
+            record.failed = True
+            error = exc
             raise
         finally:
-            if self._turn is turn:
+            if self._turn is record:
                 self._turn = None
-            turn.opened.set()
-            turn.done.set()
-            if turn.failed:
-                # Best effort, and never in place of the original exception: a
-                # cancellation (the client went away) must stay a cancellation.
-                with anyio.CancelScope(shield=True), anyio.move_on_after(1), contextlib.suppress(Exception):
-                    await self._sink.turn_changed({**info, "state": "failed"})
-        stop = _STOP_REASONS[result.outcome]
-        await self._sink.turn_changed({**info, "state": "ended", "stopReason": stop})
-        return TurnResult(turn.id, turn.origin, stop, result)
+            record.opened.set()
+            record.done.set()
+            result = self._result(record, gen, returned)
+            if result is not None:
+                self.turns.append(result)
+                await self._report(turn, result, info, failed=error is not None)
+        assert result is not None  # the generation opened: it has a terminal event
+        return result
 
-    async def _run_detached(self, turn: _Turn, text: str) -> None:
+    async def _report(
+        self, turn: Turn | None, result: TurnResult, info: dict[str, Any], *, failed: bool
+    ) -> None:
+        """Settle every steer of the turn with the client, then report the turn's end.
+
+        Settled first: a client that reads the prompt's answer already has them all.
+        After a failure or a cancellation (the client went away) this is best effort:
+        shielded, bounded, and never in place of the original exception.
+        """
+        with anyio.CancelScope(shield=failed), anyio.move_on_after(_FAREWELL_SECONDS if failed else None):
+            try:
+                await self._settle_all(turn, result)
+                state = "failed" if failed else "ended"
+                lists = {k: v for k, v in result.to_meta().items() if k != "turnId"}
+                await self.channel.turn_changed(
+                    {**info, "state": state, "stopReason": result.stop_reason, **lists}
+                )
+            except (ConnectionError, OSError):
+                _log.info("could not report the end of turn %s: the client is gone", result.turn_id)
+            except Exception:
+                if not failed:
+                    raise
+                _log.warning("could not report the end of turn %s", result.turn_id, exc_info=True)
+
+    def _result(self, record: _TurnRecord, gen: Generation, returned: str | None) -> TurnResult | None:
+        """The turn's result from its terminal event (None when its generation never opened)."""
+        terminal = gen.terminal_event
+        if terminal is None:
+            return None
+        held: list[str] = []
+        unknown: list[str] = []
+        for input_id in terminal["accepted_input_ids"]:
+            receipt = self.runtime.receipt(input_id)
+            if receipt is not None and receipt.disposition is Disposition.UNKNOWN:
+                unknown.append(input_id)
+            else:
+                held.append(input_id)
+        reason = terminal.get("reason")
+        if "error" in terminal:  # generation.failed
+            stop = "failed"
+        elif reason is None:  # generation.finished
+            stop = returned if returned in _AUTHOR_STOP_REASONS else "end_turn"
+        elif reason == HoldReason.BUDGET_EXHAUSTED.value:
+            stop = "max_turn_requests"
+        elif record.cancelled or reason in _CANCELLED:
+            stop = "cancelled"
+        else:  # run_turn returned without the checkpoint decision: what was pending is held
+            stop = "end_turn"
+        return TurnResult(
+            record.id, record.origin, stop, tuple(terminal["input_ids"]), tuple(held), tuple(unknown)
+        )
+
+    async def _settle_all(self, turn: Turn | None, result: TurnResult) -> None:
+        if turn is None:
+            return
+        for input_id in (*result.applied_input_ids, *result.held_input_ids, *result.unknown_input_ids):
+            receipt = self.runtime.receipt(input_id)
+            if receipt is not None:
+                await turn._settle(receipt)
+
+    async def run_prompt(self, text: str, blocks: tuple[Mapping[str, Any], ...] = ()) -> TurnResult:
+        """``prompt``, with a failure turned into ``_TurnFailed`` carrying what the client is told."""
+        try:
+            return await self.prompt(text, blocks)
+        except (SteerRejected, TurnBusyError):
+            raise
+        except Exception as exc:
+            raise self._failure(exc) from exc
+
+    def _failure(self, exc: Exception) -> _TurnFailed:
+        data: dict[str, Any]
+        if isinstance(exc, TurnError):
+            data = dict(exc.data)
+        else:
+            data = {"details": f"the turn failed: {type(exc).__name__}"}
+        if isinstance(exc, ConnectionError | OSError):
+            _log.info("turn of session %s ended: the client is gone (%s)", self.session_id, exc)
+        elif not isinstance(exc, TurnError):
+            _log.error("turn of session %s failed", self.session_id, exc_info=exc)
+        if self.turns and (last := self.turns[-1]).stop_reason == "failed":
+            data["liveSteering"] = last.to_meta()
+        return _TurnFailed(data)
+
+    async def _run_detached(
+        self, record: _TurnRecord, text: str, blocks: tuple[Mapping[str, Any], ...]
+    ) -> None:
         """A steer-started turn: nobody awaits it, so its failure is reported, not raised."""
         try:
-            await self._run(turn, text)
-        except Exception:  # _run already sent the "failed" turn update
-            _log.exception("turn %s of session %s failed", turn.id, self.session_id)
+            await self._run(record, text, blocks)
+        except Exception as exc:  # _run already sent the "failed" turn update
+            self._failure(exc)
 
     def cancel(self) -> None:
-        """``session/cancel``: stop the running turn (its pending steers are held, C17)."""
-        self.loop.stop()
+        """``session/cancel``: stop the running turn (its pending steers are held, C17). Idle: no-op."""
+        record = self._turn
+        if record is None:
+            return
+        record.cancelled = True
+        if record.turn is not None:
+            record.turn._cancel()
+
+    async def wait_idle(self) -> None:
+        """Wait until no turn runs."""
+        while (record := self._turn) is not None:
+            await record.done.wait()
 
     async def aclose(self) -> None:
-        self.loop.stop()
+        self.cancel()
         await self.runtime.aclose()
 
     # -- steers --------------------------------------------------------------------------------
@@ -480,7 +318,14 @@ class SteeringSession:
         unexpected failure is the outcome ``failed``, never an exception.
         """
         input_id = steer_input_id(self.session_id, steer_id=request.steer_id, request_id=request_id)
-        async with self._lock:
+        # The lock's fast path: free and nobody queued, it is taken without a yield. A steer
+        # then decides with no await at all (the nowait submit), which keeps a steer's round
+        # trip close to a request the SDK answers at once (acp_steer_roundtrip).
+        try:
+            self._lock.acquire_nowait()
+        except anyio.WouldBlock:
+            await self._lock.acquire()
+        try:
             if input_id is None:
                 input_id = Input("steer", request.text).id  # a fresh random id: no retry identity
             try:
@@ -488,9 +333,12 @@ class SteeringSession:
             except SteerRejected:
                 raise
             except Exception as error:
+                _log.error("steer of session %s failed", self.session_id, exc_info=error)
                 return SteerResult(
                     SteerOutcome.FAILED, input_id, reason=f"internal-error: {type(error).__name__}"
                 )
+        finally:
+            self._lock.release()
 
     async def _decide(self, request: SteerRequest, input_id: str) -> SteerResult:
         steer = Input("steer", request.text, id=input_id)
@@ -502,17 +350,18 @@ class SteeringSession:
             return attrs.evolve(result, repeated=True)
         # A retry of an injected steer: the runtime answers with its current receipt (C10).
         if (known := self.runtime.receipt(input_id)) is not None:
-            receipt = await self.runtime.submit_steering(steer, known.generation_id)
+            receipt = self.runtime.submit_steering_nowait(steer, known.generation_id)
             if not receipt.accepted:
                 return _refused(input_id, receipt)  # identity-conflict (other text) raises invalidParams
             return SteerResult(
                 SteerOutcome.INJECTED, input_id, receipt=receipt, turn_id=receipt.generation_id, repeated=True
             )
         while (turn := self._turn) is not None:
-            await turn.opened.wait()
+            if not turn.opened.is_set():  # a set anyio Event still yields in wait(): skip it
+                await turn.opened.wait()
             generation = self.runtime.generation
             if generation is not None and generation["id"] == turn.id:
-                receipt = await self.runtime.submit_steering(steer, turn.id)
+                receipt = self.runtime.submit_steering_nowait(steer, turn.id)
                 if receipt.accepted:
                     return SteerResult(SteerOutcome.INJECTED, input_id, receipt=receipt, turn_id=turn.id)
                 if receipt.reason not in (RefusalReason.FINISHING, RefusalReason.STALE_GENERATION):
@@ -521,16 +370,27 @@ class SteeringSession:
             await turn.done.wait()
         if request.prompt_required:
             return SteerResult(SteerOutcome.PROMPT_REQUIRED, input_id, reason="noRunningTurn")
+        # The same rules as a steer into a running turn (C7): a steer that would be refused
+        # there never becomes a new turn's prompt here.
+        if (problem := self.runtime._core._validate(steer)) is not None:
+            raise SteerRejected(
+                ErrorKind.INVALID_PARAMS,
+                f"steer refused: {RefusalReason.INVALID_INPUT.value} ({problem})",
+                reason=RefusalReason.INVALID_INPUT.value,
+                inputId=input_id,
+            )
+        if self.runtime.closed:
+            return SteerResult(SteerOutcome.FAILED, input_id, reason=RefusalReason.CLOSED.value)
         if len(self._started) >= STARTED_TURN_IDS_LIMIT:
             return SteerResult(SteerOutcome.FAILED, input_id, reason=RefusalReason.CAPACITY.value)
         turn = self._begin("steer")
-        self._tg.start_soon(self._run_detached, turn, request.text)
+        self._tg.start_soon(self._run_detached, turn, request.text, request.blocks)
         # Recorded before the wait: if this request is cancelled while the turn starts,
         # the client's retry is still a repeat of this steer, not a second turn.
         result = SteerResult(SteerOutcome.STARTED_NEW_TURN, input_id, turn_id=turn.id)
         self._started[input_id] = (request.text, result)
         await turn.opened.wait()
-        if turn.failed:
+        if turn.failed and turn.turn is None:
             del self._started[input_id]  # nothing of it ran: a retry may try again
             return SteerResult(SteerOutcome.FAILED, input_id, reason="turn-failed", turn_id=turn.id)
         return result

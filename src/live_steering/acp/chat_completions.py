@@ -1,0 +1,333 @@
+"""A real-model steerable ACP agent on any OpenAI-compatible Chat Completions endpoint.
+
+``live-steering acp --openai-base-url URL --model NAME [--api-key-env VAR]`` runs
+``ChatCompletionsAgent``: each turn streams ``POST {URL}/chat/completions``
+(``stream: true``, server-sent events) and forwards the text deltas as
+``agent_message_chunk`` updates. The model is offered one read-only tool,
+``read_file``, when the client serves ``fs/read_text_file``; a path outside the
+session's directory is read only after the user allows it
+(``session/request_permission``). A steer sent while the model streams or while
+the tool runs is written before the next request of the same turn.
+
+An endpoint error (connection refused, HTTP 4xx/5xx, a timeout, malformed JSON)
+ends the turn with a JSON-RPC error whose ``data.details`` says what happened;
+the steers it had not written are held. The API key is sent only as the
+``Authorization`` header and is never logged or shown (it is redacted from
+every message the client sees).
+
+It uses only ``live_steering.acp``'s public names: it is one user of that API.
+Needs ``httpx`` (in the ``acp`` extra).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+from collections.abc import Mapping
+from typing import Any, Final
+
+import acp
+import attrs
+from acp.schema import ContentToolCallContent, PermissionOption, TextContentBlock
+
+from live_steering import Input
+from live_steering.acp import SteeringAgent, Turn, TurnError
+
+try:
+    import httpx
+except ImportError as error:  # pragma: no cover - exercised by installs without the extra
+    hint = "live_steering.acp.chat_completions needs httpx: pip install 'live-steering[acp]'"
+    raise ImportError(hint) from error
+
+__all__ = ["READ_FILE_TOOL", "ChatCompletionsAgent", "ChatCompletionsConfig", "api_key_from_env"]
+
+DEFAULT_SYSTEM_PROMPT: Final = (
+    "You are a coding assistant inside an editor. The user may send corrections while you work; "
+    "they arrive as extra user messages. Follow the latest one."
+)
+
+#: The one tool the model is offered (OpenAI function-calling schema).
+READ_FILE_TOOL: Final = {
+    "type": "function",
+    "function": {
+        "name": "read_file",
+        "description": "Read a text file of the user's project (as the editor has it, unsaved changes too).",
+        "parameters": {
+            "type": "object",
+            "properties": {"path": {"type": "string", "description": "absolute, or relative to the project"}},
+            "required": ["path"],
+        },
+    },
+}
+
+#: Characters of a file given to the model; the rest is cut with a note.
+MAX_FILE_CHARS: Final = 100_000
+#: Characters of an error body quoted to the client.
+MAX_ERROR_BODY: Final = 500
+
+_ALLOW, _REJECT = "allow-once", "reject-once"
+
+
+def api_key_from_env(variable: str) -> str:
+    """The API key in environment variable ``variable``; ``KeyError`` naming it (never the value)."""
+    value = os.environ.get(variable)
+    if not value:
+        raise KeyError(f"environment variable {variable} is not set")
+    return value
+
+
+@attrs.frozen
+class ChatCompletionsConfig:
+    """Where the model is and how to talk to it."""
+
+    base_url: str
+    """The endpoint's base URL, e.g. ``http://127.0.0.1:8080/v1`` (``/chat/completions`` is appended)."""
+    model: str
+    """The ``model`` field of every request."""
+    api_key: str | None = attrs.field(default=None, repr=False)
+    """Sent as ``Authorization: Bearer ...``; never in ``repr``, logs or messages."""
+    timeout: float = 120.0
+    """Seconds to connect, and between two chunks of a reply."""
+    system_prompt: str | None = DEFAULT_SYSTEM_PROMPT
+
+
+class ChatCompletionsAgent(SteeringAgent):
+    """``SteeringAgent`` whose turns are Chat Completions requests with a ``read_file`` tool."""
+
+    def __init__(self, config: ChatCompletionsConfig, *, max_requests: int = 16) -> None:
+        super().__init__(self._run_turn, name="live-steering-chat", title=f"live_steering: {config.model}",
+                         max_requests=max_requests)  # fmt: skip
+        self.config = config
+        self._http: httpx.AsyncClient | None = None
+
+    def _client(self) -> httpx.AsyncClient:
+        if self._http is None:
+            headers = {"Authorization": f"Bearer {self.config.api_key}"} if self.config.api_key else {}
+            self._http = httpx.AsyncClient(
+                base_url=self.config.base_url.rstrip("/") + "/", headers=headers,
+                timeout=httpx.Timeout(self.config.timeout),
+            )  # fmt: skip
+        return self._http
+
+    async def aclose(self) -> None:
+        await super().aclose()
+        if self._http is not None:
+            await self._http.aclose()
+
+    def _redact(self, text: str) -> str:
+        key = self.config.api_key
+        return text.replace(key, "***") if key else text
+
+    def _fail(self, message: str, **data: Any) -> TurnError:
+        return TurnError(self._redact(message), **data)
+
+    # -- one turn ------------------------------------------------------------------------------
+
+    async def _run_turn(self, turn: Turn) -> str | None:
+        messages: list[dict[str, Any]] = turn.state.setdefault("messages", [])
+        if not messages and self.config.system_prompt:
+            messages.append({"role": "system", "content": self.config.system_prompt})
+        messages.append({"role": "user", "content": turn.prompt})
+
+        async def add_steer(steer: Input, metadata: Mapping[str, Any]) -> None:
+            messages.append({"role": "user", "content": steer.text})
+
+        while True:
+            await turn.boundary(add_steer)
+            reply = await self._complete(turn, messages)
+            messages.append(reply.message())
+            if reply.tool_calls:
+                for call in reply.tool_calls:
+                    result = await self._run_tool(turn, call)
+                    messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+                continue
+            if reply.finish_reason == "length":
+                return "max_tokens"
+            if reply.finish_reason == "content_filter":
+                return "refusal"
+            if not turn.continue_after_checkpoint():
+                return None
+
+    async def _complete(self, turn: Turn, messages: list[dict[str, Any]]) -> _Reply:
+        body: dict[str, Any] = {"model": self.config.model, "messages": messages, "stream": True}
+        if turn.can_read_files:
+            body["tools"] = [READ_FILE_TOOL]
+        reply = _Reply()
+        try:
+            async with self._client().stream("POST", "chat/completions", json=body) as response:
+                if response.status_code >= 400:
+                    text = (await response.aread()).decode("utf-8", "replace")[:MAX_ERROR_BODY]
+                    raise self._fail(
+                        f"the model endpoint answered HTTP {response.status_code}: {text}",
+                        status=response.status_code,
+                    )
+                if "text/event-stream" in response.headers.get("content-type", ""):
+                    async for line in response.aiter_lines():
+                        if not line.startswith("data:"):
+                            continue  # SSE comments, event names, keep-alives
+                        data = line[5:].strip()
+                        if data == "[DONE]":
+                            break
+                        await reply.add_chunk(turn, self._json(data))
+                else:  # a server that ignores "stream": one JSON completion
+                    await reply.add_completion(
+                        turn, self._json((await response.aread()).decode("utf-8", "replace"))
+                    )
+        except httpx.TimeoutException:
+            raise self._fail(f"the model endpoint did not answer within {self.config.timeout:g} s") from None
+        except httpx.ConnectError as exc:
+            raise self._fail(f"cannot connect to the model endpoint {self.config.base_url}: {exc}") from None
+        except httpx.HTTPError as exc:
+            raise self._fail(f"the model endpoint failed: {type(exc).__name__}: {exc}") from None
+        except _Malformed as exc:
+            raise self._fail(f"the model endpoint sent a malformed reply: {exc}") from None
+        return reply
+
+    def _json(self, text: str) -> dict[str, Any]:
+        try:
+            value = json.loads(text)
+        except ValueError:
+            raise _Malformed("not JSON") from None
+        if not isinstance(value, dict):
+            raise _Malformed("not a JSON object")
+        if "error" in value:
+            error = value["error"]
+            message = error.get("message") if isinstance(error, dict) else error
+            raise self._fail(f"the model endpoint reported an error: {str(message)[:MAX_ERROR_BODY]}")
+        return value
+
+    # -- the tool ------------------------------------------------------------------------------
+
+    async def _run_tool(self, turn: Turn, call: _ToolCall) -> str:
+        if call.name != "read_file" or not turn.can_read_files:
+            return f"error: there is no tool named {call.name!r}"
+        try:
+            arguments = json.loads(call.arguments or "{}")
+        except ValueError:
+            return "error: the arguments are not valid JSON"
+        path = arguments.get("path") if isinstance(arguments, dict) else None
+        if not isinstance(path, str) or not path:
+            return "error: read_file needs a 'path' string"
+        cwd = turn.session.cwd
+        resolved = posixpath.normpath(posixpath.join(cwd, path))
+        await turn.update(acp.start_read_tool_call(call.id, f"Read {resolved}", resolved))
+        inside = resolved == cwd or resolved.startswith(cwd.rstrip("/") + "/")
+        if not inside:
+            # Outside the project: the spec's permission request, before anything is read.
+            options = [
+                PermissionOption(option_id=_ALLOW, name="Allow once", kind="allow_once"),
+                PermissionOption(option_id=_REJECT, name="Reject", kind="reject_once"),
+            ]
+            tool_call = {
+                "toolCallId": call.id,
+                "title": f"Read {resolved}",
+                "kind": "read",
+                "status": "pending",
+            }
+            try:
+                choice = await turn.request_permission(tool_call, options)
+            except acp.RequestError:  # a client without the method: nobody allowed it
+                choice = None
+            if choice != _ALLOW:
+                await turn.update(acp.update_tool_call(call.id, status="failed", raw_output="not allowed"))
+                return "error: the user did not allow reading this file"
+        await turn.update(acp.update_tool_call(call.id, status="in_progress"))
+        try:
+            text = await turn.read_text_file(resolved)
+        except acp.RequestError as exc:
+            await turn.update(acp.update_tool_call(call.id, status="failed", raw_output=str(exc)))
+            return f"error: the editor could not read {resolved}: {exc}"
+        if len(text) > MAX_FILE_CHARS:
+            text = text[:MAX_FILE_CHARS] + f"\n[... cut at {MAX_FILE_CHARS} characters]"
+        shown = [ContentToolCallContent(type="content", content=TextContentBlock(type="text", text=text))]
+        await turn.update(acp.update_tool_call(call.id, status="completed", content=shown))
+        return text
+
+
+class _Malformed(Exception):
+    """The endpoint's reply is not what the Chat Completions format says."""
+
+
+@attrs.define
+class _ToolCall:
+    id: str = ""
+    name: str = ""
+    arguments: str = ""
+
+
+@attrs.define
+class _Reply:
+    """One completion, assembled from its streamed chunks."""
+
+    text: list[str] = attrs.field(factory=list)
+    calls: dict[int, _ToolCall] = attrs.field(factory=dict)
+    finish_reason: str | None = None
+
+    @property
+    def tool_calls(self) -> list[_ToolCall]:
+        return [self.calls[i] for i in sorted(self.calls)]
+
+    def message(self) -> dict[str, Any]:
+        """The assistant message for the conversation."""
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(self.text)}
+        if self.calls:
+            message["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                for c in self.tool_calls
+            ]
+        return message
+
+    async def add_chunk(self, turn: Turn, chunk: dict[str, Any]) -> None:
+        choices = chunk.get("choices")
+        if not isinstance(choices, list):
+            raise _Malformed("a chunk without a 'choices' list")
+        if not choices:
+            return  # a usage-only chunk
+        choice = choices[0]
+        delta = choice.get("delta") if isinstance(choice, dict) else None
+        if not isinstance(delta, dict):
+            raise _Malformed("a choice without a 'delta' object")
+        await self._add(turn, delta, streamed=True)
+        if isinstance(reason := choice.get("finish_reason"), str):
+            self.finish_reason = reason
+
+    async def add_completion(self, turn: Turn, completion: dict[str, Any]) -> None:
+        choices = completion.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise _Malformed("a completion without choices")
+        message = choices[0].get("message")
+        if not isinstance(message, dict):
+            raise _Malformed("a choice without a 'message' object")
+        await self._add(turn, message, streamed=False)
+        if isinstance(reason := choices[0].get("finish_reason"), str):
+            self.finish_reason = reason
+
+    async def _add(self, turn: Turn, part: dict[str, Any], *, streamed: bool) -> None:
+        content = part.get("content")
+        if isinstance(content, str) and content:
+            self.text.append(content)
+            await turn.say(content)
+        calls = part.get("tool_calls")
+        if calls is None:
+            return
+        if not isinstance(calls, list):
+            raise _Malformed("'tool_calls' is not a list")
+        for position, fragment in enumerate(calls):
+            if not isinstance(fragment, dict):
+                raise _Malformed("a tool call is not an object")
+            index = fragment.get("index", position) if streamed else position
+            if type(index) is not int:
+                raise _Malformed("a tool call index is not an integer")
+            call = self.calls.setdefault(index, _ToolCall())
+            if isinstance(fragment.get("id"), str):
+                call.id = fragment["id"]
+            function = fragment.get("function") or {}
+            if not isinstance(function, dict):
+                raise _Malformed("a tool call's 'function' is not an object")
+            if isinstance(function.get("name"), str) and not call.name:
+                call.name = function["name"]  # sent once, in the call's first fragment
+            if isinstance(function.get("arguments"), str):
+                call.arguments += function["arguments"]
+            if not call.id:
+                call.id = f"call-{index}"

@@ -1,0 +1,555 @@
+"""End to end: ``live-steering acp --openai-base-url ...`` against a loopback Chat Completions server.
+
+The server is the test's own (anyio TCP on 127.0.0.1, a little HTTP/1.1): each
+request the agent makes is answered by the next scripted reply, which may stream
+SSE chunks, stop at a gate until the test releases it, call a tool, answer
+4xx/5xx, send malformed JSON or never answer. The ACP client is the SDK's own
+(``acp.spawn_agent_process``) and serves ``fs/read_text_file`` and
+``session/request_permission``. The SDK is asyncio-only, so these tests run on
+asyncio; a gate, not a sleep, decides when a steer arrives.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any, cast
+
+import anyio
+import anyio.abc
+import pytest
+
+pytest.importorskip("acp")
+pytest.importorskip("httpx")
+
+import acp
+from acp.schema import (
+    AgentMessageChunk,
+    AllowedOutcome,
+    ClientCapabilities,
+    DeniedOutcome,
+    FileSystemCapabilities,
+    ReadTextFileResponse,
+    RequestPermissionResponse,
+    SessionInfoUpdate,
+    ToolCallProgress,
+    ToolCallStart,
+)
+
+from live_steering.testing import Gate
+
+pytestmark = pytest.mark.anyio
+
+WAIT = 20  # seconds: a hang becomes a failure; never an ordering tool
+KEY = "sk-test-secret-4f1c"
+MAX_HEAD = 65_536  # bytes of request head the loopback server reads at most
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    """asyncio only: the ACP SDK's connection is built on asyncio streams and tasks."""
+    return "asyncio"
+
+
+# -- the loopback server ---------------------------------------------------------------------
+
+
+def chunk(content: str | None = None, *, finish: str | None = None, calls: Any = None) -> dict[str, Any]:
+    """One ``chat.completion.chunk`` as OpenAI-compatible servers stream them."""
+    delta: dict[str, Any] = {}
+    if content is not None:
+        delta["content"] = content
+    if calls is not None:
+        delta["tool_calls"] = calls
+    choice = {"index": 0, "delta": delta, "finish_reason": finish}
+    return {"id": "c1", "object": "chat.completion.chunk", "choices": [choice]}
+
+
+class Reply:
+    """A scripted answer: a status, then SSE events (dicts, raw bytes, or a Gate to stop at)."""
+
+    def __init__(
+        self,
+        *events: Any,
+        status: int = 200,
+        body: bytes | None = None,
+        hang: bool = False,
+        gate: Gate | None = None,
+    ) -> None:
+        self.gate = gate
+        """Held here, before anything is sent, until the test releases it."""
+        self.events = events
+        self.status = status
+        self.body = body
+        self.hang = hang
+
+
+class ChatServer:
+    """Answers each POST /v1/chat/completions with the next ``Reply``; records every request."""
+
+    def __init__(self) -> None:
+        self.replies: list[Reply] = []
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self.changed = anyio.Event()
+        self.port = 0
+
+    async def serve(self, listener: anyio.abc.Listener[anyio.abc.SocketStream]) -> None:
+        await listener.serve(self._handle)
+
+    async def _handle(self, stream: anyio.abc.SocketStream) -> None:
+        # The agent may hang up at any point (a cancel, its own timeout): that ends this
+        # exchange quietly, never the server.
+        with contextlib.suppress(anyio.EndOfStream, anyio.BrokenResourceError, ConnectionError):
+            async with stream:
+                await self._exchange(stream)
+
+    async def _exchange(self, stream: anyio.abc.SocketStream) -> None:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            if len(data) > MAX_HEAD:
+                raise ConnectionError("request head too long")
+            data += await stream.receive()
+        head, _, body = data.partition(b"\r\n\r\n")
+        lines = head.decode().split("\r\n")
+        headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+        length = int(headers.get("content-length", "0"))
+        while len(body) < length:  # bounded: each receive brings at least one byte
+            body += await stream.receive()
+        self.headers.append(headers)
+        self.requests.append(json.loads(body))
+        reply = self.replies.pop(0)
+        self.changed.set()
+        self.changed = anyio.Event()
+        if reply.gate is not None:
+            await reply.gate.passage()
+        if reply.hang:
+            await stream.receive()  # say nothing until the agent gives up and hangs up
+            return
+        if reply.status != 200 or reply.body is not None:
+            payload = reply.body or b'{"error": {"message": "scripted failure"}}'
+            status_line = (
+                f"HTTP/1.1 {reply.status} X\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n"
+            )
+            await stream.send(status_line.encode() + payload)
+            return
+        await stream.send(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
+        for event in reply.events:
+            if isinstance(event, Gate):
+                await event.passage()
+            elif isinstance(event, bytes):
+                await stream.send(event)
+            else:
+                await stream.send(b"data: " + json.dumps(event).encode() + b"\n\n")
+        await stream.send(b"data: [DONE]\n\n")
+
+    async def request(self, n: int) -> dict[str, Any]:
+        """The ``n``-th request (1-based), waiting for it."""
+        with anyio.fail_after(WAIT):
+            while len(self.requests) < n:
+                await self.changed.wait()
+        return self.requests[n - 1]
+
+
+@pytest.fixture(scope="module")
+async def chat_server() -> AsyncIterator[ChatServer]:
+    """One loopback server for the module (each test resets it through ``server``)."""
+    chat = ChatServer()
+    async with (
+        await anyio.create_tcp_listener(local_host="127.0.0.1") as listener,
+        anyio.create_task_group() as tg,
+    ):
+        chat.port = listener.extra(anyio.abc.SocketAttribute.local_port)
+        tg.start_soon(chat.serve, listener)
+        yield chat
+        tg.cancel_scope.cancel()
+
+
+@pytest.fixture
+def server(chat_server: ChatServer) -> ChatServer:
+    """The loopback server with no requests recorded and no replies left over."""
+    chat_server.replies.clear()
+    chat_server.requests.clear()
+    chat_server.headers.clear()
+    return chat_server
+
+
+# -- the ACP client --------------------------------------------------------------------------
+
+
+class EditorClient:
+    """The SDK client side: files it serves, a permission answer, every update recorded."""
+
+    def __init__(self, files: dict[str, str]) -> None:
+        self.files = files
+        self.updates: list[Any] = []
+        self.read_gate: Gate | None = None
+        self.allow = False
+        self.permission_requests: list[Any] = []
+        self._changed = anyio.Event()
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        self.updates.append(update)
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def read_text_file(self, session_id: str, path: str, **kwargs: Any) -> ReadTextFileResponse:
+        if self.read_gate is not None:
+            await self.read_gate.passage()
+        if path not in self.files:
+            raise acp.RequestError.resource_not_found(path)
+        return ReadTextFileResponse(content=self.files[path])
+
+    async def request_permission(self, session_id: str, tool_call: Any, options: Any, **kwargs: Any) -> Any:
+        self.permission_requests.append(tool_call)
+        if self.allow:
+            return RequestPermissionResponse(
+                outcome=AllowedOutcome(outcome="selected", option_id="allow-once")
+            )
+        return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+
+    async def wait_for(self, predicate: Callable[[Any], bool]) -> Any:
+        with anyio.fail_after(WAIT):
+            while True:
+                for update in self.updates:
+                    if predicate(update):
+                        return update
+                await self._changed.wait()
+
+    def text(self) -> str:
+        return "".join(u.content.text for u in self.updates if isinstance(u, AgentMessageChunk))
+
+
+class Agent:
+    def __init__(self, conn: Any, client: EditorClient, process: Any) -> None:
+        self.conn = conn
+        self.client = client
+        self.process = process
+
+    async def session(self) -> str:
+        return cast("str", (await self.conn.new_session(cwd="/project", mcp_servers=[])).session_id)
+
+    async def steer(self, session_id: str, text: str) -> dict[str, Any]:
+        params = {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
+        return cast("dict[str, Any]", await self.conn.ext_method("session/steering", params))
+
+
+def _agent_command(port: int, *extra: str) -> tuple[str, ...]:
+    return (sys.executable, "-m", "live_steering._cli", "acp", f"--openai-base-url=http://127.0.0.1:{port}/v1",
+            "--model=test-model", "--api-key-env=LIVE_STEERING_TEST_KEY", *extra)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+async def shared_agent(chat_server: ChatServer) -> AsyncIterator[Agent]:
+    """The real-model agent (one process for the module), pointed at the loopback server."""
+    client = EditorClient({"/project/notes.txt": "Remember: tabs, not spaces."})
+    env = {**os.environ, "LIVE_STEERING_TEST_KEY": KEY}
+    command = _agent_command(chat_server.port, "--timeout=2")
+    async with acp.spawn_agent_process(cast("acp.Client", client), *command, env=env) as (conn, process):
+        capabilities = ClientCapabilities(fs=FileSystemCapabilities(read_text_file=True))
+        await conn.initialize(protocol_version=acp.PROTOCOL_VERSION, client_capabilities=capabilities)
+        yield Agent(conn, client, process)
+    assert process.returncode == 0
+    assert process.stderr is not None
+    assert KEY.encode() not in await process.stderr.read()
+
+
+@pytest.fixture
+def agent(shared_agent: Agent, server: ChatServer) -> Agent:
+    """The shared agent with a fresh client record (each test uses its own new session)."""
+    client = shared_agent.client
+    client.updates.clear()
+    client.read_gate = None
+    client.allow = False
+    client.permission_requests.clear()
+    return shared_agent
+
+
+def _settled(update: Any) -> dict[str, Any] | None:
+    if isinstance(update, SessionInfoUpdate) and update.field_meta:
+        return cast("dict[str, Any] | None", update.field_meta["liveSteering"].get("steer"))
+    return None
+
+
+async def test_streaming_reply_and_a_steer_during_the_stream(server: ChatServer, agent: Agent) -> None:
+    """Chunks stream as agent messages; a steer sent mid-stream is in the next request of the same turn."""
+    gate = Gate()
+    server.replies += [
+        Reply(chunk("Hel"), gate, chunk("lo"), chunk(finish="stop")),
+        Reply(chunk("Noted"), chunk(finish="stop")),
+    ]
+    sid = await agent.session()
+    results: list[Any] = []
+    async with anyio.create_task_group() as tg:
+
+        async def prompt() -> None:
+            results.append(await agent.conn.prompt(session_id=sid, prompt=[acp.text_block("Say hello")]))
+
+        tg.start_soon(prompt)
+        await gate.wait_reached()
+        await agent.client.wait_for(lambda u: isinstance(u, AgentMessageChunk) and u.content.text == "Hel")
+        steer = await agent.steer(sid, "Use British spelling")
+        assert steer["outcome"] == "injected"
+        gate.release()
+    response = results[0]
+    assert response.stop_reason == "end_turn"
+    input_id = steer["_meta"]["liveSteering"]["inputId"]
+    assert response.field_meta["liveSteering"]["appliedInputIds"] == [input_id]
+    first, second = server.requests
+    assert first["stream"] is True
+    assert first["model"] == "test-model"
+    assert [m["role"] for m in first["messages"]] == ["system", "user"]
+    assert second["messages"][-2:] == [
+        {"role": "assistant", "content": "Hello"},
+        {"role": "user", "content": "Use British spelling"},
+    ]
+    assert agent.client.text() == "HelloNoted"
+    assert {"inputId": input_id, "turnId": f"{sid}-turn-1", "disposition": "applied"} in [
+        _settled(u) for u in agent.client.updates
+    ]
+    assert server.headers[0]["authorization"] == f"Bearer {KEY}"
+    assert [t["type"] for t in first["tools"]] == ["function"]
+
+
+async def test_read_file_tool_through_the_client_and_a_steer_during_it(
+    server: ChatServer, agent: Agent
+) -> None:
+    """read_file goes through fs/read_text_file; a steer while it runs lands in the next request."""
+    call = [
+        {"index": 0, "id": "call-7", "type": "function", "function": {"name": "read_file", "arguments": ""}}
+    ]
+    more = [{"index": 0, "function": {"arguments": '{"path": "notes.txt"}'}}]
+    server.replies += [
+        Reply(chunk(calls=call), chunk(calls=more), chunk(finish="tool_calls")),
+        Reply(chunk("Tabs it is"), chunk(finish="stop")),
+    ]
+    agent.client.read_gate = gate = Gate()
+    sid = await agent.session()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: agent.conn.prompt(session_id=sid, prompt=[acp.text_block("Read my notes")]))
+        await gate.wait_reached()
+        steer = await agent.steer(sid, "Then summarise in one line")
+        assert steer["outcome"] == "injected"
+        gate.release()
+    second = await server.request(2)
+    assert second["messages"][-3:] == [
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "call-7", "type": "function", "function": {"name": "read_file",
+                                                              "arguments": '{"path": "notes.txt"}'}}]},
+        {"role": "tool", "tool_call_id": "call-7", "content": "Remember: tabs, not spaces."},
+        {"role": "user", "content": "Then summarise in one line"},
+    ]  # fmt: skip
+    starts = [u for u in agent.client.updates if isinstance(u, ToolCallStart)]
+    assert [(u.tool_call_id, u.kind, (u.locations or [])[0].path) for u in starts] == [
+        ("call-7", "read", "/project/notes.txt")
+    ]
+    final = [u.status for u in agent.client.updates if isinstance(u, ToolCallProgress)][-1]
+    assert final == "completed"
+    assert agent.client.permission_requests == []  # inside the project: no permission asked
+
+
+async def test_read_outside_the_project_asks_permission(server: ChatServer, agent: Agent) -> None:
+    """A path outside the session's cwd is read only if the user allows it; a refusal is the tool's result."""
+    call = [
+        {"index": 0, "id": "c1", "function": {"name": "read_file", "arguments": '{"path": "/etc/passwd"}'}}
+    ]
+    server.replies += [
+        Reply(chunk(calls=call), chunk(finish="tool_calls")),
+        Reply(chunk("OK"), chunk(finish="stop")),
+    ]
+    sid = await agent.session()
+    response = await agent.conn.prompt(session_id=sid, prompt=[acp.text_block("Read it")])
+    assert response.stop_reason == "end_turn"
+    assert len(agent.client.permission_requests) == 1
+    assert server.requests[1]["messages"][-1] == {
+        "role": "tool", "tool_call_id": "c1", "content": "error: the user did not allow reading this file"
+    }  # fmt: skip
+
+
+def _completion(text: str, finish: str = "stop") -> bytes:
+    """A whole (non-streamed) chat completion."""
+    message = {"role": "assistant", "content": text}
+    return json.dumps({"choices": [{"index": 0, "message": message, "finish_reason": finish}]}).encode()
+
+
+@pytest.mark.parametrize(
+    ("reply", "stop_reason", "text"),
+    [
+        pytest.param(Reply(body=_completion("Whole reply")), "end_turn", "Whole reply", id="not-streamed"),
+        pytest.param(Reply(chunk("Cut"), chunk(finish="length")), "max_tokens", "Cut", id="length"),
+        pytest.param(Reply(chunk(finish="content_filter")), "refusal", "", id="content-filter"),
+    ],
+)
+async def test_replies_and_their_stop_reasons(
+    server: ChatServer, agent: Agent, reply: Reply, stop_reason: str, text: str
+) -> None:
+    """A server that ignores 'stream' still works; finish_reason length / content_filter map to ACP's."""
+    server.replies.append(reply)
+    sid = await agent.session()
+    response = await agent.conn.prompt(session_id=sid, prompt=[acp.text_block("Hi")])
+    assert response.stop_reason == stop_reason
+    assert agent.client.text() == text
+
+
+ERRORS = [
+    pytest.param(Reply(status=500, body=b"upstream exploded"), "HTTP 500: upstream exploded", id="5xx"),
+    pytest.param(Reply(status=401, body=f'{{"error": "bad key {KEY}"}}'.encode()), "HTTP 401", id="4xx"),
+    pytest.param(Reply(chunk("a"), b"data: {not json\n\n"), "malformed reply: not JSON", id="malformed-json"),
+    pytest.param(Reply(b"data: [1, 2]\n\n"), "malformed reply: not a JSON object", id="not-an-object"),
+    pytest.param(Reply(hang=True), "did not answer within 2 s", id="timeout"),
+]
+
+
+@pytest.mark.parametrize(("reply", "details"), ERRORS)
+async def test_endpoint_errors_end_the_turn_clearly_and_hold(
+    server: ChatServer, agent: Agent, reply: Reply, details: str
+) -> None:
+    """An endpoint error is a JSON-RPC error saying what happened; the steer it never sent is held."""
+    gate = Gate()
+    first = Reply(chunk("Working"), gate, chunk(calls=[{"index": 0, "id": "t", "function": {
+        "name": "no_such_tool", "arguments": "{}"}}]), chunk(finish="tool_calls"))  # fmt: skip
+    second_gate = reply.gate = Gate()
+    server.replies += [first, reply]
+    sid = await agent.session()
+    errors: list[acp.RequestError] = []
+    async with anyio.create_task_group() as tg:
+
+        async def prompt() -> None:
+            with pytest.raises(acp.RequestError) as caught:
+                await agent.conn.prompt(session_id=sid, prompt=[acp.text_block("Go")])
+            errors.append(caught.value)
+
+        tg.start_soon(prompt)
+        await gate.wait_reached()
+        steer = await agent.steer(sid, "Pending steer")
+        gate.release()
+        await second_gate.wait_reached()
+        # The request that fails was sent with the first steer; this one waits for a next request.
+        late = await agent.steer(sid, "Never sent")
+        assert late["outcome"] == "injected"
+        second_gate.release()
+    error = errors[0]
+    assert error.code == -32603
+    assert isinstance(error.data, dict)
+    assert details in error.data["details"]
+    assert KEY not in json.dumps(error.data)
+    meta = error.data["liveSteering"]
+    assert meta["appliedInputIds"] == [steer["_meta"]["liveSteering"]["inputId"]]
+    assert meta["heldInputIds"] == [late["_meta"]["liveSteering"]["inputId"]]
+    held = {"disposition": "held", "reason": "generation-failed"}
+    settled = {"inputId": late["_meta"]["liveSteering"]["inputId"], "turnId": f"{sid}-turn-1", **held}
+    assert settled in [_settled(u) for u in agent.client.updates]
+
+
+async def test_connection_refused_is_a_clear_error_and_the_key_never_shows(server: ChatServer) -> None:
+    """No server at the URL: the prompt fails 'cannot connect'; the API key is in no output of the agent."""
+    with anyio.fail_after(WAIT):
+        async with await anyio.create_tcp_listener(local_host="127.0.0.1") as probe:
+            closed_port = probe.extra(anyio.abc.SocketAttribute.local_port)
+    client = EditorClient({})
+    env = {**os.environ, "LIVE_STEERING_TEST_KEY": KEY}
+    async with acp.spawn_agent_process(cast("acp.Client", client), *_agent_command(closed_port), env=env) as (
+        conn,
+        process,
+    ):
+        await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+        sid = (await conn.new_session(cwd="/project", mcp_servers=[])).session_id
+        with pytest.raises(acp.RequestError) as caught:
+            await conn.prompt(session_id=sid, prompt=[acp.text_block("Hello?")])
+    assert isinstance(caught.value.data, dict)
+    assert "cannot connect to the model endpoint" in caught.value.data["details"]
+    assert process.returncode == 0
+    assert process.stderr is not None
+    assert KEY.encode() not in await process.stderr.read()
+
+
+def test_missing_key_variable_exits_2_without_serving(capsys: pytest.CaptureFixture[str]) -> None:
+    """--api-key-env naming an unset variable: a one-line error naming it, exit 2, nothing on stdout."""
+    from live_steering._cli import main
+
+    os.environ.pop("LIVE_STEERING_UNSET_KEY", None)
+    code = main(["acp", "--openai-base-url=http://127.0.0.1:9/v1", "--model=m",
+                 "--api-key-env=LIVE_STEERING_UNSET_KEY"])  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 2
+    assert captured.out == ""
+    assert "LIVE_STEERING_UNSET_KEY is not set" in captured.err
+
+
+def test_url_and_model_go_together(capsys: pytest.CaptureFixture[str]) -> None:
+    """--model without --openai-base-url (or the reverse) is a usage error, exit 2."""
+    from live_steering._cli import main
+
+    assert main(["acp", "--model=m"]) == 2
+    assert "go together" in capsys.readouterr().err
+
+
+# -- examples/acp_agent.py: the agent docs/acp.md shows -------------------------------------
+
+EXAMPLE = ROOT / "examples" / "acp_agent.py"
+
+
+async def test_example_agent_is_steerable(server: ChatServer) -> None:
+    """examples/acp_agent.py: a steer during its model request is written before its next one, same turn."""
+    gate = Gate()
+    server.replies += [Reply(body=_completion("Hi"), gate=gate), Reply(body=_completion("Shorter: hi"))]
+    client = EditorClient({})
+    env = {**os.environ, "OPENAI_BASE_URL": f"http://127.0.0.1:{server.port}/v1", "MODEL": "test-model"}
+    async with acp.spawn_agent_process(cast("acp.Client", client), sys.executable, str(EXAMPLE), env=env) as (
+        conn,
+        process,
+    ):
+        init = await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+        assert init.field_meta == {"steering": {"supported": True}}
+        agent = Agent(conn, client, process)
+        sid = await agent.session()
+        results: list[Any] = []
+        async with anyio.create_task_group() as tg:
+
+            async def prompt() -> None:
+                results.append(await conn.prompt(session_id=sid, prompt=[acp.text_block("Greet me")]))
+
+            tg.start_soon(prompt)
+            await gate.wait_reached()
+            steer = await agent.steer(sid, "Be brief")
+            assert steer["outcome"] == "injected"
+            gate.release()
+    assert results[0].stop_reason == "end_turn"
+    assert results[0].field_meta["liveSteering"]["appliedInputIds"] == [
+        steer["_meta"]["liveSteering"]["inputId"]
+    ]
+    assert [m["content"] for m in server.requests[1]["messages"]] == ["Greet me", "Hi", "Be brief"]
+    assert client.text() == "HiShorter: hi"
+    assert process.returncode == 0
+
+
+def test_example_agent_is_about_thirty_lines_and_in_the_docs() -> None:
+    """The example has at most 30 lines of code (docstring, blank lines aside); docs/acp.md shows it whole."""
+    text = EXAMPLE.read_text(encoding="utf-8")
+    code = text.split('"""', 2)[2]
+    assert len([line for line in code.splitlines() if line.strip()]) <= 30
+    assert f"```python\n{text}```" in (ROOT / "docs" / "acp.md").read_text(encoding="utf-8")
+
+
+def test_public_agents_use_no_private_name() -> None:
+    """The scripted agent, the real-model agent and the example import only public live_steering names."""
+    import ast
+
+    sources = [ROOT / "src/live_steering/acp/scripted.py", ROOT / "src/live_steering/acp/chat_completions.py",
+               EXAMPLE]  # fmt: skip
+    for path in sources:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("live_steering"):
+                assert not any(part.startswith("_") for part in node.module.split(".")), (
+                    path.name,
+                    node.module,
+                )
+                assert not any(alias.name.startswith("_") for alias in node.names), (path.name, node.module)
+            if isinstance(node, ast.ImportFrom) and node.level:
+                raise AssertionError(f"{path.name}: a relative import ({node.module}) is not the public API")
