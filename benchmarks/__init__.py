@@ -6,6 +6,7 @@ that a shared, noisy machine changes both sides alike. See ``docs/performance.md
 
 from __future__ import annotations
 
+from ._integrations import run_integrations
 from ._suite import FULL, QUICK, TINY, Settings, run_backend
 from ._timing import Figure, figure
 
@@ -23,4 +24,6 @@ def run(
     for backend in backends:
         backend_figures, floors[backend] = run_backend(backend, settings)
         figures.extend(backend_figures)
+    if "asyncio" in backends:  # the frameworks behind the integration figures are asyncio-only
+        figures.extend(run_integrations(settings.integration_rounds))
     return figures, floors

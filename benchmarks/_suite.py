@@ -52,10 +52,12 @@ class Settings:
     """Live runtimes for ``runtimes_scale`` (the issue asks for 10,000)."""
     memory_runtimes: int
     """Runtimes traced for ``runtime_memory``."""
+    integration_rounds: int = 2
+    """Rounds of the ``integration_overhead_*`` figures (one agent run per side per round)."""
 
 
-FULL = Settings(rounds=1_000, wake_samples=40, runtimes=10_000, memory_runtimes=2_000)
-QUICK = Settings(rounds=200, wake_samples=20, runtimes=10_000, memory_runtimes=1_000)
+FULL = Settings(rounds=1_000, wake_samples=40, runtimes=10_000, memory_runtimes=2_000, integration_rounds=120)
+QUICK = Settings(rounds=200, wake_samples=20, runtimes=10_000, memory_runtimes=1_000, integration_rounds=30)
 #: For the test of the machinery only: the numbers it produces mean nothing.
 TINY = Settings(rounds=2, wake_samples=2, runtimes=20, memory_runtimes=10)
 

@@ -4,7 +4,6 @@ Needs the ``pydantic-ai`` extra (``pip install 'live-steering[pydantic-ai]'``, o
 ``pydantic-ai-slim``). Everything goes through pydantic-ai's own extension point, the
 capability hooks of ``pydantic_ai.capabilities.AbstractCapability``:
 
-* ``for_run``: a fresh instance per run, so one agent can run many times;
 * ``wrap_run``: each agent run is one generation (``async with runtime.open_generation()``),
   so a run's failure or cancellation ends the generation the same way (C17);
 * ``before_model_request``: the request boundary. Pending steers are handed to
@@ -61,8 +60,8 @@ class LiveSteering(AbstractCapability[Any]):
 
     runtime: LiveRuntime
     """The session's runtime; the host holds its ``capability``."""
-    generation: Generation | None = field(default=None, init=False, repr=False, compare=False)
-    """The running generation of this run's instance (``None`` outside a run)."""
+    _generations: dict[str, Generation] = field(default_factory=dict, init=False, repr=False, compare=False)
+    """The running generation of each run in progress, by pydantic-ai's ``run_id``."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.runtime, LiveRuntime):
@@ -72,22 +71,24 @@ class LiveSteering(AbstractCapability[Any]):
     def get_serialization_name(cls) -> str | None:
         return None  # holds a live runtime: not constructible from an agent spec
 
-    async def for_run(self, ctx: RunContext[Any]) -> LiveSteering:
-        return LiveSteering(self.runtime)  # per-run state: the generation
-
     async def wrap_run(self, ctx: RunContext[Any], *, handler: WrapRunHandler) -> AgentRunResult[Any]:
         async with self.runtime.open_generation() as gen:
-            self.generation = gen
+            # Per-run state keyed by the run's id, so that ``for_run`` can keep the default
+            # (this instance) and pydantic-ai does not re-extract the capability every run.
+            key = _run_key(ctx)
+            self._generations[key] = gen
             try:
                 return await handler()
             except UsageLimitExceeded:
                 gen.stop(HoldReason.BUDGET_EXHAUSTED)  # the request budget is spent: hold, don't fail them
                 raise
+            finally:
+                del self._generations[key]
 
     async def before_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
-        gen = self._running()
+        gen = self._running(ctx)
         if gen.accepting:
             await gen.boundary(_enqueuer(ctx))
         return request_context
@@ -98,15 +99,22 @@ class LiveSteering(AbstractCapability[Any]):
         if isinstance(result, End) and not isinstance(result.data.output, DeferredToolRequests):
             # The run would end here with its output: the checkpoint. A run paused for
             # deferred tools hands control back to its caller instead, so it never continues.
-            gen = self._running()
+            gen = self._running(ctx)
             if gen.continue_after_checkpoint():
                 await gen.boundary(_enqueuer(ctx))  # enqueued: pydantic-ai redirects into one more request
         return result
 
-    def _running(self) -> Generation:
-        if self.generation is None:
+    def _running(self, ctx: RunContext[Any]) -> Generation:
+        gen = self._generations.get(_run_key(ctx))
+        if gen is None:
             raise RuntimeError("LiveSteering hook outside its wrap_run: is it in the agent's capabilities?")
-        return self.generation
+        return gen
+
+
+def _run_key(ctx: RunContext[Any]) -> str:
+    if ctx.run_id is None:  # only synthetic contexts (outside any run) lack one
+        raise RuntimeError("LiveSteering needs pydantic-ai's run_id, which this context does not have")
+    return ctx.run_id
 
 
 def _enqueuer(ctx: RunContext[Any]) -> Any:
