@@ -4,8 +4,9 @@ Each framework runs its own test model (amplifier-core's doubles with a scripted
 provider, pydantic-ai's ``FunctionModel``, the Agents SDK's ``ScriptedModel``): four
 tool rounds then a final answer, so five model requests per run. The same run is
 timed with the integration (one generation, a boundary before each request, the
-continuation check) and without it (the framework's plain run; for Amplifier, the
-same orchestrator's provider and tool steps without the generation), interleaved in
+continuation check) and without it (the framework's plain run; for Amplifier, which
+has no loop of its own on PyPI, the same orchestrator loop with its generation and
+event bridge replaced by ones that do nothing), interleaved in
 a shuffled order each round; the figure is the ratio of the medians. The frameworks
 are asyncio-only, so these figures are measured on asyncio alone.
 """
@@ -33,7 +34,6 @@ Run = Callable[[], Awaitable[None]]
 
 
 def _amplifier() -> tuple[Run, Run]:
-    from amplifier_core.events import PROMPT_SUBMIT
     from amplifier_core.message_models import ChatResponse, TextBlock, ToolCall
     from amplifier_core.testing import EventRecorder, MockContextManager, MockTool
 
@@ -56,24 +56,49 @@ def _amplifier() -> tuple[Run, Run]:
         def parse_tool_calls(self, response: Any) -> list[Any]:
             return list(response.tool_calls or [])
 
-    orchestrator = LiveSteeringOrchestrator({"runtime": LiveRuntime()})
+    class NoGeneration:
+        """What the loop calls on a generation, doing nothing: the loop without steering."""
+
+        id, accepting, pending = "plain", True, 0
+
+        async def __aenter__(self) -> NoGeneration:
+            return self
+
+        async def __aexit__(self, *exc_info: object) -> None:
+            return None
+
+        def continue_after_checkpoint(self) -> bool:
+            return False
+
+        def stop(self, reason: object = None) -> None:
+            self.accepting = False
+
+    class NoBridge:
+        buffered = 0
+
+    class PlainLoop(LiveSteeringOrchestrator):
+        """The same Amplifier loop, its generation and event bridge taken out."""
+
+        def _open_generation(self) -> Any:
+            return NoGeneration()
+
+    steering, plain_loop = LiveSteeringOrchestrator({"runtime": LiveRuntime()}), PlainLoop({})
+    plain_loop.close()
+    plain_loop._bridge = NoBridge()  # type: ignore[assignment]
     tools = {"run_tests": MockTool("run_tests", "12 passed")}
+    # A session's context manager outlives its prompts: made once per side, emptied per run.
+    contexts = {steering: MockContextManager(), plain_loop: MockContextManager()}
 
-    async def steered() -> None:
-        await orchestrator.execute(PROMPT, MockContextManager(), {"p": Provider()}, tools, EventRecorder())
+    def runner(orchestrator: LiveSteeringOrchestrator) -> Run:
+        context = contexts[orchestrator]
 
-    async def plain() -> None:
-        # The orchestrator's own provider and tool steps, without the generation around them.
-        context, hooks, provider = MockContextManager(), EventRecorder(), Provider()
-        await hooks.emit(PROMPT_SUBMIT, {"prompt": PROMPT})
-        await context.add_message({"role": "user", "content": PROMPT})
-        for iteration in range(TOOL_ROUNDS + 1):
-            reply, calls = await orchestrator._ask("p", provider, context, tools, hooks, iteration)
-            if calls:
-                await orchestrator._run_tools(calls, reply, context, tools, hooks)
-            else:
-                await context.add_message({"role": "assistant", "content": reply})
+        async def run() -> None:
+            context.messages.clear()
+            await orchestrator.execute(PROMPT, context, {"p": Provider()}, tools, EventRecorder())
 
+        return run
+
+    steered, plain = runner(steering), runner(plain_loop)
     return steered, plain
 
 
@@ -118,19 +143,21 @@ def _openai_agents() -> tuple[Run, Run]:
         """Run the test suite."""
         return "12 passed"
 
-    def agent() -> Agent[Any]:
-        steps: list[Any] = [[function_call("run_tests", {}, call_id=f"c{i}")] for i in range(TOOL_ROUNDS)]
-        steps.append([assistant_message("Done.", item_id="m1")])
-        return Agent(name="fixer", model=ScriptedModel(steps), tools=[run_tests])
-
+    steps: list[Any] = [[function_call("run_tests", {}, call_id=f"c{i}")] for i in range(TOOL_ROUNDS)]
+    steps.append([assistant_message("Done.", item_id="m1")])
+    steered_model, plain_model = ScriptedModel(), ScriptedModel()
+    steered_agent = Agent(name="fixer", model=steered_model, tools=[run_tests])
+    plain_agent = Agent(name="fixer", model=plain_model, tools=[run_tests])
     config = RunConfig(tracing_disabled=True)
     steering = LiveSteering(LiveRuntime())
 
     async def steered() -> None:
-        await steering.run(agent(), PROMPT, run_config=config)
+        steered_model.extend(steps)  # the script of one run: four tool calls, then the answer
+        await steering.run(steered_agent, PROMPT, run_config=config)
 
     async def plain() -> None:
-        await Runner.run(agent(), PROMPT, run_config=config)
+        plain_model.extend(steps)
+        await Runner.run(plain_agent, PROMPT, run_config=config)
 
     return steered, plain
 
@@ -171,7 +198,7 @@ async def _measure(rounds: int) -> list[Figure]:
         order.shuffle(probes)
         for probe, run in probes:
             samples.add(probe, await _time(run))
-        gc.collect()
+        gc.collect(0)  # young garbage only: a full collection per round evicts the caches both sides run on
     median = samples.median
     return [
         figure(f"integration_overhead_{name}", "asyncio", "ns", median(f"{name}_with"),

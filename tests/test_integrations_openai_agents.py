@@ -11,7 +11,7 @@ from typing import Any, cast
 
 import anyio
 import pytest
-from agents import Agent, MaxTurnsExceeded, RunConfig, function_tool
+from agents import Agent, MaxTurnsExceeded, RunConfig, SQLiteSession, function_tool
 from agents.run_config import CallModelData, ModelInputData
 from agents.testing import ModelCall, ModelStep, ScriptedModel, assistant_message, function_call
 
@@ -219,19 +219,23 @@ async def test_max_turns_holds_as_budget_exhausted() -> None:
     rig.history.check(require_final=True).assert_ok()
 
 
-@pytest.mark.parametrize(
-    "option",
-    [
-        {"previous_response_id": "resp-1"},
-        {"conversation_id": "conv-1"},
-        {"auto_previous_response_id": True},
-    ],
-)
-async def test_server_managed_conversations_are_refused(option: dict[str, Any]) -> None:
-    """previous_response_id, conversation_id and auto_previous_response_id raise ValueError before any run."""
+SERVER_MANAGED = ["previous_response_id", "conversation_id", "auto_previous_response_id", "session"]
+
+
+@pytest.mark.parametrize("option", SERVER_MANAGED)
+async def test_server_managed_conversations_are_refused(option: str) -> None:
+    """Server-managed conversations and sessions raise ValueError before anything runs."""
+    values: dict[str, Any] = {
+        "previous_response_id": "resp-1",
+        "conversation_id": "conv-1",
+        "auto_previous_response_id": True,
+    }
+    session = SQLiteSession("session-1")
+    values["session"] = session
     rig = Rig(answer("unused"))
     with pytest.raises(ValueError, match="does not support"):
-        await rig.steering.run(rig.agent, PROMPT, run_config=CONFIG, **option)
+        await rig.steering.run(rig.agent, PROMPT, run_config=CONFIG, **{option: values[option]})
+    session.close()
     assert rig.history.events == []
     assert rig.model.calls == ()
 

@@ -298,3 +298,21 @@ def test_needs_a_live_runtime() -> None:
     wrong: Callable[..., Any] = LiveSteering
     with pytest.raises(TypeError, match="LiveRuntime"):
         wrong(object())
+
+
+async def test_run_stream_cancels_a_continuation_when_its_block_is_left() -> None:
+    """run_stream() ends at the first output: a late steer continues, then leaving the block cancels it."""
+    runtime = LiveRuntime()
+    history = History.attach(runtime)
+    agent = Agent(TestModel(custom_output_text="First."), capabilities=[LiveSteering(runtime)])
+    async with agent.run_stream(PROMPT) as stream:
+        generation = runtime.generation
+        assert generation is not None
+        late = await history.submit(Input("steer", STEER, id="late"), generation["id"])
+        output = await stream.get_output()
+    assert (late.disposition, output) == ("queued", "First.")
+    types = [e["type"] for e in history.events]
+    assert types[-4:] == [
+        "generation.continued", "input.delivered", "steering.applied", "generation.cancelled",
+    ]
+    history.check(require_final=True).assert_ok()

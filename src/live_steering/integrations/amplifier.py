@@ -129,7 +129,7 @@ class LiveSteeringOrchestrator:
         """Run one generation for ``prompt``; return the final answer's text (Amplifier's contract)."""
         coordinator = kwargs.get("coordinator")
         provider_name, provider = self._select_provider(providers)
-        await self._bridge.flush(hooks.emit)  # whatever happened between two executes
+        await self._flush(hooks)  # whatever happened between two executes
         iterations = 0
         status = "completed"
         text = ""
@@ -138,8 +138,8 @@ class LiveSteeringOrchestrator:
             await context.add_message({"role": "user", "content": steer.text, "metadata": dict(metadata)})
 
         try:
-            async with self.runtime.open_generation() as gen:
-                await self._bridge.flush(hooks.emit)
+            async with self._open_generation() as gen:
+                await self._flush(hooks)
                 submitted = await hooks.emit(PROMPT_SUBMIT, {"prompt": prompt, "generation_id": gen.id})
                 if getattr(submitted, "action", None) == "deny":
                     return f"Operation denied: {submitted.reason}"
@@ -154,8 +154,9 @@ class LiveSteeringOrchestrator:
                     if not gen.accepting:  # stopped here, by a host, or the runtime was closed
                         status = "cancelled" if status == "completed" else status
                         break
-                    await gen.boundary(write_steer)
-                    await self._bridge.flush(hooks.emit)
+                    if gen.pending:  # nothing pending: the boundary would write nothing
+                        await gen.boundary(write_steer)
+                        await self._flush(hooks)
                     reply, calls = await self._ask(provider_name, provider, context, tools, hooks, iterations)
                     iterations += 1
                     text = reply
@@ -165,15 +166,22 @@ class LiveSteeringOrchestrator:
                     await context.add_message({"role": "assistant", "content": reply})
                     if not gen.continue_after_checkpoint():  # False: admission closed, nothing pending
                         break
-                    await self._bridge.flush(hooks.emit)
+                    await self._flush(hooks)
         finally:
-            await self._bridge.flush(hooks.emit)  # the terminal event and what it held
+            await self._flush(hooks)  # the terminal event and what it held
         await hooks.emit(PROMPT_COMPLETE, {"prompt": prompt, "response": text})
         await hooks.emit(
             ORCHESTRATOR_COMPLETE,
             {"orchestrator": MODULE_NAME, "turn_count": iterations, "status": status},
         )
         return text
+
+    async def _flush(self, hooks: Any) -> None:
+        if self._bridge.buffered:  # most steps have no steering event to hand on
+            await self._bridge.flush(hooks.emit)
+
+    def _open_generation(self) -> Any:
+        return self.runtime.open_generation()
 
     def _select_provider(self, providers: Mapping[str, Any]) -> tuple[str, Any]:
         if not providers:

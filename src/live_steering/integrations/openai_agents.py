@@ -233,7 +233,7 @@ class LiveSteering:
 
 def _checked(run_config: RunConfig | None, kwargs: Mapping[str, Any]) -> RunConfig:
     for name in _SERVER_MANAGED:
-        if kwargs.get(name):
+        if kwargs.get(name) not in (None, False):  # False: auto_previous_response_id's default
             raise ValueError(
                 f"live_steering.integrations.openai_agents does not support {name}=: the SDK would send or "
                 "store only its own items, so a steer would reach one model call and then be missing from "
