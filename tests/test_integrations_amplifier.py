@@ -448,3 +448,35 @@ def test_steer_messages_are_valid_amplifier_messages() -> None:
     }
     message = Message(**{"role": "user", "content": STEER, "metadata": dict(metadata)})
     assert message.metadata == dict(metadata)
+
+
+@pytest.mark.anyio
+async def test_a_failing_tool_is_an_error_result_and_the_generation_goes_on() -> None:
+    """As in Amplifier's basic loop, a tool that raises is a tool:error and an error result, not a failure."""
+    tool = MockTool("run_tests")
+    tool.execute.side_effect = OSError("disk full")
+    rig = Rig(Provider([tool_call(), text("The disk is full.")]), {"run_tests": tool})
+    await rig.mount()
+    await rig.execute()
+    assert rig.results == ["The disk is full."]
+    last = rig.provider.requests[1][-1]
+    assert (last["role"], last["content"]) == ("tool", "Error executing tool: disk full")
+    assert rig.hooks.get_events("tool:error")[0][1]["error"] == {"type": "OSError", "msg": "disk full"}
+    assert rig.history.events[-1]["type"] == "generation.finished"
+    assert rig.hooks.get_events("orchestrator:complete")[0][1]["status"] == "success"
+
+
+@pytest.mark.anyio
+async def test_the_provider_of_lowest_priority_is_used_and_its_error_is_emitted() -> None:
+    """Without default_provider the lowest priority wins (Amplifier's rule); its error is provider:error."""
+    preferred, other = Provider([RuntimeError("rate limited")]), Provider([text("unused")])
+    preferred.priority, other.priority = 10, 200  # type: ignore[attr-defined]
+    rig = Rig(preferred)
+    await rig.mount()
+    with pytest.raises(RuntimeError, match="rate limited"):
+        await rig.orchestrator.execute(
+            "Make the suite pass", rig.context, {"other": other, "preferred": preferred}, {}, rig.hooks
+        )
+    assert (len(preferred.requests), len(other.requests)) == (1, 0)
+    assert rig.hooks.get_events("provider:error")[0][1]["provider"] == "preferred"
+    assert rig.history.events[-1]["type"] == "generation.failed"

@@ -34,6 +34,7 @@ try:
         ORCHESTRATOR_COMPLETE,
         PROMPT_COMPLETE,
         PROMPT_SUBMIT,
+        PROVIDER_ERROR,
         PROVIDER_REQUEST,
         PROVIDER_RESPONSE,
         TOOL_ERROR,
@@ -131,7 +132,7 @@ class LiveSteeringOrchestrator:
         provider_name, provider = self._select_provider(providers)
         await self._flush(hooks)  # whatever happened between two executes
         iterations = 0
-        status = "completed"
+        status = "success"
         text = ""
 
         async def write_steer(steer: Input, metadata: Mapping[str, Any]) -> None:
@@ -152,7 +153,7 @@ class LiveSteeringOrchestrator:
                         gen.stop(HoldReason.BUDGET_EXHAUSTED)
                         status = "max_iterations"
                     if not gen.accepting:  # stopped here, by a host, or the runtime was closed
-                        status = "cancelled" if status == "completed" else status
+                        status = "cancelled" if status == "success" else status
                         break
                     if gen.pending:  # nothing pending: the boundary would write nothing
                         await gen.boundary(write_steer)
@@ -161,7 +162,7 @@ class LiveSteeringOrchestrator:
                     iterations += 1
                     text = reply
                     if calls:
-                        await self._run_tools(calls, reply, context, tools, hooks)
+                        await self._run_tools(calls, reply, context, tools, hooks, coordinator)
                         continue
                     await context.add_message({"role": "assistant", "content": reply})
                     if not gen.continue_after_checkpoint():  # False: admission closed, nothing pending
@@ -169,7 +170,7 @@ class LiveSteeringOrchestrator:
                     await self._flush(hooks)
         finally:
             await self._flush(hooks)  # the terminal event and what it held
-        await hooks.emit(PROMPT_COMPLETE, {"prompt": prompt, "response": text})
+        await hooks.emit(PROMPT_COMPLETE, {"response_preview": text[:200], "length": len(text)})
         await hooks.emit(
             ORCHESTRATOR_COMPLETE,
             {"orchestrator": MODULE_NAME, "turn_count": iterations, "status": status},
@@ -184,9 +185,12 @@ class LiveSteeringOrchestrator:
         return self.runtime.open_generation()
 
     def _select_provider(self, providers: Mapping[str, Any]) -> tuple[str, Any]:
+        """``default_provider`` if set, else the one of lowest ``priority`` (default 100), as Amplifier's."""
         if not providers:
             raise RuntimeError(f"{MODULE_NAME}: no provider is mounted")
-        name = self.default_provider if self.default_provider is not None else next(iter(providers))
+        name = self.default_provider
+        if name is None:
+            name = min(providers, key=lambda n: _priority(providers[n]))  # min is stable: first of equals
         if name not in providers:
             raise RuntimeError(f"{MODULE_NAME}: provider {name!r} is not mounted (have {sorted(providers)})")
         return name, providers[name]
@@ -202,7 +206,11 @@ class LiveSteeringOrchestrator:
             for t in tools.values()
         ]
         request = ChatRequest(messages=[Message(**m) for m in messages], tools=specs or None)
-        response = await provider.complete(request)
+        try:
+            response = await provider.complete(request)
+        except Exception as error:
+            await hooks.emit(PROVIDER_ERROR, {"provider": name, "error": _error(error)})
+            raise
         calls = list(provider.parse_tool_calls(response) if hasattr(provider, "parse_tool_calls") else [])
         if not calls:
             calls = list(response.tool_calls or [])
@@ -213,9 +221,19 @@ class LiveSteeringOrchestrator:
         return reply, calls
 
     async def _run_tools(
-        self, calls: list[Any], reply: str, context: Any, tools: Mapping[str, Any], hooks: Any
+        self,
+        calls: list[Any],
+        reply: str,
+        context: Any,
+        tools: Mapping[str, Any],
+        hooks: Any,
+        coordinator: Any,
     ) -> None:
-        """Run each tool call to completion, in order: a running tool is never interrupted (C14)."""
+        """Run each tool call to completion, in order: a running tool is never interrupted (C14).
+
+        As in Amplifier's basic loop, a tool that raises becomes an error result for the
+        model (``tool:error``), not a failure of the generation.
+        """
         await context.add_message(
             {
                 "role": "assistant",
@@ -225,12 +243,39 @@ class LiveSteeringOrchestrator:
         )
         for call in calls:
             tool = tools.get(call.name)
-            await hooks.emit(TOOL_PRE, {"tool_name": call.name, "tool_input": call.arguments})
-            if tool is None:
-                output = f"Error: Tool '{call.name}' not found"
-                await hooks.emit(TOOL_ERROR, {"tool_name": call.name, "error": {"msg": output}})
-            else:
-                result = await tool.execute(call.arguments)
-                output = str(result.output) if result.success else f"Error: {result.error}"
-                await hooks.emit(TOOL_POST, {"tool_name": call.name, "tool_input": call.arguments})
+            if coordinator is not None:
+                coordinator.cancellation.register_tool_start(call.id, call.name)
+            try:
+                output = await self._run_tool(call, tool, hooks)
+            finally:
+                if coordinator is not None:
+                    coordinator.cancellation.register_tool_complete(call.id)
             await context.add_message({"role": "tool", "tool_call_id": call.id, "content": output})
+
+    async def _run_tool(self, call: Any, tool: Any, hooks: Any) -> str:
+        await hooks.emit(TOOL_PRE, {"tool_name": call.name, "tool_input": call.arguments})
+        if tool is None:
+            output = f"Error: Tool '{call.name}' not found"
+            await hooks.emit(TOOL_ERROR, {"tool_name": call.name, "error": _error(LookupError(output))})
+            return output
+        try:
+            result = await tool.execute(call.arguments)
+        except Exception as error:
+            await hooks.emit(TOOL_ERROR, {"tool_name": call.name, "error": _error(error)})
+            return f"Error executing tool: {error}"
+        data = result.to_dict() if hasattr(result, "to_dict") else result
+        await hooks.emit(TOOL_POST, {"tool_name": call.name, "tool_input": call.arguments, "result": data})
+        serialized = getattr(result, "get_serialized_output", None)
+        return str(serialized() if serialized is not None else result.output)
+
+
+def _priority(provider: Any) -> Any:
+    """Amplifier's provider priority: the ``priority`` attribute, else ``config["priority"]``, else 100."""
+    if hasattr(provider, "priority"):
+        return provider.priority
+    config = getattr(provider, "config", None)
+    return config.get("priority", 100) if isinstance(config, dict) else 100
+
+
+def _error(error: BaseException) -> dict[str, str]:
+    return {"type": type(error).__name__, "msg": str(error)}
