@@ -329,3 +329,40 @@ def test_needs_a_live_runtime() -> None:
     """LiveSteering refuses anything but a LiveRuntime, at construction."""
     with pytest.raises(TypeError, match="LiveRuntime"):
         LiveSteering(object())  # type: ignore[arg-type]
+
+
+async def test_a_run_paused_for_approval_ends_the_generation_and_is_not_resumed() -> None:
+    """A tool needing approval pauses the run: the generation ends, a pending steer is held, and
+    resuming its RunState through LiveSteering is refused (the state would not hold the steers)."""
+    gate = Gate()
+    runtime = LiveRuntime()
+    history = History.attach(runtime)
+
+    @function_tool(needs_approval=True)
+    async def deploy() -> str:
+        """Deploy the fix."""
+        return "deployed"
+
+    model = ScriptedModel([gated(gate, [function_call("deploy", {}, call_id="d1")])])
+    agent: Agent[Any] = Agent(name="deployer", model=model, tools=[deploy])
+    steering = LiveSteering(runtime)
+    results: list[Any] = []
+
+    async def run() -> None:
+        results.append(await steering.run(agent, PROMPT, run_config=CONFIG))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        await gate.wait_reached()
+        generation = runtime.generation
+        assert generation is not None
+        await history.submit(Input("steer", STEER, id="s1"), generation["id"])
+        gate.release()
+    assert results[0].interruptions
+    held = runtime.receipt("s1")
+    assert held is not None
+    assert (held.disposition, held.reason) == ("held", "generation-stopped")
+    assert history.events[-1]["type"] == "generation.stopped"
+    with pytest.raises(ValueError, match="does not resume a RunState"):
+        await steering.run(agent, results[0].to_state(), run_config=CONFIG)
+    history.check(require_final=True).assert_ok()

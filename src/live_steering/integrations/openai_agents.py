@@ -18,10 +18,11 @@ hook the SDK offers right before every model call, ``RunConfig.call_model_input_
   turns left of ``max_turns`` carry over.
 
 Server-managed conversations (``previous_response_id``, ``auto_previous_response_id``,
-``conversation_id``) and ``session=`` are refused with ``ValueError`` before anything
-runs: the SDK sends (or stores) only the items it generated itself, so a steer written by
-the filter would reach one call and then be missing from the server's or the session's
-copy of the conversation. The SDK is asyncio-only.
+``conversation_id``), ``session=`` and a ``RunState`` to resume are refused with
+``ValueError`` before anything runs: the SDK sends, stores or resumes only the items it
+generated itself, so a steer written by the filter would reach one call and then be
+missing from the server's, the session's or the state's copy of the conversation. A run
+paused for a tool approval ends its generation. The SDK is asyncio-only.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from .._runtime import Generation, LiveRuntime
 from .._types import HoldReason, Input
 
 try:
-    from agents import Agent, MaxTurnsExceeded, RunConfig, Runner, RunResult, RunResultStreaming
+    from agents import Agent, MaxTurnsExceeded, RunConfig, Runner, RunResult, RunResultStreaming, RunState
     from agents.run_config import CallModelData, CallModelInputFilter, ModelInputData
     from agents.stream_events import StreamEvent
 except ImportError as error:  # pragma: no cover - exercised by installs without the extra
@@ -144,13 +145,13 @@ class LiveSteering:
         max_turns: int = DEFAULT_MAX_TURNS,
         run_config: RunConfig | None = None,
         **kwargs: Any,
-    ) -> RunResult:
+    ) -> RunResult:  # a run paused for a tool approval (``result.interruptions``) ends the generation
         """``Runner.run(agent, input, ...)`` as one generation; returns the last segment's result.
 
         ``kwargs`` go to ``Runner.run`` (``context``, ``hooks``, ...), except the
         server-managed conversation options, which raise ``ValueError`` (see the module).
         """
-        config = _checked(run_config, kwargs)
+        config = _checked(run_config, kwargs, input)
         async with self.runtime.open_generation() as gen:
             turns_left = max_turns
             while True:
@@ -163,7 +164,7 @@ class LiveSteering:
                     gen.stop(HoldReason.BUDGET_EXHAUSTED)
                     raise
                 turns_left -= segment.calls
-                if not self._continues(gen, turns_left):
+                if not self._continues(gen, turns_left, result):
                     return result
                 input, agent = self.to_input_list(result), result.last_agent
 
@@ -182,7 +183,7 @@ class LiveSteering:
         ``steering.last_result`` is the last segment's ``RunResultStreaming``. Leaving the
         loop early cancels the SDK's run and stops the generation (pending steers held).
         """
-        config = _checked(run_config, kwargs)
+        config = _checked(run_config, kwargs, input)
         self.last_result = None
         async with self.runtime.open_generation() as gen:
             turns_left = max_turns
@@ -203,7 +204,7 @@ class LiveSteering:
                     gen.stop(HoldReason.BUDGET_EXHAUSTED)
                     raise
                 turns_left -= segment.calls
-                if not self._continues(gen, turns_left):
+                if not self._continues(gen, turns_left, result):
                     return
                 input, agent = self.to_input_list(result), result.last_agent
 
@@ -223,15 +224,24 @@ class LiveSteering:
         return dataclasses.replace(config, call_model_input_filter=segment.filter)
 
     @staticmethod
-    def _continues(gen: Generation, turns_left: int) -> bool:
+    def _continues(gen: Generation, turns_left: int, result: RunResult | RunResultStreaming) -> bool:
         """The checkpoint after a final output: True to run again, same generation (C16, C17)."""
+        if result.interruptions:
+            # Paused for a tool approval: the caller decides, so the generation ends here
+            # (a steer still pending is held when the block is left).
+            return False
         if turns_left <= 0 and gen.pending:
             gen.stop(HoldReason.BUDGET_EXHAUSTED)  # decided before any generation.continued
             return False
         return gen.continue_after_checkpoint()
 
 
-def _checked(run_config: RunConfig | None, kwargs: Mapping[str, Any]) -> RunConfig:
+def _checked(run_config: RunConfig | None, kwargs: Mapping[str, Any], input: object) -> RunConfig:
+    if isinstance(input, RunState):
+        raise ValueError(
+            "live_steering.integrations.openai_agents does not resume a RunState: the SDK's state holds "
+            "only its own items, so the steers written before the pause would be missing from the resumed run"
+        )
     for name in _SERVER_MANAGED:
         if kwargs.get(name) not in (None, False):  # False: auto_previous_response_id's default
             raise ValueError(
