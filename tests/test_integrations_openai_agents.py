@@ -366,3 +366,22 @@ async def test_a_run_paused_for_approval_ends_the_generation_and_is_not_resumed(
     with pytest.raises(ValueError, match="does not resume a RunState"):
         await steering.run(agent, results[0].to_state(), run_config=CONFIG)
     history.check(require_final=True).assert_ok()
+
+
+async def test_cancelling_a_stream_cancels_the_sdk_run_and_holds() -> None:
+    """Cancelling the task that consumes stream() cancels the SDK's run; a pending steer is held."""
+    rig = Rig(tool_step(), answer("unused"))
+
+    async def consume() -> None:
+        async for _event in rig.steering.stream(rig.agent, PROMPT, run_config=CONFIG):
+            pass
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(consume)
+        await rig.tool_gate.wait_reached()
+        await rig.steer()
+        tg.cancel_scope.cancel()
+    assert rig.receipt("s1") == ("held", "generation-cancelled")
+    assert rig.steering.last_result is not None
+    assert rig.steering.last_result.is_complete
+    rig.history.check(require_final=True).assert_ok()

@@ -203,6 +203,9 @@ class LiveSteering:
                 except MaxTurnsExceeded:
                     gen.stop(HoldReason.BUDGET_EXHAUSTED)
                     raise
+                except BaseException:  # cancelled, or the run failed: leave no SDK task running
+                    result.cancel()
+                    raise
                 turns_left -= segment.calls
                 if not self._continues(gen, turns_left, result):
                     return
