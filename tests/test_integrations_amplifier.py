@@ -480,3 +480,23 @@ async def test_the_provider_of_lowest_priority_is_used_and_its_error_is_emitted(
     assert (len(preferred.requests), len(other.requests)) == (1, 0)
     assert rig.hooks.get_events("provider:error")[0][1]["provider"] == "preferred"
     assert rig.history.events[-1]["type"] == "generation.failed"
+
+
+@pytest.mark.anyio
+async def test_steers_land_in_admission_order_and_stay_once_in_later_requests() -> None:
+    """Two steers land in admission order at one boundary, and each is in every later request once."""
+    tool, tool_gate = gated_tool()
+    rig = Rig(Provider([tool_call(), tool_call(), text("Done.")]), {"run_tests": tool})
+    await rig.mount()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.execute)
+        await tool_gate.wait_reached()
+        await rig.steer("s1", "first")
+        await rig.steer("s2", "second")
+        tool_gate.release()
+
+    def steers(request: list[dict[str, Any]]) -> list[str]:
+        return [m["content"] for m in request if "metadata" in m]
+
+    assert [steers(r) for r in rig.provider.requests] == [[], ["first", "second"], ["first", "second"]]
+    rig.history.check(require_final=True).assert_ok()

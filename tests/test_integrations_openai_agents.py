@@ -169,6 +169,12 @@ async def test_cancel_holds_the_pending_steer() -> None:
     assert rig.receipt("s1") == ("held", "generation-cancelled")
     assert all(user_texts(c) == [] for c in rig.model.calls)
     assert rig.history.events[-1]["type"] == "generation.cancelled"
+    rig.tool_gate.release()
+    rig.model = ScriptedModel([answer("Next.")])
+    rig.agent = rig.agent.clone(model=rig.model)
+    await rig.run()  # the next generation: the held steer is not replayed into it
+    assert user_texts(rig.model.calls[0]) == []
+    assert rig.outputs == ["Next."]
     rig.history.check(require_final=True).assert_ok()
 
 
