@@ -157,7 +157,7 @@ class LiveSteeringOrchestrator:
                         break
                     if gen.pending:  # nothing pending: the boundary would write nothing
                         await gen.boundary(write_steer)
-                        await self._flush(hooks)
+                    await self._flush(hooks)  # before the request: what the host caused meanwhile
                     reply, calls = await self._ask(provider_name, provider, context, tools, hooks, iterations)
                     iterations += 1
                     text = reply
