@@ -7,6 +7,7 @@ that a shared, noisy machine changes both sides alike. See ``docs/performance.md
 from __future__ import annotations
 
 from ._acp import ACP_FIGURES, run_acp
+from ._integrations import run_integrations
 from ._suite import FULL, QUICK, TINY, Settings, run_backend
 from ._timing import Figure, figure
 from .bench_hook import measure_hook_command
@@ -16,8 +17,9 @@ __all__ += ["figure", "run", "run_backend"]
 
 BACKENDS = ("asyncio", "trio")
 #: ``core``: the runtime's figures on every backend; ``acp``: ``acp_steer_roundtrip`` (asyncio only);
-#: ``hook``: ``hook_command``, measured once with processes (``backend: "process"``).
-GROUPS = ("core", "acp", "hook")
+#: ``integrations``: ``integration_overhead_*`` (asyncio only); ``hook``: ``hook_command``, measured
+#: once with processes (``backend: "process"``).
+GROUPS = ("core", "acp", "integrations", "hook")
 
 
 def run(
@@ -38,6 +40,8 @@ def run(
             figures.extend(backend_figures)
     if "acp" in groups and "asyncio" in backends:
         figures.extend(run_acp(settings.rounds))
+    if "integrations" in groups and "asyncio" in backends:  # the frameworks are asyncio-only
+        figures.extend(run_integrations(settings.integration_rounds))
     if "hook" in groups:
         figures.append(measure_hook_command(settings.hook_runs))
     return figures, floors

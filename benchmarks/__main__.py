@@ -42,7 +42,8 @@ def _parser() -> argparse.ArgumentParser:
         choices=GROUPS,
         action="append",
         help="run only this group (repeatable; default: all): core (the runtime), acp "
-        "(acp_steer_roundtrip over stdio, asyncio only, about 2 s more) or hook "
+        "(acp_steer_roundtrip over stdio, asyncio only, about 2 s more), integrations "
+        "(integration_overhead_*, asyncio only) or hook "
         "(hook_command: it starts a few dozen processes)",
     )
     return parser
@@ -54,12 +55,13 @@ def _table(figures: Sequence[Figure], floors: dict[str, dict[str, float]]) -> st
         shown = ", ".join(f"{name} {value:,.0f} ns" for name, value in values.items())
         lines.append(f"floors on {backend}: {shown}")
     lines.append("")
-    header = f"{'figure':<20} {'backend':<8} {'value':>12} {'floor':>12} {'ratio':>9} {'target':>8}  ok"
+    width = max([20, *(len(fig["name"]) for fig in figures)])  # integration_overhead_* names are long
+    header = f"{'figure':<{width}} {'backend':<8} {'value':>12} {'floor':>12} {'ratio':>9} {'target':>8}  ok"
     lines.append(header)
     lines.append("-" * len(header))
     for fig in figures:
         lines.append(
-            f"{fig['name']:<20} {fig['backend']:<8} {fig['value']:>12,.1f} {fig['floor']:>12,.1f} "
+            f"{fig['name']:<{width}} {fig['backend']:<8} {fig['value']:>12,.1f} {fig['floor']:>12,.1f} "
             f"{fig['ratio']:>9,.3f} {fig['target']:>8,g}  {'yes' if fig['ok'] else 'NO'}"
         )
     return "\n".join(lines)

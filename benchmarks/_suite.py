@@ -54,10 +54,18 @@ class Settings:
     """Runtimes traced for ``runtime_memory``."""
     hook_runs: int = 40
     """Processes started on each side of ``hook_command`` (``bench_hook.py``)."""
+    integration_rounds: int = 2
+    """Rounds of the ``integration_overhead_*`` figures (one agent run per side per round)."""
 
 
-FULL = Settings(rounds=1_000, wake_samples=40, runtimes=10_000, memory_runtimes=2_000, hook_runs=60)
-QUICK = Settings(rounds=200, wake_samples=20, runtimes=10_000, memory_runtimes=1_000, hook_runs=30)
+FULL = Settings(
+    rounds=1_000, wake_samples=40, runtimes=10_000, memory_runtimes=2_000, hook_runs=60,
+    integration_rounds=600,
+)
+QUICK = Settings(
+    rounds=200, wake_samples=20, runtimes=10_000, memory_runtimes=1_000, hook_runs=30,
+    integration_rounds=150,
+)
 #: For the test of the machinery only: the numbers it produces mean nothing.
 TINY = Settings(rounds=2, wake_samples=2, runtimes=20, memory_runtimes=10, hook_runs=2)
 

@@ -36,12 +36,18 @@ EXPECTED: dict[str, tuple[str, float]] = {
 PROCESS_FIGURES: dict[str, tuple[str, float]] = {"hook_command": ("ns", 2.0)}
 PROCESS = "process"
 ASYNCIO_ONLY = {"acp_steer_roundtrip"}
+#: The integration figures of issue 14: asyncio only (the frameworks are asyncio-only).
+INTEGRATION_FIGURES: dict[str, tuple[str, float]] = {
+    "integration_overhead_amplifier": ("ns", 1.10),
+    "integration_overhead_pydantic_ai": ("ns", 1.10),
+    "integration_overhead_openai_agents": ("ns", 1.10),
+}
 FIELDS = {"name", "backend", "unit", "value", "floor", "ratio", "target", "ok"}
 
 
 def check_figure(fig: dict[str, Any]) -> None:
     assert set(fig) == FIELDS
-    unit, target = {**EXPECTED, **PROCESS_FIGURES}[fig["name"]]
+    unit, target = {**EXPECTED, **PROCESS_FIGURES, **INTEGRATION_FIGURES}[fig["name"]]
     assert fig["unit"] == unit
     assert fig["target"] == target
     assert fig["backend"] == PROCESS if fig["name"] in PROCESS_FIGURES else fig["backend"] in BACKENDS
@@ -63,8 +69,8 @@ def tiny_run() -> tuple[list[dict[str, Any]], dict[str, dict[str, float]]]:
 def test_every_figure_on_every_backend(
     tiny_run: tuple[list[dict[str, Any]], dict[str, dict[str, float]]],
 ) -> None:
-    """The eleven core figures are reported once on asyncio and once on trio; the acp one on asyncio;
-    hook_command once."""
+    """The eleven core figures are reported once on asyncio and once on trio; the acp one and each
+    integration figure on asyncio; hook_command once."""
     figures, _ = tiny_run
     assert sorted((f["name"], f["backend"]) for f in figures) == sorted(
         [
@@ -73,6 +79,7 @@ def test_every_figure_on_every_backend(
             for backend in BACKENDS
             if name not in ASYNCIO_ONLY or backend == "asyncio"
         ]
+        + [(name, "asyncio") for name in INTEGRATION_FIGURES]
         + [(name, PROCESS) for name in PROCESS_FIGURES]
     )
 
@@ -110,22 +117,27 @@ def test_figure_rules_at_the_boundary() -> None:
 
 def test_json_is_one_object_and_the_exit_code_follows_ok(capsys: pytest.CaptureFixture[str]) -> None:
     """--json prints exactly one {"figures": [...]} object; the exit code is 0 iff every figure is ok."""
-    code = main(["--tiny", "--json", "--backend", "asyncio", "--group", "core", "--group", "acp"])
+    argv = ["--tiny", "--json", "--backend", "asyncio", "--group", "core", "--group", "acp"]
+    code = main([*argv, "--group", "integrations"])
     out = capsys.readouterr().out
     document = json.loads(out)
     assert list(document) == ["figures"]
     figures = document["figures"]
     assert {f["backend"] for f in figures} == {"asyncio"}
-    assert {f["name"] for f in figures} == set(EXPECTED)
+    assert {f["name"] for f in figures} == set(EXPECTED) | set(INTEGRATION_FIGURES)
     for fig in figures:
         check_figure(fig)
     assert code == (0 if all(f["ok"] for f in figures) else 1)
 
 
 def test_groups_select_what_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    """--group acp runs only acp_steer_roundtrip; --group core on trio runs no ACP figure."""
+    """--group acp runs only acp_steer_roundtrip, --group integrations only the integration figures;
+    --group core on trio runs no ACP figure."""
     main(["--tiny", "--json", "--group", "acp"])
     assert [f["name"] for f in json.loads(capsys.readouterr().out)["figures"]] == ["acp_steer_roundtrip"]
+    main(["--tiny", "--json", "--group", "integrations"])
+    names = {f["name"] for f in json.loads(capsys.readouterr().out)["figures"]}
+    assert names == set(INTEGRATION_FIGURES)
     main(["--tiny", "--json", "--group", "core", "--group", "acp", "--backend", "trio"])
     names = {f["name"] for f in json.loads(capsys.readouterr().out)["figures"]}
     assert names == set(EXPECTED) - ASYNCIO_ONLY

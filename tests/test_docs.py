@@ -14,7 +14,7 @@ import pytest
 from live_steering import Input, LiveRuntime
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = sorted((ROOT / "docs").glob("*.md"))
+DOCS = sorted((ROOT / "docs").glob("**/*.md"))  # docs/integrations/ too
 PAGES = [ROOT / "README.md", *DOCS]
 EXAMPLE_HEADER = re.compile(r"\A# (examples/[\w.]+\.py)\n")
 PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)

@@ -18,8 +18,11 @@ def shown_in_docs(path: Path) -> bool:
     return path.read_text(encoding="utf-8").startswith(f"# examples/{path.name}\n")
 
 
+#: The framework integrations' examples (docs/integrations/): the frameworks are asyncio-only,
+#: so these take no argument and run on asyncio.
+ASYNCIO_ONLY = [path for path in EXAMPLES if path.name.startswith("integration_")]
 #: Shown whole in docs/; they take the anyio backend as their only argument.
-DOC_EXAMPLES = [path for path in EXAMPLES if shown_in_docs(path)]
+DOC_EXAMPLES = [path for path in EXAMPLES if shown_in_docs(path) and path not in ASYNCIO_ONLY]
 #: Any other script in examples/ (for example a feature's client): run as its docstring says.
 OTHER_EXAMPLES = [path for path in EXAMPLES if not shown_in_docs(path)]
 
@@ -46,6 +49,14 @@ def test_there_are_examples() -> None:
 def test_doc_example_runs_cleanly(path: Path, backend: str) -> None:
     """The example exits 0 on this anyio backend with nothing on stderr (its own asserts hold)."""
     proc = run_script(path, backend)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+
+
+@pytest.mark.parametrize("path", ASYNCIO_ONLY, ids=lambda path: path.name)
+def test_integration_example_runs_cleanly(path: Path) -> None:
+    """Each framework's example exits 0 on asyncio with nothing on stderr (its own asserts hold)."""
+    proc = run_script(path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
 

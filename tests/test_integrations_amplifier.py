@@ -1,0 +1,502 @@
+"""The Amplifier orchestrator: amplifier-core's own suite and validator, then the seed's scenarios.
+
+amplifier-core is asyncio-only (its coordinator and hook registry are a Rust kernel driven
+from asyncio; its test doubles use ``asyncio``), so these tests run on asyncio. The doubles
+are amplifier-core's own (``amplifier_core.testing``: ``MockCoordinator``,
+``MockContextManager``, ``MockTool``, ``EventRecorder``); the provider is a scripted
+implementation of ``amplifier_core.interfaces.Provider``, since amplifier-core ships none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from amplifier_core import ModuleLoader
+from amplifier_core.message_models import ChatRequest, ChatResponse, TextBlock, ToolCall
+from amplifier_core.models import ProviderInfo
+from amplifier_core.testing import EventRecorder, MockContextManager, MockCoordinator, MockTool
+from amplifier_core.validation import OrchestratorValidator
+from amplifier_core.validation.behavioral import OrchestratorBehaviorTests
+
+from live_steering import Input, LiveRuntime
+from live_steering.integrations import amplifier as amplifier_module
+from live_steering.integrations.amplifier import CAPABILITY, MODULE_NAME, LiveSteeringOrchestrator, mount
+from live_steering.testing import Gate, History
+
+STEER = "Only fix the failing test"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """amplifier-core runs on asyncio only."""
+    return "asyncio"
+
+
+class TestAmplifierOrchestratorBehavior(OrchestratorBehaviorTests):  # type: ignore[misc]
+    """amplifier-core's authoritative orchestrator tests, with its plugin's fixtures, on this module."""
+
+    @pytest.fixture
+    def module_path(self) -> Path:
+        """Point the plugin's loader at this module's file (as ``--module-path`` would)."""
+        return Path(amplifier_module.__file__)
+
+
+class Provider:
+    """A scripted ``amplifier_core.interfaces.Provider``: one reply per call, each call gateable."""
+
+    name = "scripted"
+
+    def __init__(self, replies: list[ChatResponse | BaseException]) -> None:
+        self.replies = replies
+        self.requests: list[list[dict[str, Any]]] = []
+        self.gates: dict[int, Gate] = {}
+
+    def get_info(self) -> ProviderInfo:
+        return ProviderInfo(id="scripted", display_name="Scripted provider")
+
+    async def list_models(self) -> list[Any]:
+        return []
+
+    async def complete(self, request: ChatRequest, **kwargs: Any) -> ChatResponse:
+        index = len(self.requests)
+        self.requests.append([m.model_dump(exclude_none=True) for m in request.messages])
+        if index in self.gates:
+            await self.gates[index].passage()
+        reply = self.replies[index]
+        if isinstance(reply, BaseException):
+            raise reply
+        return reply
+
+    def parse_tool_calls(self, response: ChatResponse) -> list[ToolCall]:
+        return list(response.tool_calls or [])
+
+
+def text(reply: str) -> ChatResponse:
+    return ChatResponse(content=[TextBlock(text=reply)])
+
+
+def tool_call(name: str = "run_tests") -> ChatResponse:
+    return ChatResponse(
+        content=[TextBlock(text="Running the tests.")],
+        tool_calls=[ToolCall(id="call-1", name=name, arguments={})],
+    )
+
+
+def gated_tool(name: str = "run_tests", output: str = "12 passed, 1 failed") -> tuple[MockTool, Gate]:
+    """amplifier-core's ``MockTool``, held at a gate while it runs."""
+    tool, gate = MockTool(name, output), Gate()
+    run = tool.execute.side_effect
+
+    async def held(arguments: dict[str, Any]) -> Any:
+        await gate.passage()
+        return await run(arguments)
+
+    tool.execute.side_effect = held
+    return tool, gate
+
+
+class Rig:
+    """One mounted orchestrator with amplifier-core's doubles, a recorded history and a task group."""
+
+    def __init__(self, provider: Provider, tools: dict[str, Any] | None = None, **config: Any) -> None:
+        self.runtime = LiveRuntime()
+        self.history = History.attach(self.runtime)
+        self.coordinator = MockCoordinator()
+        self.provider = provider
+        self.tools = tools or {}
+        self.context = MockContextManager()
+        self.hooks = EventRecorder()
+        self.config = {"runtime": self.runtime, **config}
+        self.results: list[str] = []
+
+    async def mount(self) -> LiveSteeringOrchestrator:
+        await mount(self.coordinator, self.config)
+        orchestrator = self.coordinator.mount_points["orchestrator"]
+        assert isinstance(orchestrator, LiveSteeringOrchestrator)
+        self.orchestrator = orchestrator
+        return orchestrator
+
+    async def execute(self, prompt: str = "Make the suite pass") -> None:
+        self.results.append(
+            await self.orchestrator.execute(
+                prompt, self.context, {"default": self.provider}, self.tools, self.hooks,
+                coordinator=self.coordinator,
+            )
+        )
+
+    def generation_id(self) -> str:
+        generation = self.runtime.generation
+        assert generation is not None
+        gen_id: str = generation["id"]
+        return gen_id
+
+    async def steer(self, input_id: str = "s1", steer: str = STEER) -> Any:
+        capability = self.coordinator.get_capability(CAPABILITY)
+        op = self.history.invoke(Input("steer", steer, id=input_id), self.generation_id())
+        return self.history.complete(op, await capability["submit"](op.input, op.generation_id))
+
+    def steers_in_context(self) -> list[dict[str, Any]]:
+        return [m for m in self.context.messages if m.get("metadata", {}).get("input_id")]
+
+    def hook_names(self) -> list[str]:
+        return [name for name, _ in self.hooks.events]
+
+
+@pytest.mark.anyio
+async def test_mount_registers_the_capability_in_the_seeds_shape() -> None:
+    """mount() puts the orchestrator at its mount point and registers {version, mode, cancellable, submit}."""
+    coordinator = MockCoordinator()
+    cleanup = await mount(coordinator, {})
+    orchestrator = coordinator.mount_points["orchestrator"]
+    capability = coordinator.get_capability(CAPABILITY)
+    assert set(capability) == {"version", "mode", "cancellable", "submit"}
+    assert capability["version"] == 1
+    assert (capability["mode"], capability["cancellable"]) == ("request_boundary", False)
+    assert capability["submit"] == orchestrator.runtime.submit_steering
+    await cleanup()
+    assert orchestrator.runtime.closed
+    assert coordinator.get_capability(CAPABILITY)["mode"] == "unavailable"
+
+
+@pytest.mark.anyio
+async def test_amplifier_validator_passes() -> None:
+    """amplifier-core's OrchestratorValidator accepts the module, by its import name."""
+    result = await OrchestratorValidator().validate(amplifier_module.__name__)
+    assert result.passed, result.errors
+
+
+@pytest.mark.anyio
+async def test_amplifier_loader_finds_the_module_by_name() -> None:
+    """Amplifier's ModuleLoader resolves 'loop-live-steering' through the amplifier.modules entry point."""
+    coordinator = MockCoordinator()
+    mount_with_config = await ModuleLoader(coordinator=coordinator).load(MODULE_NAME, {"max_iterations": 4})
+    cleanup = await mount_with_config(coordinator)
+    orchestrator = coordinator.mount_points["orchestrator"]
+    assert isinstance(orchestrator, LiveSteeringOrchestrator)
+    assert orchestrator.max_iterations == 4
+    await cleanup()
+
+
+@pytest.mark.parametrize(
+    ("config", "error"),
+    [
+        ({"max_iterations": 0}, ValueError),
+        ({"max_iterations": "5"}, ValueError),
+        ({"runtime": object()}, TypeError),
+        ({"default_provider": 3}, TypeError),
+        ({"max_iteration": 5}, ValueError),
+    ],
+)
+@pytest.mark.anyio
+async def test_bad_config_is_refused_before_mounting(config: dict[str, Any], error: type[Exception]) -> None:
+    """A wrong type or an unknown key raises at mount, and nothing is mounted or registered."""
+    coordinator = MockCoordinator()
+    with pytest.raises(error):
+        await mount(coordinator, config)
+    assert coordinator.mount_points.get("orchestrator") is None
+    assert coordinator.get_capability(CAPABILITY) is None
+
+
+@pytest.mark.anyio
+async def test_steer_during_a_tool_lands_in_the_next_provider_request() -> None:
+    """Normal application: a steer sent while a tool runs is in the next request, once, with its metadata."""
+    tool, tool_gate = gated_tool()
+    rig = Rig(Provider([tool_call(), text("Fixed it.")]), {"run_tests": tool})
+    await rig.mount()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.execute)
+        await tool_gate.wait_reached()
+        gen_id = rig.generation_id()
+        receipt = await rig.steer()
+        assert receipt.to_dict() == {
+            "accepted": True, "inputId": "s1", "generationId": gen_id, "disposition": "queued",
+        }
+        tool_gate.release()
+    second = rig.provider.requests[1]
+    assert [m["role"] for m in second] == ["user", "assistant", "tool", "user"]
+    assert second[-1]["content"] == STEER
+    assert second[-1]["metadata"]["target_generation_id"] == gen_id
+    assert second[-1]["metadata"]["input_id"] == "s1"
+    assert [m["content"] for m in rig.steers_in_context()] == [STEER]
+    assert rig.runtime.receipt("s1").disposition == "applied"  # type: ignore[union-attr]
+    assert rig.results == ["Fixed it."]
+    names = rig.hook_names()
+    # Amplifier's lifecycle events, with the steering events beside them, in order.
+    assert names.index("steering.applied") < [i for i, n in enumerate(names) if n == "provider:request"][1]
+    assert names[-3:] == ["generation.finished", "prompt:complete", "orchestrator:complete"]
+    rig.history.check(require_final=True).assert_ok()
+
+
+@pytest.mark.anyio
+async def test_late_steer_during_the_checkpoint_continues_the_same_generation() -> None:
+    """Late arrival: a steer sent while the final answer is written continues the generation, no replay."""
+    rig = Rig(Provider([text("Done."), text("Done, only the failing test.")]))
+    await rig.mount()
+    checkpoint = Gate()
+    write = rig.context.add_message.side_effect
+
+    async def held_answer(message: dict[str, Any]) -> None:
+        await write(message)
+        if message["role"] == "assistant" and not checkpoint.released:
+            await checkpoint.passage()
+
+    rig.context.add_message.side_effect = held_answer
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.execute)
+        await checkpoint.wait_reached()
+        gen_id = rig.generation_id()
+        await rig.steer()
+        checkpoint.release()
+    assert rig.results == ["Done, only the failing test."]
+    assert [m["role"] for m in rig.provider.requests[1]] == ["user", "assistant", "user"]
+    assert [m["content"] for m in rig.context.messages].count("Make the suite pass") == 1
+    types = [e["type"] for e in rig.history.events]
+    assert types.count("generation.started") == 1
+    assert "generation.continued" in types
+    assert rig.history.events[-1]["type"] == "generation.finished"
+    assert rig.history.events[-1]["input_ids"] == ["s1"]
+    assert rig.history.events[-1]["generation_id"] == gen_id
+    rig.history.check(require_final=True).assert_ok()
+
+
+@pytest.mark.anyio
+async def test_cancellation_before_injection_holds_the_steer() -> None:
+    """Cancellation before injection: the queued steer is held, never written, and not replayed later."""
+    tool, tool_gate = gated_tool()
+    rig = Rig(Provider([tool_call(), text("unused"), text("Next answer.")]), {"run_tests": tool})
+    await rig.mount()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.execute)
+        await tool_gate.wait_reached()
+        await rig.steer()
+        tg.cancel_scope.cancel()
+    held = rig.runtime.receipt("s1")
+    assert held is not None
+    assert (held.disposition, held.reason) == ("held", "generation-cancelled")
+    assert rig.steers_in_context() == []
+    assert rig.history.events[-1]["type"] == "generation.cancelled"
+    assert rig.history.events[-1]["accepted_input_ids"] == ["s1"]
+    tool_gate.release()
+    rig.provider.replies = rig.provider.replies[2:]
+    rig.provider.requests.clear()
+    await rig.execute("Next prompt")  # the next generation starts, and carries no held steer
+    assert rig.steers_in_context() == []
+    assert rig.history.events[-1]["type"] == "generation.finished"
+    rig.history.check(require_final=True).assert_ok()
+
+
+@pytest.mark.anyio
+async def test_interruption_after_a_partial_context_effect_is_unknown() -> None:
+    """A context write that took effect and then failed is unknown (write-interrupted), not replayed."""
+    tool, tool_gate = gated_tool()
+    rig = Rig(Provider([tool_call(), text("unused")]), {"run_tests": tool})
+    await rig.mount()
+    write = rig.context.add_message.side_effect
+
+    async def partial(message: dict[str, Any]) -> None:
+        await write(message)
+        if "metadata" in message:
+            raise OSError("the context store went away after the write")
+
+    rig.context.add_message.side_effect = partial
+
+    async def drive() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(rig.execute)
+            await tool_gate.wait_reached()
+            await rig.steer()
+            await rig.steer("s2", "And keep the old API")
+            tool_gate.release()
+
+    with pytest.raises(ExceptionGroup) as caught:
+        await drive()
+    assert caught.group_contains(OSError)
+    first, second = rig.runtime.receipt("s1"), rig.runtime.receipt("s2")
+    assert first is not None
+    assert second is not None
+    assert (first.disposition, first.reason) == ("unknown", "write-interrupted")
+    assert (second.disposition, second.reason) == ("held", "generation-failed")
+    assert [m["metadata"]["input_id"] for m in rig.steers_in_context()] == ["s1"]  # written once, never again
+    assert len(rig.provider.requests) == 1
+    assert rig.history.events[-1]["type"] == "generation.failed"
+    rig.history.check(require_final=True).assert_ok()
+
+
+@pytest.mark.anyio
+async def test_identity_reuse_repeats_or_conflicts() -> None:
+    """An identical repeat answers the current receipt; the same id with other text is identity-conflict."""
+    tool, tool_gate = gated_tool()
+    rig = Rig(Provider([tool_call(), text("Fixed it.")]), {"run_tests": tool})
+    await rig.mount()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.execute)
+        await tool_gate.wait_reached()
+        gen_id = rig.generation_id()
+        first = await rig.steer()
+        again = await rig.steer()
+        conflict = await rig.steer(steer="Something else")
+        tool_gate.release()
+    assert (first.disposition, again.disposition) == ("queued", "queued")
+    assert (conflict.accepted, conflict.reason) == (False, "identity-conflict")
+    op = rig.history.invoke(Input("steer", STEER, id="s1"), gen_id)
+    after = rig.history.complete(op, await rig.runtime.capability["submit"](op.input, gen_id))
+    assert after.disposition == "applied"  # a repeat after the generation ended still answers
+    assert len(rig.steers_in_context()) == 1
+    rig.history.check(require_final=True).assert_ok()
+
+
+@pytest.mark.anyio
+async def test_unsupported_kind_and_stale_generation_are_refused() -> None:
+    """Unsupported kinds and stale anchors are refused before admission and change nothing."""
+    tool, tool_gate = gated_tool()
+    rig = Rig(Provider([tool_call(), text("Fixed it.")]), {"run_tests": tool})
+    await rig.mount()
+    submit = rig.coordinator.get_capability(CAPABILITY)["submit"]
+    refusals = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.execute)
+        await tool_gate.wait_reached()
+        gen_id = rig.generation_id()
+        wrong = [(Input("prompt", STEER, id="p1"), gen_id), (Input("steer", STEER, id="x1"), "gen-old")]
+        for steer, anchor in wrong:
+            op = rig.history.invoke(steer, anchor)
+            refusals.append(rig.history.complete(op, await submit(steer, anchor)))
+        tool_gate.release()
+    op = rig.history.invoke(Input("steer", STEER, id="late"), gen_id)
+    refusals.append(rig.history.complete(op, await submit(op.input, gen_id)))
+    assert [(r.accepted, r.reason) for r in refusals] == [
+        (False, "unsupported-kind"), (False, "stale-generation"), (False, "stale-generation"),
+    ]
+    assert rig.steers_in_context() == []
+    assert rig.runtime.statistics().identities == 0
+    rig.history.check(require_final=True).assert_ok()
+
+
+@pytest.mark.anyio
+async def test_provider_failure_fails_the_generation_and_holds_pending_steers() -> None:
+    """A provider error fails the generation (generation.failed); a steer still pending is held."""
+    tool, tool_gate = gated_tool()
+    rig = Rig(Provider([tool_call(), RuntimeError("provider down")]), {"run_tests": tool})
+    await rig.mount()
+    gate = rig.provider.gates[1] = Gate()
+
+    async def drive() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(rig.execute)
+            await tool_gate.wait_reached()
+            await rig.steer()
+            tool_gate.release()
+            await gate.wait_reached()
+            await rig.steer("s2", "Also update the changelog")
+            gate.release()
+
+    with pytest.raises(ExceptionGroup) as caught:
+        await drive()
+    assert caught.group_contains(RuntimeError, match="provider down")
+    assert rig.runtime.receipt("s1").disposition == "applied"  # type: ignore[union-attr]
+    held = rig.runtime.receipt("s2")
+    assert held is not None
+    assert (held.disposition, held.reason) == ("held", "generation-failed")
+    assert rig.history.events[-1]["type"] == "generation.failed"
+    assert rig.history.events[-1]["error"] == "RuntimeError"
+    rig.history.check(require_final=True).assert_ok()
+
+
+@pytest.mark.anyio
+async def test_call_budget_and_amplifier_cancellation_hold_what_is_pending() -> None:
+    """max_iterations spent holds a pending steer (budget-exhausted); Amplifier's cancel holds (stopped)."""
+    tool, tool_gate = gated_tool()
+    rig = Rig(Provider([tool_call()]), {"run_tests": tool}, max_iterations=1)
+    await rig.mount()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.execute)
+        await tool_gate.wait_reached()
+        await rig.steer()
+        tool_gate.release()
+    held = rig.runtime.receipt("s1")
+    assert held is not None
+    assert (held.disposition, held.reason) == ("held", "budget-exhausted")
+    assert rig.hooks.get_events("orchestrator:complete")[-1][1]["status"] == "max_iterations"
+
+    tool, tool_gate = gated_tool()
+    rig = Rig(Provider([tool_call()]), {"run_tests": tool})
+    await rig.mount()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.execute)
+        await tool_gate.wait_reached()
+        await rig.steer()
+        rig.coordinator.cancellation.request_graceful()
+        tool_gate.release()
+    held = rig.runtime.receipt("s1")
+    assert held is not None
+    assert (held.disposition, held.reason) == ("held", "generation-stopped")
+    assert rig.history.events[-1]["type"] == "generation.stopped"
+    assert rig.steers_in_context() == []
+    rig.history.check(require_final=True).assert_ok()
+
+
+def test_steer_messages_are_valid_amplifier_messages() -> None:
+    """A steer entry as written converts to Amplifier's Message model with its metadata intact."""
+    from amplifier_core.message_models import Message
+
+    metadata: Mapping[str, Any] = {
+        "input_id": "s1", "target_generation_id": "gen-1", "delivery": "request_boundary",
+    }
+    message = Message(**{"role": "user", "content": STEER, "metadata": dict(metadata)})
+    assert message.metadata == dict(metadata)
+
+
+@pytest.mark.anyio
+async def test_a_failing_tool_is_an_error_result_and_the_generation_goes_on() -> None:
+    """As in Amplifier's basic loop, a tool that raises is a tool:error and an error result, not a failure."""
+    tool = MockTool("run_tests")
+    tool.execute.side_effect = OSError("disk full")
+    rig = Rig(Provider([tool_call(), text("The disk is full.")]), {"run_tests": tool})
+    await rig.mount()
+    await rig.execute()
+    assert rig.results == ["The disk is full."]
+    last = rig.provider.requests[1][-1]
+    assert (last["role"], last["content"]) == ("tool", "Error executing tool: disk full")
+    assert rig.hooks.get_events("tool:error")[0][1]["error"] == {"type": "OSError", "msg": "disk full"}
+    assert rig.history.events[-1]["type"] == "generation.finished"
+    assert rig.hooks.get_events("orchestrator:complete")[0][1]["status"] == "success"
+
+
+@pytest.mark.anyio
+async def test_the_provider_of_lowest_priority_is_used_and_its_error_is_emitted() -> None:
+    """Without default_provider the lowest priority wins (Amplifier's rule); its error is provider:error."""
+    preferred, other = Provider([RuntimeError("rate limited")]), Provider([text("unused")])
+    preferred.priority, other.priority = 10, 200  # type: ignore[attr-defined]
+    rig = Rig(preferred)
+    await rig.mount()
+    with pytest.raises(RuntimeError, match="rate limited"):
+        await rig.orchestrator.execute(
+            "Make the suite pass", rig.context, {"other": other, "preferred": preferred}, {}, rig.hooks
+        )
+    assert (len(preferred.requests), len(other.requests)) == (1, 0)
+    assert rig.hooks.get_events("provider:error")[0][1]["provider"] == "preferred"
+    assert rig.history.events[-1]["type"] == "generation.failed"
+
+
+@pytest.mark.anyio
+async def test_steers_land_in_admission_order_and_stay_once_in_later_requests() -> None:
+    """Two steers land in admission order at one boundary, and each is in every later request once."""
+    tool, tool_gate = gated_tool()
+    rig = Rig(Provider([tool_call(), tool_call(), text("Done.")]), {"run_tests": tool})
+    await rig.mount()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.execute)
+        await tool_gate.wait_reached()
+        await rig.steer("s1", "first")
+        await rig.steer("s2", "second")
+        tool_gate.release()
+
+    def steers(request: list[dict[str, Any]]) -> list[str]:
+        return [m["content"] for m in request if "metadata" in m]
+
+    assert [steers(r) for r in rig.provider.requests] == [[], ["first", "second"], ["first", "second"]]
+    rig.history.check(require_final=True).assert_ok()

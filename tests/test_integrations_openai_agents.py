@@ -1,0 +1,393 @@
+"""The OpenAI Agents SDK runner, driven by the SDK's own ``agents.testing.ScriptedModel``.
+
+``ScriptedModel`` is the SDK's deterministic implementation of its ``Model`` interface
+(``get_response`` and ``stream_response``); it records every call's input. The SDK is
+asyncio-only, so these tests run on asyncio; tracing is off (no network).
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import anyio
+import pytest
+from agents import Agent, MaxTurnsExceeded, RunConfig, SQLiteSession, function_tool
+from agents.run_config import CallModelData, ModelInputData
+from agents.testing import ModelCall, ModelStep, ScriptedModel, assistant_message, function_call
+
+from live_steering import Input, LiveRuntime, Receipt
+from live_steering.integrations.openai_agents import LiveSteering, SteeringHistoryError
+from live_steering.testing import Gate, History
+
+STEER = "Only fix the failing test"
+PROMPT = "Make the suite pass"
+CONFIG = RunConfig(tracing_disabled=True)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """The OpenAI Agents SDK runs on asyncio only."""
+    return "asyncio"
+
+
+pytestmark = pytest.mark.anyio
+
+
+def tool_step(call_id: str = "c1") -> list[Any]:
+    return [function_call("run_tests", {}, call_id=call_id)]
+
+
+def answer(text: str, item_id: str = "m1") -> list[Any]:
+    return [assistant_message(text, item_id=item_id)]
+
+
+def gated(gate: Gate, reply: list[Any]) -> ModelStep:
+    """A scripted step that waits at ``gate`` before it replies."""
+
+    async def respond(call: ModelCall) -> list[Any]:
+        await gate.passage()
+        return reply
+
+    return ModelStep.respond(respond)
+
+
+def user_texts(call: ModelCall) -> list[str]:
+    """The user messages of a model call's input after the prompt, in order."""
+    texts = [i["content"] for i in call.input if isinstance(i, dict) and i.get("role") == "user"]
+    return texts[1:]
+
+
+class Rig:
+    """An agent on a ScriptedModel with a gated ``run_tests`` tool, steered, with a recorded history."""
+
+    def __init__(self, *steps: Any) -> None:
+        self.runtime = LiveRuntime()
+        self.history = History.attach(self.runtime)
+        self.model = ScriptedModel(steps)
+        self.tool_gate = Gate()
+        tool_gate = self.tool_gate
+
+        @function_tool
+        async def run_tests() -> str:
+            """Run the test suite."""
+            await tool_gate.passage()
+            return "12 passed, 1 failed"
+
+        self.agent: Agent[Any] = Agent(name="fixer", model=self.model, tools=[run_tests])
+        self.steering = LiveSteering(self.runtime)
+        self.outputs: list[Any] = []
+
+    async def run(self, **kwargs: Any) -> None:
+        config = kwargs.pop("run_config", CONFIG)
+        result = await self.steering.run(self.agent, PROMPT, run_config=config, **kwargs)
+        self.outputs.append(result.final_output)
+        self.conversation = self.steering.to_input_list(result)
+
+    def gen_id(self) -> str:
+        generation = self.runtime.generation
+        assert generation is not None
+        gen_id: str = generation["id"]
+        return gen_id
+
+    async def steer(self, input_id: str = "s1", text: str = STEER) -> Receipt:
+        return await self.history.submit(Input("steer", text, id=input_id), self.gen_id())
+
+    def receipt(self, input_id: str) -> tuple[str | None, str | None]:
+        receipt = self.runtime.receipt(input_id)
+        assert receipt is not None
+        return receipt.disposition, receipt.reason
+
+
+async def test_steer_during_a_tool_stays_in_every_later_model_call_once() -> None:
+    """A steer sent during a tool is in the next model call and every later one, once, after the tool."""
+    rig = Rig(tool_step("c1"), tool_step("c2"), answer("Fixed it."))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.run)
+        await rig.tool_gate.wait_reached()
+        gen_id = rig.gen_id()
+        assert (await rig.steer()).disposition == "queued"
+        rig.tool_gate.release()
+    calls = rig.model.calls
+    assert [user_texts(c) for c in calls] == [[], [STEER], [STEER]]
+    second = calls[1].input
+    assert second[-2]["type"] == "function_call_output"
+    assert second[-1] == {"type": "message", "role": "user", "content": STEER}
+    assert rig.outputs == ["Fixed it."]
+    assert rig.receipt("s1") == ("applied", None)
+    (entry,) = rig.steering.entries
+    assert entry.metadata["input_id"] == "s1"
+    assert entry.metadata["target_generation_id"] == gen_id
+    assert [i.get("content") for i in rig.conversation if i.get("role") == "user"] == [PROMPT, STEER]
+    rig.history.check(require_final=True).assert_ok()
+
+
+async def test_two_steers_land_in_admission_order() -> None:
+    """Two steers admitted during one tool land in the next call in admission order."""
+    rig = Rig(tool_step(), answer("Done."))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.run)
+        await rig.tool_gate.wait_reached()
+        await rig.steer("s1", "first")
+        await rig.steer("s2", "second")
+        rig.tool_gate.release()
+    assert user_texts(rig.model.calls[1]) == ["first", "second"]
+    rig.history.check(require_final=True).assert_ok()
+
+
+async def test_late_steer_during_the_final_output_continues_the_same_generation() -> None:
+    """A steer sent while the model writes its final output continues the generation; nothing is re-run."""
+    gate = Gate()
+    rig = Rig(tool_step(), gated(gate, answer("Done.", "m1")), answer("Done, only the failing test.", "m2"))
+    rig.tool_gate.release()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.run)
+        await gate.wait_reached()
+        gen_id = rig.gen_id()
+        await rig.steer()
+        gate.release()
+    assert rig.outputs == ["Done, only the failing test."]
+    third = rig.model.calls[2].input
+    assert user_texts(rig.model.calls[2]) == [STEER]
+    assert [i.get("type") for i in third].count("function_call") == 1  # the tool call is history, not re-run
+    assert [i.get("content") for i in third].count(PROMPT) == 1
+    types = [e["type"] for e in rig.history.events]
+    assert types.count("generation.started") == 1
+    assert types.count("generation.continued") == 1
+    assert rig.history.events[-1]["type"] == "generation.finished"
+    assert rig.history.events[-1]["generation_id"] == gen_id
+    rig.history.check(require_final=True).assert_ok()
+
+
+async def test_cancel_holds_the_pending_steer() -> None:
+    """Cancelling the run holds a queued steer (generation-cancelled); it is never sent."""
+    rig = Rig(tool_step(), answer("unused"))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.run)
+        await rig.tool_gate.wait_reached()
+        await rig.steer()
+        tg.cancel_scope.cancel()
+    assert rig.receipt("s1") == ("held", "generation-cancelled")
+    assert all(user_texts(c) == [] for c in rig.model.calls)
+    assert rig.history.events[-1]["type"] == "generation.cancelled"
+    rig.tool_gate.release()
+    rig.model = ScriptedModel([answer("Next.")])
+    rig.agent = rig.agent.clone(model=rig.model)
+    await rig.run()  # the next generation: the held steer is not replayed into it
+    assert user_texts(rig.model.calls[0]) == []
+    assert rig.outputs == ["Next."]
+    rig.history.check(require_final=True).assert_ok()
+
+
+async def test_a_model_error_fails_the_generation() -> None:
+    """A model error fails the run and the generation (generation.failed); a pending steer is held."""
+    gate = Gate()
+
+    async def failing(call: ModelCall) -> Exception:
+        await gate.passage()
+        return RuntimeError("provider down")
+
+    rig = Rig(tool_step(), ModelStep.respond(failing))
+
+    async def drive() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(rig.run)
+            await rig.tool_gate.wait_reached()
+            await rig.steer()
+            rig.tool_gate.release()
+            await gate.wait_reached()
+            await rig.steer("s2", "Also update the changelog")
+            gate.release()
+
+    with pytest.raises(ExceptionGroup) as caught:
+        await drive()
+    assert caught.group_contains(RuntimeError, match="provider down")
+    assert rig.receipt("s1") == ("applied", None)
+    assert rig.receipt("s2") == ("held", "generation-failed")
+    assert rig.history.events[-1]["type"] == "generation.failed"
+    rig.history.check(require_final=True).assert_ok()
+
+
+async def test_max_turns_holds_as_budget_exhausted() -> None:
+    """max_turns spent with a steer pending holds it budget-exhausted."""
+    rig = Rig(tool_step(), answer("unused"))
+
+    async def drive() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: rig.run(max_turns=1))
+            await rig.tool_gate.wait_reached()
+            await rig.steer()
+            rig.tool_gate.release()
+
+    with pytest.raises(ExceptionGroup) as caught:
+        await drive()
+    assert caught.group_contains(MaxTurnsExceeded)
+    assert rig.receipt("s1") == ("held", "budget-exhausted")
+    rig.history.check(require_final=True).assert_ok()
+
+
+SERVER_MANAGED = ["previous_response_id", "conversation_id", "auto_previous_response_id", "session"]
+
+
+@pytest.mark.parametrize("option", SERVER_MANAGED)
+async def test_server_managed_conversations_are_refused(option: str) -> None:
+    """Server-managed conversations and sessions raise ValueError before anything runs."""
+    values: dict[str, Any] = {
+        "previous_response_id": "resp-1",
+        "conversation_id": "conv-1",
+        "auto_previous_response_id": True,
+    }
+    session = SQLiteSession("session-1")
+    values["session"] = session
+    rig = Rig(answer("unused"))
+    with pytest.raises(ValueError, match="does not support"):
+        await rig.steering.run(rig.agent, PROMPT, run_config=CONFIG, **{option: values[option]})
+    session.close()
+    assert rig.history.events == []
+    assert rig.model.calls == ()
+
+
+async def test_a_users_filter_runs_after_the_boundary_and_sees_the_steers() -> None:
+    """A call_model_input_filter of the user's own still runs, on the input with the steers in it."""
+    seen: list[list[Any]] = []
+
+    def own_filter(data: CallModelData[Any]) -> ModelInputData:
+        seen.append(list(data.model_data.input))
+        return data.model_data
+
+    rig = Rig(tool_step(), answer("Done."))
+    async with anyio.create_task_group() as tg:
+        config = RunConfig(tracing_disabled=True, call_model_input_filter=own_filter)
+        tg.start_soon(lambda: rig.run(run_config=config))
+        await rig.tool_gate.wait_reached()
+        await rig.steer()
+        rig.tool_gate.release()
+    assert seen[1][-1]["content"] == STEER
+    assert user_texts(rig.model.calls[1]) == [STEER]
+
+
+async def test_streamed_runs_are_steered_and_continue() -> None:
+    """stream(): a steer during a tool lands in the next call, and a late one continues the stream."""
+    gate = Gate()
+    rig = Rig(tool_step(), gated(gate, answer("Done.", "m1")), answer("Done again.", "m2"))
+    events: list[str] = []
+
+    async def consume() -> None:
+        async for event in rig.steering.stream(rig.agent, PROMPT, run_config=CONFIG):
+            events.append(event.type)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(consume)
+        await rig.tool_gate.wait_reached()
+        await rig.steer("s1")
+        rig.tool_gate.release()
+        await gate.wait_reached()
+        await rig.steer("s2", "And the changelog")
+        gate.release()
+    assert [user_texts(c) for c in rig.model.calls] == [[], [STEER], [STEER, "And the changelog"]]
+    assert all(c.streamed for c in rig.model.calls)
+    assert rig.steering.last_result is not None
+    assert rig.steering.last_result.final_output == "Done again."
+    assert "raw_response_event" in events
+    rig.history.check(require_final=True).assert_ok()
+
+
+async def test_leaving_a_stream_early_stops_the_generation() -> None:
+    """Closing the stream early cancels the SDK run and stops the generation; a pending steer is held."""
+    rig = Rig(tool_step(), answer("unused"))
+    stream = rig.steering.stream(rig.agent, PROMPT, run_config=CONFIG)
+    async with anyio.create_task_group() as tg:
+
+        async def first_events() -> None:
+            async for _event in stream:
+                if rig.tool_gate.reached:
+                    break
+            await stream.aclose()
+
+        tg.start_soon(first_events)
+        await rig.tool_gate.wait_reached()
+        await rig.steer()
+        rig.tool_gate.release()
+    assert rig.receipt("s1") == ("held", "generation-stopped")
+    assert rig.history.events[-1]["type"] == "generation.stopped"
+    rig.history.check(require_final=True).assert_ok()
+
+
+async def test_a_rewritten_history_is_an_error_not_a_guess() -> None:
+    """If the SDK's history no longer matches where a steer was written, splicing raises, never guesses."""
+    rig = Rig(tool_step(), answer("Done."))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.run)
+        await rig.tool_gate.wait_reached()
+        await rig.steer()
+        rig.tool_gate.release()
+
+    class Rewritten:
+        """A result whose history a handoff input filter rewrote."""
+
+        def to_input_list(self) -> list[Any]:
+            return [{"role": "user", "content": "another history"}] * 3
+
+    with pytest.raises(SteeringHistoryError, match="history changed under steer 's1'"):
+        rig.steering.to_input_list(cast(Any, Rewritten()))
+
+
+def test_needs_a_live_runtime() -> None:
+    """LiveSteering refuses anything but a LiveRuntime, at construction."""
+    with pytest.raises(TypeError, match="LiveRuntime"):
+        LiveSteering(object())  # type: ignore[arg-type]
+
+
+async def test_a_run_paused_for_approval_ends_the_generation_and_is_not_resumed() -> None:
+    """A tool needing approval pauses the run: the generation ends, a pending steer is held, and
+    resuming its RunState through LiveSteering is refused (the state would not hold the steers)."""
+    gate = Gate()
+    runtime = LiveRuntime()
+    history = History.attach(runtime)
+
+    @function_tool(needs_approval=True)
+    async def deploy() -> str:
+        """Deploy the fix."""
+        return "deployed"
+
+    model = ScriptedModel([gated(gate, [function_call("deploy", {}, call_id="d1")])])
+    agent: Agent[Any] = Agent(name="deployer", model=model, tools=[deploy])
+    steering = LiveSteering(runtime)
+    results: list[Any] = []
+
+    async def run() -> None:
+        results.append(await steering.run(agent, PROMPT, run_config=CONFIG))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        await gate.wait_reached()
+        generation = runtime.generation
+        assert generation is not None
+        await history.submit(Input("steer", STEER, id="s1"), generation["id"])
+        gate.release()
+    assert results[0].interruptions
+    held = runtime.receipt("s1")
+    assert held is not None
+    assert (held.disposition, held.reason) == ("held", "generation-stopped")
+    assert history.events[-1]["type"] == "generation.stopped"
+    with pytest.raises(ValueError, match="does not resume a RunState"):
+        await steering.run(agent, results[0].to_state(), run_config=CONFIG)
+    history.check(require_final=True).assert_ok()
+
+
+async def test_cancelling_a_stream_cancels_the_sdk_run_and_holds() -> None:
+    """Cancelling the task that consumes stream() cancels the SDK's run; a pending steer is held."""
+    rig = Rig(tool_step(), answer("unused"))
+
+    async def consume() -> None:
+        async for _event in rig.steering.stream(rig.agent, PROMPT, run_config=CONFIG):
+            pass
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(consume)
+        await rig.tool_gate.wait_reached()
+        await rig.steer()
+        tg.cancel_scope.cancel()
+    assert rig.receipt("s1") == ("held", "generation-cancelled")
+    assert rig.steering.last_result is not None
+    assert rig.steering.last_result.is_complete
+    rig.history.check(require_final=True).assert_ok()

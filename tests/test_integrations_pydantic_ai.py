@@ -1,0 +1,318 @@
+"""The pydantic-ai capability, driven by pydantic-ai's own test models (``FunctionModel``, ``TestModel``).
+
+pydantic-ai runs on asyncio, so these tests do too. Races are sequences: the model
+function and the tools wait at ``Gate``s the test releases.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.test import TestModel
+from pydantic_ai.usage import UsageLimits
+
+from live_steering import GenerationStateError, Input, LiveRuntime, Receipt
+from live_steering.integrations.pydantic_ai import LiveSteering
+from live_steering.testing import Gate, History
+
+STEER = "Only fix the failing test"
+PROMPT = "Make the suite pass"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """pydantic-ai runs on asyncio only."""
+    return "asyncio"
+
+
+pytestmark = pytest.mark.anyio
+
+
+def steer_texts(messages: list[ModelMessage]) -> list[str]:
+    """The text of every user prompt part after the first (the prompt), in order."""
+    texts = [
+        part.content
+        for message in messages
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+        if isinstance(part, UserPromptPart) and isinstance(part.content, str)
+    ]
+    return texts[1:]
+
+
+class Script:
+    """A ``FunctionModel`` function: replies in order, records what each request carried, gateable."""
+
+    def __init__(self, *replies: ModelResponse | BaseException) -> None:
+        self.replies = list(replies)
+        self.requests: list[list[ModelMessage]] = []
+        self.gates: dict[int, Gate] = {}
+
+    async def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        index = len(self.requests)
+        self.requests.append(list(messages))
+        if index in self.gates:
+            await self.gates[index].passage()
+        reply = self.replies[index]
+        if isinstance(reply, BaseException):
+            raise reply
+        return reply
+
+
+def calls_tool() -> ModelResponse:
+    return ModelResponse(parts=[ToolCallPart("run_tests", {})])
+
+
+def answers(text: str) -> ModelResponse:
+    return ModelResponse(parts=[TextPart(text)])
+
+
+class Rig:
+    """An agent with the capability, a gated ``run_tests`` tool and a recorded history."""
+
+    def __init__(self, script: Script) -> None:
+        self.runtime = LiveRuntime()
+        self.history = History.attach(self.runtime)
+        self.script = script
+        self.agent = Agent(FunctionModel(script), capabilities=[LiveSteering(self.runtime)])
+        self.tool_gate = Gate()
+        self.outputs: list[Any] = []
+        self.messages: list[ModelMessage] = []
+
+        @self.agent.tool_plain
+        async def run_tests() -> str:
+            """Run the test suite."""
+            await self.tool_gate.passage()
+            return "12 passed, 1 failed"
+
+    async def run(self, **kwargs: Any) -> None:
+        result = await self.agent.run(PROMPT, **kwargs)
+        self.outputs.append(result.output)
+        self.messages = result.all_messages()
+
+    def gen_id(self) -> str:
+        generation = self.runtime.generation
+        assert generation is not None
+        gen_id: str = generation["id"]
+        return gen_id
+
+    async def steer(self, input_id: str = "s1", text: str = STEER) -> Receipt:
+        return await self.history.submit(Input("steer", text, id=input_id), self.gen_id())
+
+    def receipt(self, input_id: str) -> tuple[str | None, str | None]:
+        receipt = self.runtime.receipt(input_id)
+        assert receipt is not None
+        return receipt.disposition, receipt.reason
+
+
+async def test_steer_during_a_tool_call_lands_in_the_next_model_request() -> None:
+    """A steer sent while a tool runs is in the next model request, once, with its metadata in history."""
+    rig = Rig(Script(calls_tool(), answers("Fixed it.")))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.run)
+        await rig.tool_gate.wait_reached()
+        gen_id = rig.gen_id()
+        assert (await rig.steer()).disposition == "queued"
+        rig.tool_gate.release()
+    assert steer_texts(rig.script.requests[0]) == []
+    assert steer_texts(rig.script.requests[1]) == [STEER]
+    assert rig.outputs == ["Fixed it."]
+    assert rig.receipt("s1") == ("applied", None)
+    entries = [m for m in rig.messages if isinstance(m, ModelRequest) and m.metadata]
+    assert len(entries) == 1
+    assert entries[0].metadata is not None
+    assert entries[0].metadata["input_id"] == "s1"
+    assert entries[0].metadata["target_generation_id"] == gen_id
+    rig.history.check(require_final=True).assert_ok()
+
+
+async def test_steers_stay_in_order_and_once_in_every_later_request() -> None:
+    """Two steers land in admission order and each is in every later request exactly once."""
+    rig = Rig(Script(calls_tool(), calls_tool(), answers("Done.")))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.run)
+        await rig.tool_gate.wait_reached()
+        await rig.steer("s1", "first")
+        await rig.steer("s2", "second")
+        rig.tool_gate.release()
+    assert steer_texts(rig.script.requests[1]) == ["first", "second"]
+    assert steer_texts(rig.script.requests[2]) == ["first", "second"]
+    assert steer_texts(rig.messages) == ["first", "second"]
+    rig.history.check(require_final=True).assert_ok()
+
+
+async def test_late_steer_during_the_final_answer_continues_the_same_run() -> None:
+    """A steer sent while the model writes its final answer continues the same run and generation."""
+    script = Script(answers("Done."), answers("Done, only the failing test."))
+    rig = Rig(script)
+    gate = script.gates[0] = Gate()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.run)
+        await gate.wait_reached()
+        gen_id = rig.gen_id()
+        await rig.steer()
+        gate.release()
+    assert rig.outputs == ["Done, only the failing test."]
+    assert len(script.requests) == 2
+    assert steer_texts(script.requests[1]) == [STEER]
+    assert steer_texts(rig.messages).count(STEER) == 1
+    prompts = [p for m in rig.messages if isinstance(m, ModelRequest) for p in m.parts]
+    assert [p.content for p in prompts if isinstance(p, UserPromptPart)].count(PROMPT) == 1  # no replay
+    types = [e["type"] for e in rig.history.events]
+    assert types.count("generation.started") == 1
+    assert types.count("generation.continued") == 1
+    assert rig.history.events[-1]["type"] == "generation.finished"
+    assert rig.history.events[-1]["generation_id"] == gen_id
+    rig.history.check(require_final=True).assert_ok()
+
+
+async def test_cancel_holds_the_pending_steer() -> None:
+    """Cancelling the run holds a queued steer (generation-cancelled); the next run does not carry it."""
+    rig = Rig(Script(calls_tool(), answers("unused"), answers("Next.")))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.run)
+        await rig.tool_gate.wait_reached()
+        await rig.steer()
+        tg.cancel_scope.cancel()
+    assert rig.receipt("s1") == ("held", "generation-cancelled")
+    assert rig.history.events[-1]["type"] == "generation.cancelled"
+    assert rig.history.events[-1]["accepted_input_ids"] == ["s1"]
+    rig.script.replies = rig.script.replies[2:]
+    rig.script.requests.clear()
+    rig.tool_gate.release()
+    await rig.run()
+    assert steer_texts(rig.script.requests[0]) == []
+    assert rig.outputs == ["Next."]
+    rig.history.check(require_final=True).assert_ok()
+
+
+async def test_a_provider_error_fails_the_generation() -> None:
+    """A model error fails the run and the generation (generation.failed); a pending steer is held."""
+    script = Script(calls_tool(), RuntimeError("provider down"))
+    rig = Rig(script)
+    gate = script.gates[1] = Gate()
+
+    async def drive() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(rig.run)
+            await rig.tool_gate.wait_reached()
+            await rig.steer()
+            rig.tool_gate.release()
+            await gate.wait_reached()
+            await rig.steer("s2", "Also update the changelog")
+            gate.release()
+
+    with pytest.raises(ExceptionGroup) as caught:
+        await drive()
+    assert caught.group_contains(RuntimeError, match="provider down")
+    assert rig.receipt("s1") == ("applied", None)
+    assert rig.receipt("s2") == ("held", "generation-failed")
+    assert rig.history.events[-1]["type"] == "generation.failed"
+    assert rig.history.events[-1]["error"] == "RuntimeError"
+    rig.history.check(require_final=True).assert_ok()
+
+
+async def test_an_exhausted_request_limit_holds_as_budget_exhausted() -> None:
+    """pydantic-ai's request limit, spent with a steer pending, holds it budget-exhausted, not failed."""
+    rig = Rig(Script(calls_tool(), answers("unused")))
+
+    async def drive() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: rig.run(usage_limits=UsageLimits(request_limit=1)))
+            await rig.tool_gate.wait_reached()
+            await rig.steer()
+            rig.tool_gate.release()
+
+    with pytest.raises(ExceptionGroup):
+        await drive()
+    assert rig.receipt("s1") == ("held", "budget-exhausted")
+    # The run raised UsageLimitExceeded, so the generation failed; the steer was held by the budget first.
+    assert rig.history.events[-1]["type"] == "generation.failed"
+    assert rig.history.events[-1]["error"] == "UsageLimitExceeded"
+    rig.history.check(require_final=True).assert_ok()
+
+
+async def test_with_test_model_and_no_deprecation_warning() -> None:
+    """pydantic-ai's TestModel runs the agent with the capability, and nothing warns (no deprecation)."""
+    runtime = LiveRuntime()
+    history = History.attach(runtime)
+    agent = Agent(TestModel(), capabilities=[LiveSteering(runtime)])
+    receipts: list[Receipt] = []
+
+    @agent.tool_plain
+    async def run_tests() -> str:
+        """Run the test suite."""
+        generation = runtime.generation
+        assert generation is not None
+        receipts.append(await history.submit(Input("steer", STEER, id="t1"), generation["id"]))
+        return "12 passed"
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = await agent.run(PROMPT)
+    assert [str(w.message) for w in caught] == []
+    assert receipts[0].disposition == "queued"
+    assert steer_texts(result.all_messages()) == [STEER]
+    assert runtime.receipt("t1").disposition == "applied"  # type: ignore[union-attr]
+    history.check(require_final=True).assert_ok()
+
+
+async def test_one_run_at_a_time_per_runtime() -> None:
+    """A second concurrent run on the same runtime raises GenerationStateError; the first is untouched."""
+    script = Script(answers("First."))
+    rig = Rig(script)
+    gate = script.gates[0] = Gate()
+    second: list[BaseException] = []
+
+    async def run_second() -> None:
+        try:
+            await rig.agent.run("another prompt")
+        except GenerationStateError as error:
+            second.append(error)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.run)
+        await gate.wait_reached()
+        await run_second()
+        gate.release()
+    assert len(second) == 1
+    assert rig.outputs == ["First."]
+
+
+def test_needs_a_live_runtime() -> None:
+    """LiveSteering refuses anything but a LiveRuntime, at construction."""
+    wrong: Callable[..., Any] = LiveSteering
+    with pytest.raises(TypeError, match="LiveRuntime"):
+        wrong(object())
+
+
+async def test_run_stream_cancels_a_continuation_when_its_block_is_left() -> None:
+    """run_stream() ends at the first output: a late steer continues, then leaving the block cancels it."""
+    runtime = LiveRuntime()
+    history = History.attach(runtime)
+    agent = Agent(TestModel(custom_output_text="First."), capabilities=[LiveSteering(runtime)])
+    async with agent.run_stream(PROMPT) as stream:
+        generation = runtime.generation
+        assert generation is not None
+        late = await history.submit(Input("steer", STEER, id="late"), generation["id"])
+        output = await stream.get_output()
+    assert (late.disposition, output) == ("queued", "First.")
+    types = [e["type"] for e in history.events]
+    assert types[-4:] == [
+        "generation.continued", "input.delivered", "steering.applied", "generation.cancelled",
+    ]
+    history.check(require_final=True).assert_ok()
