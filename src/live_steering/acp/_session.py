@@ -37,6 +37,7 @@ from .._errors import LiveSteeringError
 from .._events import Event
 from .._runtime import LiveRuntime
 from .._types import Input, Receipt, RefusalReason
+from .._validate import MAX_ID_CHARS, id_problem
 from ..loop import AgentLoop, Context, ContextEntry, LoopResult, Reply, ToolCall
 
 __all__ = [
@@ -202,7 +203,8 @@ def parse_steer_request(params: object) -> SteerRequest:
 
     ``_meta`` and ``_meta.steering`` may be absent or null. ``idleBehavior`` may be
     absent, null or ``"promptRequired"``; any other value is ``invalidParams``.
-    ``_meta.steering.id``, when given, must be a string of 1-128 characters.
+    ``_meta.steering.id``, when given, must be an id by the runtime's rules: a string of
+    1-128 characters, without NUL, encodable as UTF-8.
     """
     if not isinstance(params, Mapping):
         raise SteerRejected(ErrorKind.INVALID_PARAMS, "params must be an object")
@@ -224,9 +226,10 @@ def parse_steer_request(params: object) -> SteerRequest:
             idleBehavior=idle,
         )
     steer_id = steering.get("id")
-    if steer_id is not None and (not isinstance(steer_id, str) or not 1 <= len(steer_id) <= 128):
+    if steer_id is not None and (not isinstance(steer_id, str) or id_problem(steer_id) is not None):
         raise SteerRejected(
-            ErrorKind.INVALID_PARAMS, "_meta.steering.id must be a string of 1-128 characters"
+            ErrorKind.INVALID_PARAMS,
+            f"_meta.steering.id must be a string of 1-{MAX_ID_CHARS} characters, without NUL, valid UTF-8",
         )
     text = prompt_text(params.get("prompt"))
     return SteerRequest(session_id, text, idle == IDLE_PROMPT_REQUIRED, steer_id)

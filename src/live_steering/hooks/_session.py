@@ -41,10 +41,10 @@ from typing import Any, Final
 
 import attrs
 
-from .._core import event_safe
 from .._errors import InvariantError
 from .._events import DEFAULT_LOG_SIZE, DEFAULT_SUBSCRIPTION_BUFFER, Event, EventHub, Listener, Subscription
-from .._types import Disposition, plain_str, utf8_encodable
+from .._types import Disposition
+from .._validate import checked_id, event_safe, input_problem, plain_str
 
 __all__ = [
     "DEFAULT_QUEUE_CAPACITY",
@@ -68,7 +68,6 @@ DEFAULT_QUEUE_CAPACITY: Final = 20
 DEFAULT_IDENTITY_LIMIT: Final = 2_000
 #: Longest instruction admitted for an uncapped vendor, as C7 for steers.
 DEFAULT_MAX_TEXT_CHARS: Final = 16_000
-MAX_ID_CHARS: Final = 128
 #: Pending instructions are joined with a blank line, in arrival order.
 SEPARATOR: Final = "\n\n"
 #: What redacted text reads as on the event stream.
@@ -441,9 +440,7 @@ class HookSession:
         ``time`` of events; ``monotonic``: the clock ``queued_ms`` is measured on.
         """
         profile = vendor if isinstance(vendor, VendorProfile) else PROFILES[Vendor(vendor)]
-        session_id = plain_str(session_id, "session_id")
-        if not session_id:
-            raise ValueError("session_id must be a non-empty str")
+        session_id = checked_id(session_id, "session_id")  # the runtime's rules for its ids
         for name, value in (
             ("capacity", capacity),
             ("max_text_chars", max_text_chars),
@@ -573,19 +570,11 @@ class HookSession:
         return record.receipt(self.session_id)
 
     def _validate(self, command_id: str, text: str) -> str | None:
-        if not 1 <= len(command_id) <= MAX_ID_CHARS:
-            return f"command id must be 1-{MAX_ID_CHARS} characters"
-        if len(text) > self.max_text_chars:
-            if self.profile.cap is not None and len(text) > self.profile.cap:
-                return f"text is over {self.profile.title}'s {self.profile.cap:,}-character cap"
-            return f"text is over {self.max_text_chars} characters"
-        if not text or text.isspace():
-            return "text is blank"
-        if "\x00" in command_id or "\x00" in text:
-            return "NUL character"
-        if not (utf8_encodable(command_id) and utf8_encodable(text)):
-            return "not encodable as UTF-8"
-        return None
+        problem = input_problem(command_id, text, self.max_text_chars, "command id")
+        cap = self.profile.cap
+        if problem is not None and cap is not None and len(text) > cap and problem.startswith("text is over"):
+            return f"text is over {self.profile.title}'s {cap:,}-character cap"
+        return problem
 
     def _refuse(self, command_id: str, reason: InstructionRefusal, detail: str) -> InstructionReceipt:
         self._refused += 1
