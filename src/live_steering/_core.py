@@ -958,7 +958,6 @@ class SteeringCore:
                 require(writing.state is InputState.WRITING, "writer holds a non-writing record")
                 require(gen.boundary_active, "a write outside a boundary")
                 require(identities.get(writing.input.id) is writing, "the record written is not the table's")
-                require(id(writing) not in live, "the record written is also pending")
                 live.add(id(writing))
             require(len(gen.applied_ids) == len(set(gen.applied_ids)), "an input applied twice")
             admitted = self._admitted_into(gen)
@@ -1002,7 +1001,3 @@ class SteeringCore:
         if owed is not None:
             require(owed.sequence == self._admission_sequence, "an event is owed for an older admission")
             require(owed.state is InputState.PENDING, "an input moved before its acceptance was published")
-            require(
-                gen is not None and owed.generation_id == gen.id,
-                "an acceptance is owed outside its generation",
-            )
