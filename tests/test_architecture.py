@@ -10,6 +10,7 @@ breaks it, so the checks are known to be able to fail.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -257,3 +258,13 @@ def test_the_optional_dependency_check_finds_a_misplaced_import() -> None:
     assert misplaced_optional_imports({f"{PACKAGE}._runtime": {"httpx"}}) != []
     assert misplaced_optional_imports({f"{PACKAGE}.acp": {"acp"}, f"{PACKAGE}.journal": {"acp"}}) != []
     assert misplaced_optional_imports({f"{PACKAGE}.acp._session": {"acp"}, f"{CLI}.acp": {"acp"}}) == []
+
+
+def test_the_architecture_page_names_every_top_level_module() -> None:
+    """docs/architecture.md stays the map: it names every top-level module, and every file it names exists."""
+    page = (SRC.parent.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"`src/live_steering/([\w/]+(?:\.py|/))`", page))
+    for name in named:
+        assert (SRC / name).exists(), f"docs/architecture.md names src/live_steering/{name}, which is gone"
+    top_level = {path.name for path in SRC.glob("*.py")}
+    assert top_level <= named, f"docs/architecture.md does not name {sorted(top_level - named)}"

@@ -190,7 +190,7 @@ class CoreMachine(RuleBasedStateMachine):
     @rule()
     def publish_owed(self) -> None:
         """What the runtime does once the woken engine had its first step; idempotent."""
-        self.core.publish_owed()
+        self.core.settle()
         assert self.core._owed is None
 
     @precondition(lambda self: bool(self.model))

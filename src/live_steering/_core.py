@@ -442,8 +442,6 @@ class SteeringCore:
             self._owed = None
             self._emit_input("steering.accepted", record)
 
-    publish_owed = settle  # the name the shell's hand-over and older tests use
-
     def _envelope(self, type_: str, time: float) -> Event:
         """The envelope of every event (C21): an owed acceptance first, then the next sequence."""
         if self._owed is not None:
