@@ -509,8 +509,61 @@ def test_a_wing_publishes_its_own_events_in_sequence_but_not_the_cores() -> None
 # -- the shell agrees with its core -------------------------------------------------------------
 
 
-async def _with_parked_engine(check: Callable[[LiveRuntime], None]) -> None:
-    """Run ``check`` while an engine of g1 is parked in ``wait_for_input``, then let it finish."""
+def _admit_behind_the_shells_back(runtime: LiveRuntime) -> None:
+    runtime._core.submit(steer("a"), "g1")  # the core admits; nobody wakes the engine
+
+
+def _rename_in_the_core(runtime: LiveRuntime) -> None:
+    state = runtime._core.current
+    assert state is not None
+    state.id = "renamed"
+    runtime._core._generation_ids.add("renamed")
+
+
+def _forge_an_event(runtime: LiveRuntime) -> None:
+    runtime._hub.publish({"type": "forged", "sequence": 99})
+
+
+def _renumber_the_last_event(runtime: LiveRuntime) -> None:
+    runtime._hub.log[-1]["sequence"] = 42
+
+
+def _settle_for_another_runtime(runtime: LiveRuntime) -> None:
+    runtime._hub.owed = LiveRuntime()._settle
+
+
+def _forget_the_generation(runtime: LiveRuntime) -> None:
+    runtime._active = None
+
+
+def _swap_the_handles_state(runtime: LiveRuntime) -> None:
+    assert runtime._active is not None
+    runtime._active._state = GenerationState("g1")
+
+
+def _break_the_barrier(runtime: LiveRuntime) -> None:
+    runtime._write_barrier = 5  # type: ignore[assignment]
+
+
+#: Each way a shell can disagree with its core, with the words of the check that reports it.
+_SHELL_CORRUPTIONS: dict[str, tuple[Callable[[LiveRuntime], None], str]] = {
+    "a lost wake-up": (_admit_behind_the_shells_back, "sleeps through pending input"),
+    "a forgotten generation": (_forget_the_generation, "the core runs a generation the shell does not know"),
+    "a handle on a copy of the generation": (_swap_the_handles_state, "running generation is not the core's"),
+    "a generation renamed in the core": (_rename_in_the_core, "generation id is not the core's"),
+    "an event the core never published": (_forge_an_event, "does not count every event"),
+    "a renumbered event": (_renumber_the_last_event, "last event is not the core's last"),
+    "a hub closed under a running generation": (lambda runtime: runtime._hub.close(), "hub closed before"),
+    "a hub settling for another runtime": (_settle_for_another_runtime, "settles for another runtime"),
+    "a write barrier that is not callable": (_break_the_barrier, "write barrier is not callable"),
+}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("name", sorted(_SHELL_CORRUPTIONS))
+async def test_the_shell_check_catches_a_shell_that_disagrees_with_its_core(name: str) -> None:
+    """With an engine of g1 parked in wait_for_input, each corruption is reported in its own words."""
+    corrupt, message = _SHELL_CORRUPTIONS[name]
     runtime = LiveRuntime()
 
     async def engine() -> None:
@@ -522,112 +575,14 @@ async def _with_parked_engine(check: Callable[[LiveRuntime], None]) -> None:
         tg.start_soon(engine)
         await anyio.wait_all_tasks_blocked()
         runtime._check()
-        try:
-            check(runtime)
-        finally:
-            tg.cancel_scope.cancel()
-
-
-@pytest.mark.anyio
-async def test_a_lost_wake_up_is_caught() -> None:
-    """An input admitted behind the shell's back leaves the engine asleep with work: caught."""
-
-    def corrupt(runtime: LiveRuntime) -> None:
-        runtime._core.submit(steer("a"), "g1")  # the core admits; nobody wakes the engine
-        with pytest.raises(InvariantError, match="sleeps through pending input"):
+        handle = runtime._active
+        assert handle is not None
+        state = handle._state
+        corrupt(runtime)
+        with pytest.raises(InvariantError, match=message):
             runtime._check()
-
-    await _with_parked_engine(corrupt)
-
-
-@pytest.mark.anyio
-async def test_a_shell_that_forgot_its_generation_is_caught() -> None:
-    """The shell's running generation is the core's."""
-
-    def corrupt(runtime: LiveRuntime) -> None:
-        runtime._active = None
-        with pytest.raises(InvariantError, match="the core runs a generation the shell does not know"):
-            runtime._check()
-
-    await _with_parked_engine(corrupt)
-
-
-@pytest.mark.anyio
-async def test_a_generation_renamed_in_the_core_is_caught() -> None:
-    """The id the engine's handle carries is the id the core runs."""
-
-    def corrupt(runtime: LiveRuntime) -> None:
-        state = runtime._core.current
-        assert state is not None
-        state.id = "renamed"
-        runtime._core._generation_ids.add("renamed")
-        with pytest.raises(InvariantError, match="generation id is not the core's"):
-            runtime._check()
-        state.id = "g1"
-
-    await _with_parked_engine(corrupt)
-
-
-@pytest.mark.anyio
-async def test_an_event_the_core_never_published_is_caught() -> None:
-    """Every event in the hub's log came from the core, which numbered it."""
-
-    def corrupt(runtime: LiveRuntime) -> None:
-        runtime._hub.publish({"type": "forged", "sequence": 99})
-        with pytest.raises(InvariantError, match="does not count every event"):
-            runtime._check()
-
-    await _with_parked_engine(corrupt)
-
-
-@pytest.mark.anyio
-async def test_a_renumbered_event_is_caught() -> None:
-    """The hub's last event carries the core's last sequence number."""
-
-    def corrupt(runtime: LiveRuntime) -> None:
-        runtime._hub.log[-1]["sequence"] = 42
-        with pytest.raises(InvariantError, match="last event is not the core's last"):
-            runtime._check()
-
-    await _with_parked_engine(corrupt)
-
-
-@pytest.mark.anyio
-async def test_a_hub_closed_under_a_running_generation_is_caught() -> None:
-    """The hub closes after the runtime's last event, never while a generation may still publish."""
-
-    def corrupt(runtime: LiveRuntime) -> None:
-        runtime._hub.close()
-        with pytest.raises(InvariantError, match="hub closed before the runtime"):
-            runtime._check()
-
-    await _with_parked_engine(corrupt)
-
-
-@pytest.mark.anyio
-async def test_a_hub_settling_for_someone_else_is_caught() -> None:
-    """The hub's owed hook, when set, publishes this runtime's owed acceptance."""
-
-    def corrupt(runtime: LiveRuntime) -> None:
-        runtime._hub.owed = LiveRuntime()._settle
-        with pytest.raises(InvariantError, match="settles for another runtime"):
-            runtime._check()
-        runtime._hub.owed = None
-
-    await _with_parked_engine(corrupt)
-
-
-@pytest.mark.anyio
-async def test_a_write_barrier_that_is_not_callable_is_caught() -> None:
-    """The barrier the boundary awaits is callable (``set_write_barrier`` refuses anything else)."""
-
-    def corrupt(runtime: LiveRuntime) -> None:
-        runtime._write_barrier = 5  # type: ignore[assignment]
-        with pytest.raises(InvariantError, match="write barrier is not callable"):
-            runtime._check()
-        runtime._write_barrier = None
-
-    await _with_parked_engine(corrupt)
+        runtime._active, handle._state = handle, state  # so that the engine can leave its block
+        tg.cancel_scope.cancel()
 
 
 @pytest.mark.anyio
