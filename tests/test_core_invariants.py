@@ -425,10 +425,10 @@ def test_a_generation_id_is_never_used_twice() -> None:
     core, _ = make_core()
     core.end_generation(core.start_generation("g1"), Exit.RETURNED)
     with pytest.raises(ValueError, match="already used"):
-        core.generation_id("g1")
+        core.check_generation_id("g1")
     with pytest.raises(ValueError, match="already used"):
         core.start_generation("g1")
-    assert core.generation_id("g2") == "g2"
+    assert core.check_generation_id("g2") == "g2"
 
 
 def test_stop_refuses_a_reason_no_stop_gives() -> None:

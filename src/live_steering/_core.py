@@ -15,7 +15,7 @@ Its decisions, each a table or one function:
 * a generation's phases: ``GENERATION_TRANSITIONS``, applied by ``_advance`` alone;
   admission closes in one place, ``_close_admission`` (after the checkpoint, a
   stop, the runtime's close);
-* generation start: ``generation_id`` (id rules, never reused in a runtime);
+* generation start: ``check_generation_id`` (id rules, never reused in a runtime);
 * generation end: ``ENDINGS`` maps how the block was left (``Exit``) and where
   the generation stood (``Standing``) to its ending and hold reason (C17, C19);
 * the write barrier's outcome: ``after_barrier`` (hand the input over, or hold it);
@@ -679,7 +679,7 @@ class SteeringCore:
 
     # -- generations (C13-C19) ------------------------------------------------------------
 
-    def generation_id(self, generation_id: object) -> str:
+    def check_generation_id(self, generation_id: object) -> str:
         """Check an engine's generation id: the id rules (C7) and never used in this runtime.
 
         Returns it as a plain ``str``; ``TypeError`` for a non-string, ``ValueError``
@@ -692,7 +692,7 @@ class SteeringCore:
 
     def start_generation(self, generation_id: str) -> GenerationState:
         """Open admission for a new generation. One at a time per runtime; an id only once."""
-        generation_id = self.generation_id(generation_id)
+        generation_id = self.check_generation_id(generation_id)
         if self.closed:
             raise RuntimeClosedError("the runtime is closed")
         if self.current is not None:

@@ -294,7 +294,7 @@ class LiveRuntime:
         """
         if generation_id is None:
             generation_id = f"gen-{uuid.uuid4().hex}"
-        return Generation(self, self._core.generation_id(generation_id))
+        return Generation(self, self._core.check_generation_id(generation_id))
 
     def _check(self) -> None:
         """Assert the core's invariants and that this shell agrees with its core."""
