@@ -278,6 +278,22 @@ class CoreMachine(RuleBasedStateMachine):
                 assert gen.end_reason is not None
                 known.disposition, known.reason = Disposition.HELD, gen.end_reason.value
 
+    @precondition(lambda self: self.gen is not None and self.gen.writing is not None)
+    @rule()
+    def barrier_returns(self) -> None:
+        """The write barrier returned: hand the input over while admission is open, else hold it."""
+        gen = self.gen
+        assert gen is not None
+        record = gen.writing
+        assert record is not None
+        handed = self.core.after_barrier(gen.state, record)
+        assert handed == gen.open
+        if not handed:  # C17: stopped or closed while the barrier ran: never handed, held
+            gen.writing = None
+            assert gen.end_reason is not None
+            known = self.model[record.input.id]
+            known.disposition, known.reason = Disposition.HELD, gen.end_reason.value
+
     @precondition(lambda self: self.gen is not None and self.gen.boundary and self.gen.writing is None)
     @rule()
     def end_boundary(self) -> None:
