@@ -258,7 +258,7 @@ def _endings() -> dict[tuple[Exit, Standing], tuple[Ending, HoldReason | None]]:
         Exit.RAISED: (failed, failed, failed, failed, failed, (Ending.FAILED, HoldReason.RUNTIME_CLOSED)),
     }  # fmt: skip
     columns = (S.OPEN, S.OPEN_PENDING, S.FINISHING, S.STOPPED, S.BUDGET_EXHAUSTED, S.RUNTIME_CLOSED)
-    return {(exit_, standing): row[i] for exit_, row in rows.items() for i, standing in enumerate(columns)}
+    return {(how, standing): row[i] for how, row in rows.items() for i, standing in enumerate(columns)}
 
 
 #: How a generation ends (C17, C19): how its block was left and where it stood then ->
@@ -828,15 +828,15 @@ class SteeringCore:
             raise InvariantError(f"generation {gen.id!r} closed for {gen.ending} with {gen.end_reason}")
         return standing
 
-    def end_generation(self, gen: GenerationState, exit: Exit, error: str | None = None) -> Event:
+    def end_generation(self, gen: GenerationState, how: Exit, error: str | None = None) -> Event:
         """Publish the terminal event of ``gen`` and forget it as current (C17, C19).
 
-        ``exit`` is how the block around the generation was left; ``ENDINGS`` decides
+        ``how`` is how the block around the generation was left; ``ENDINGS`` decides
         the ending. A write left unconfirmed is unknown; anything still pending is held.
         ``error`` (the exception's type name) rides on a ``generation.failed``.
         """
         self._require_current(gen, "end")
-        ending, reason = ENDINGS[exit, self.standing(gen)]
+        ending, reason = ENDINGS[how, self.standing(gen)]
         if gen.writing is not None:
             self.interrupt_write(gen, gen.writing)
         if reason is not None:
