@@ -245,20 +245,17 @@ def _endings() -> dict[tuple[Exit, Standing], tuple[Ending, HoldReason | None]]:
     budget = (Ending.STOPPED, HoldReason.BUDGET_EXHAUSTED)
     closed = (Ending.STOPPED, HoldReason.RUNTIME_CLOSED)
     failed = (Ending.FAILED, HoldReason.GENERATION_FAILED)
+    failed_closed = (Ending.FAILED, HoldReason.RUNTIME_CLOSED)
     cancelled = (Ending.CANCELLED, HoldReason.GENERATION_CANCELLED)
-    S = Standing
-    rows: dict[Exit, tuple[tuple[Ending, HoldReason | None], ...]] = {
-        #               OPEN       OPEN_PENDING FINISHING  STOPPED    BUDGET     RUNTIME_CLOSED
-        Exit.RETURNED: (finished, stopped, finished, stopped, budget, closed),
-        Exit.STOP_SIGNAL: (failed, failed, failed, stopped, budget, closed),
-        Exit.CANCELLED: (
-            cancelled, cancelled, cancelled, cancelled, cancelled,
-            (Ending.CANCELLED, HoldReason.RUNTIME_CLOSED),
-        ),
-        Exit.RAISED: (failed, failed, failed, failed, failed, (Ending.FAILED, HoldReason.RUNTIME_CLOSED)),
+    cancelled_closed = (Ending.CANCELLED, HoldReason.RUNTIME_CLOSED)
+    rows = {
+        # Standing:       OPEN       OPEN_PENDING FINISHING  STOPPED    BUDGET_EXH. RUNTIME_CLOSED
+        Exit.RETURNED:    (finished,  stopped,     finished,  stopped,   budget,     closed),
+        Exit.STOP_SIGNAL: (failed,    failed,      failed,    stopped,   budget,     closed),
+        Exit.CANCELLED:   (cancelled, cancelled,   cancelled, cancelled, cancelled,  cancelled_closed),
+        Exit.RAISED:      (failed,    failed,      failed,    failed,    failed,     failed_closed),
     }  # fmt: skip
-    columns = (S.OPEN, S.OPEN_PENDING, S.FINISHING, S.STOPPED, S.BUDGET_EXHAUSTED, S.RUNTIME_CLOSED)
-    return {(how, standing): row[i] for how, row in rows.items() for i, standing in enumerate(columns)}
+    return {(how, standing): row[i] for how, row in rows.items() for i, standing in enumerate(Standing)}
 
 
 #: How a generation ends (C17, C19): how its block was left and where it stood then ->
