@@ -503,6 +503,8 @@ def test_a_wing_publishes_its_own_events_in_sequence_but_not_the_cores() -> None
     for type_ in ("steering.applied", "generation.finished", "input.delivered"):
         with pytest.raises(ValueError, match="owns that event type"):
             core.publish(type_, {})
+    with pytest.raises(TypeError):
+        core.publish(5, {})  # type: ignore[arg-type]
     assert len(events) == 2
 
 

@@ -464,9 +464,11 @@ class SteeringCore:
         """Publish a wing's own event (the journal's ``journal.failed``) on this stream, in sequence.
 
         ``ValueError`` for a type of the core's own vocabulary (C21): only the core says
-        what happened to a generation or an input.
+        what happened to a generation or an input. ``TypeError`` for a non-string type.
         """
-        if type(type_) is not str or type_.startswith(_CORE_EVENT_PREFIXES):
+        if type(type_) is not str:
+            raise TypeError(f"an event type is a str, got {type(type_).__name__}")
+        if type_.startswith(_CORE_EVENT_PREFIXES):
             raise ValueError(f"a wing cannot publish {type_!r}: the core owns that event type")
         self._emit(type_, fields)
 
