@@ -587,6 +587,15 @@ async def test_the_shell_check_catches_a_shell_that_disagrees_with_its_core(name
         tg.cancel_scope.cancel()
 
 
+def test_a_hub_hook_left_after_the_generation_is_caught() -> None:
+    """The hub holds its core only while a generation runs: leaving the block removes the hook."""
+    runtime = LiveRuntime()
+    runtime._check()
+    runtime._hub.owed = runtime._settle
+    with pytest.raises(InvariantError, match="still settles for a generation that ended"):
+        runtime._check()
+
+
 @pytest.mark.anyio
 async def test_wings_see_live_read_only_views_of_accepted_inputs() -> None:
     """``RuntimeInternals``: a wing sees each input as it moves, and publishes only its own events."""

@@ -49,7 +49,7 @@ observe its absence. ``settle()`` is that rule; the core applies it before any
 other event (``_envelope``), any move of a record (``_move``) and any read that
 shows an admission (``receipt``, ``generation_view``, ``pending_of``); the event
 hub applies it before it shows its log or changes its consumers (``EventHub``'s
-``owed`` hook, set by the shell only for the length of that yield); a wing reads
+``owed`` hook, set by the shell while a generation runs); a wing reads
 through ``_runtime.RuntimeInternals.settle``. At most one admission is owed at a
 time, so the stream's order is the order of the changes. ``statistics()`` is a
 pure read: it never publishes.

@@ -125,11 +125,11 @@ class EventHub:
         self._fan_out: tuple[Subscription, ...] | None = ()
         self._closed = False
         self.owed: Callable[[], None] | None = None
-        """Set by the owner while it owes an event (``LiveRuntime`` during an awaited
-        admission's yield: ``SteeringCore.settle``). The hub calls it before it shows its
-        log, adds or removes a consumer, or closes, so that each consumer gets exactly the
-        events of the changes made while it was attached. Holding it only that long
-        keeps the hub from holding its owner for good (which holds the hub)."""
+        """Set by the owner while it may owe an event (``LiveRuntime`` while a generation
+        runs: ``SteeringCore.settle``). The hub calls it before it shows its log, adds or
+        removes a consumer, or closes, so that each consumer gets exactly the events of
+        the changes made while it was attached. Holding it only that long keeps the hub
+        from holding its owner for good (which holds the hub)."""
 
     def _settle(self) -> None:
         owed = self.owed

@@ -122,8 +122,10 @@ class LiveRuntime:
             boundary_delivery=boundary_delivery,
         )
         self._settle = self._core.settle
-        """What the hub calls, while an awaited admission's acceptance is owed, before it
-        shows its log or changes its consumers (``submit_steering`` installs it)."""
+        """What the hub calls before it shows its log or changes its consumers, while a
+        generation runs (the only time an admission's acceptance can be owed): entering
+        a generation installs it on the hub and leaving removes it, so the hub holds
+        the core (which holds the hub) only while a task holds the generation anyway."""
         self._active: Generation | None = None
         self._write_barrier: WriteBarrier | None = None
 
@@ -173,13 +175,10 @@ class LiveRuntime:
             assert gen is not None
             parker = gen._parker
             assert parker is not None  # made when the generation was entered
-            hub = self._hub
-            hub.owed = self._settle  # the acceptance is owed for exactly this yield
             try:
                 await parker.hand_over()  # wakes the engine, which runs first
             finally:  # also when asyncio's task.cancel() lands on the yield
                 core.settle()  # steering.accepted, unless something published it first
-                hub.owed = None
             return core.queued_receipt(input.id)
         if not receipt.accepted:
             await anyio.lowlevel.cancel_shielded_checkpoint()
@@ -328,7 +327,10 @@ class LiveRuntime:
             "the hub's last event is not the core's last",
         )
         require(not hub.closed or (core.closed and active is None), "the hub closed before the runtime")
-        require(hub.owed is None or hub.owed == self._settle, "the hub settles for another runtime")
+        if active is None:
+            require(hub.owed is None, "the hub still settles for a generation that ended")
+        else:
+            require(hub.owed == self._settle, "the hub settles for another runtime")
         barrier = self._write_barrier
         require(barrier is None or callable(barrier), "the write barrier is not callable")
 
@@ -384,6 +386,7 @@ class Generation:
         self._state = runtime._core.start_generation(self.id)
         self._parker = Parker.for_running_backend()
         runtime._active = self
+        runtime._hub.owed = runtime._settle
         return self
 
     async def __aexit__(
@@ -399,6 +402,7 @@ class Generation:
         error = None if exc is None else type(exc).__name__
         self._terminal = self._runtime._core.end_generation(state, how, error)
         self._runtime._active = None
+        self._runtime._hub.owed = None  # nothing is owed once the terminal event is out
         self._wake()
         if self._runtime.closed:  # aclose() left the hub open for this generation's last events
             self._runtime._hub.close()
