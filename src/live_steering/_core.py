@@ -439,12 +439,23 @@ class SteeringCore:
             self._owed = None
             self._emit_input("steering.accepted", record)
 
-    def _envelope(self, type_: str, time: float) -> Event:
-        """The envelope of every event (C21): an owed acceptance first, then the next sequence."""
+    def _envelope(self, type_: str, time: float, record: InputRecord | None = None) -> Event:
+        """The envelope of every event (C21), with the two fields of an input event when
+        ``record`` is given: an owed acceptance first, then the next sequence number.
+        One dict built at once: this runs for every event (docs/performance.md)."""
         if self._owed is not None:
             self.settle()
-        self._event_sequence += 1
-        return {"type": type_, "sequence": self._event_sequence, "session_id": self.session_id, "time": time}
+        sequence = self._event_sequence = self._event_sequence + 1
+        if record is None:
+            return {"type": type_, "sequence": sequence, "session_id": self.session_id, "time": time}
+        return {
+            "type": type_,
+            "sequence": sequence,
+            "session_id": self.session_id,
+            "time": time,
+            "input_id": record.input.id,
+            "target_generation_id": record.generation_id,
+        }
 
     def _emit(self, type_: str, fields: dict[str, Any]) -> None:
         event = self._envelope(type_, self._clock())
@@ -452,10 +463,7 @@ class SteeringCore:
         self._sink(event)
 
     def _emit_input(self, type_: str, record: InputRecord, extra: dict[str, Any] | None = None) -> None:
-        # The fields of every input event (C21), added to the envelope in place.
-        event = self._envelope(type_, self._clock())
-        event["input_id"] = record.input.id
-        event["target_generation_id"] = record.generation_id
+        event = self._envelope(type_, self._clock(), record)
         if extra is not None:
             event.update(extra)
         self._sink(event)
@@ -757,14 +765,11 @@ class SteeringCore:
         """The writer returned: the input is applied (C14)."""
         self._take_writing(gen, record)
         self._move(record, _CONFIRM)  # publishes an owed acceptance first
-        input_id = record.input.id
-        gen.applied_ids.append(input_id)
+        gen.applied_ids.append(record.input.id)
         # The two events of C14, with one clock reading: this runs once per input written.
         time = self._clock()
         for type_ in ("input.delivered", "steering.applied"):
-            event = self._envelope(type_, time)
-            event["input_id"] = input_id
-            event["target_generation_id"] = record.generation_id
+            event = self._envelope(type_, time, record)
             event["delivery"] = DELIVERY
             self._sink(event)
         return record.receipt()
