@@ -33,7 +33,7 @@ from live_steering._core import (
     INPUT_TRANSITIONS,
     Action,
     CoreStatistics,
-    Ending,
+    Exit,
     GenerationState,
     InputRecord,
     InputState,
@@ -107,8 +107,8 @@ class Rig:
         self.check()
         return written
 
-    def end(self, gen: GenerationState, ending: Ending = Ending.FINISHED) -> Event:
-        terminal = self.core.end_generation(gen, ending)
+    def end(self, gen: GenerationState, how: Exit = Exit.RETURNED) -> Event:
+        terminal = self.core.end_generation(gen, how)
         self.check()
         return terminal
 
@@ -483,17 +483,17 @@ def test_identical_repeat_returns_the_current_receipt(state: InputState) -> None
     assert rig.events[-1]["target_generation_id"] == "g1"
 
 
-@pytest.mark.parametrize("ending", list(Ending))
-def test_repeat_after_the_generation_ended_still_answers(ending: Ending) -> None:
+@pytest.mark.parametrize("how", list(Exit))
+def test_repeat_after_the_generation_ended_still_answers(how: Exit) -> None:
     """C10: after its generation ended, and while another runs, a repeat answers the final receipt."""
     rig = Rig()
     gen = rig.start("g1")
     rig.submit("applied")
     rig.deliver(gen)
     rig.submit("left-over")
-    if ending is Ending.FINISHED:
+    if how in (Exit.RETURNED, Exit.STOP_SIGNAL):
         rig.core.stop(gen)
-    rig.end(gen, ending)
+    rig.end(gen, how)
     rig.start("g2")
     applied = rig.submit("applied", gen="g1")
     assert applied == Receipt(True, "applied", "g1", Disposition.APPLIED)
@@ -760,8 +760,8 @@ def test_each_ending_holds_pending_with_its_reason(how: str, terminal_type: str,
         rig.core.stop(gen, HoldReason.BUDGET_EXHAUSTED)
     elif how == "close":
         rig.core.close()
-    ending = {"cancelled": Ending.CANCELLED, "failed": Ending.FAILED}.get(how, Ending.FINISHED)
-    terminal = rig.end(gen, ending)
+    exit_ = {"cancelled": Exit.CANCELLED, "failed": Exit.RAISED}.get(how, Exit.RETURNED)
+    terminal = rig.end(gen, exit_)
     for id_ in ("p1", "p2"):
         assert rig.core.receipt(id_) == Receipt(True, id_, "g1", Disposition.HELD, reason)
     held = rig.of_type("steering.held")
@@ -827,7 +827,7 @@ def test_ending_with_a_write_in_flight_makes_it_unknown_not_held() -> None:
     rig.submit("b")
     rig.core.begin_boundary(gen)
     assert rig.core.next_write(gen) is not None
-    rig.end(gen, Ending.CANCELLED)
+    rig.end(gen, Exit.CANCELLED)
     assert rig.core.receipt("a") == Receipt(True, "a", "g1", Disposition.UNKNOWN, "write-interrupted")
     assert rig.core.receipt("b") == Receipt(True, "b", "g1", Disposition.HELD, "generation-cancelled")
 
@@ -884,7 +884,7 @@ def test_terminal_event_lists_applied_and_accepted_but_not_applied() -> None:
     assert record is not None
     rig.core.interrupt_write(gen, record)
     rig.core.end_boundary(gen)
-    rig.end(gen, Ending.FAILED)
+    rig.end(gen, Exit.RAISED)
     event = rig.events[-1]
     assert event["type"] == "generation.failed"
     assert event["input_ids"] == ["a", "b"]
@@ -902,7 +902,7 @@ def test_ended_generation_refuses_further_engine_calls() -> None:
         with pytest.raises(GenerationClosedError):
             call(gen)
     with pytest.raises(GenerationClosedError):
-        rig.core.end_generation(gen, Ending.FINISHED)
+        rig.core.end_generation(gen, Exit.RETURNED)
     assert len(rig.events) == mark
     rig.check()
 
@@ -1009,12 +1009,12 @@ def _every_event_kind(rig: Rig) -> None:
     rig.core.end_boundary(g1)
     assert not rig.core.after_checkpoint(g1)
     rig.end(g1)  # finished
-    for gid, ending in (("g2", Ending.STOPPED), ("g3", Ending.CANCELLED), ("g4", Ending.FAILED)):
+    for gid, how in (("g2", Exit.STOP_SIGNAL), ("g3", Exit.CANCELLED), ("g4", Exit.RAISED)):
         gen = rig.start(gid)
         rig.submit(f"p-{gid}", gen=gid)
-        if ending is Ending.STOPPED:
+        if how is Exit.STOP_SIGNAL:
             rig.core.stop(gen)
-        rig.end(gen, ending)  # held + terminal
+        rig.end(gen, how)  # held + terminal
 
 
 def test_every_event_has_the_pinned_envelope_and_fields() -> None:

@@ -25,6 +25,7 @@ from live_steering import Disposition, HoldReason, Input, Receipt, RefusalReason
 from live_steering._core import (
     DEFAULT_IDENTITY_LIMIT,
     Ending,
+    Exit,
     GenerationState,
     InputRecord,
     SteeringCore,
@@ -36,11 +37,6 @@ Event = dict[str, Any]
 MAX_TEXT = 64
 """A small text limit so that over-long texts are cheap to generate."""
 
-_DEFAULT_REASON = {
-    Ending.STOPPED: HoldReason.GENERATION_STOPPED,
-    Ending.CANCELLED: HoldReason.GENERATION_CANCELLED,
-    Ending.FAILED: HoldReason.GENERATION_FAILED,
-}
 _FORWARD = {
     Disposition.QUEUED: {Disposition.QUEUED, Disposition.APPLIED, Disposition.HELD, Disposition.UNKNOWN},
     Disposition.APPLIED: {Disposition.APPLIED},
@@ -194,7 +190,7 @@ class CoreMachine(RuleBasedStateMachine):
     @rule()
     def publish_owed(self) -> None:
         """What the runtime does once the woken engine had its first step; idempotent."""
-        self.core.publish_owed()
+        self.core.settle()
         assert self.core._owed is None
 
     @precondition(lambda self: bool(self.model))
@@ -282,6 +278,22 @@ class CoreMachine(RuleBasedStateMachine):
                 assert gen.end_reason is not None
                 known.disposition, known.reason = Disposition.HELD, gen.end_reason.value
 
+    @precondition(lambda self: self.gen is not None and self.gen.writing is not None)
+    @rule()
+    def barrier_returns(self) -> None:
+        """The write barrier returned: hand the input over while admission is open, else hold it."""
+        gen = self.gen
+        assert gen is not None
+        record = gen.writing
+        assert record is not None
+        handed = self.core.after_barrier(gen.state, record)
+        assert handed == gen.open
+        if not handed:  # C17: stopped or closed while the barrier ran: never handed, held
+            gen.writing = None
+            assert gen.end_reason is not None
+            known = self.model[record.input.id]
+            known.disposition, known.reason = Disposition.HELD, gen.end_reason.value
+
     @precondition(lambda self: self.gen is not None and self.gen.boundary and self.gen.writing is None)
     @rule()
     def end_boundary(self) -> None:
@@ -329,21 +341,29 @@ class CoreMachine(RuleBasedStateMachine):
             self.hold_pending(gen, reason)
 
     @precondition(lambda self: self.gen is not None)
-    @rule(ending=st.sampled_from(list(Ending)))
-    def end_generation(self, ending: Ending) -> None:
+    @rule(how=st.sampled_from(list(Exit)))
+    def end_generation(self, how: Exit) -> None:
         gen = self.gen
         assert gen is not None
-        terminal = self.core.end_generation(gen.state, ending)
-        reason: HoldReason | None = None
-        if ending is Ending.FINISHED:
-            if gen.ending is not None:
-                ending, reason = gen.ending, gen.end_reason
-            elif gen.pending:
-                ending, reason = Ending.STOPPED, HoldReason.GENERATION_STOPPED
-        elif gen.end_reason is HoldReason.RUNTIME_CLOSED:
-            reason = HoldReason.RUNTIME_CLOSED
-        if ending is not Ending.FINISHED and reason is None:
-            reason = _DEFAULT_REASON[ending]
+        terminal = self.core.end_generation(gen.state, how, "Boom")
+        # How the block was left -> the ending, written independently of ENDINGS (C17, C19).
+        by_close = gen.end_reason is HoldReason.RUNTIME_CLOSED
+        stopped = gen.ending is Ending.STOPPED
+        ending: Ending
+        reason: HoldReason | None
+        if how is Exit.CANCELLED:
+            ending = Ending.CANCELLED
+            reason = HoldReason.RUNTIME_CLOSED if by_close else HoldReason.GENERATION_CANCELLED
+        elif how is Exit.RAISED or (how is Exit.STOP_SIGNAL and not stopped):
+            ending = Ending.FAILED
+            reason = HoldReason.RUNTIME_CLOSED if by_close else HoldReason.GENERATION_FAILED
+        elif stopped:  # returned, or ran into the stop: the stop stands
+            ending, reason = Ending.STOPPED, gen.end_reason
+        elif gen.pending:  # returned with admission open and input pending
+            ending, reason = Ending.STOPPED, HoldReason.GENERATION_STOPPED
+        else:
+            ending, reason = Ending.FINISHED, None
+        assert ("error" in terminal) == (ending is Ending.FAILED)
         if gen.writing is not None:
             # C15: a write handed out and never confirmed is unknown, never held.
             known = self.model[gen.writing.input.id]

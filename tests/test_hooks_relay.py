@@ -304,7 +304,9 @@ def test_reply_that_cannot_be_written_is_unknown(store: str) -> None:
         (b'{"hook_event_name": "PostToolUse"}', "missing-session-id"),
         (b'{"session_id": "s"}', "missing-moment"),
         (b'{"session_id": "s", "hook_event_name": "NoSuchMoment"}', "unknown-moment"),
-        (b'{"session_id": "\\ud800", "hook_event_name": "PostToolUse"}', "internal-error"),
+        (b'{"session_id": "\\ud800", "hook_event_name": "PostToolUse"}', "invalid-session-id"),
+        (b'{"session_id": "s\\u0000", "hook_event_name": "PostToolUse"}', "invalid-session-id"),
+        (b'{"session_id": "' + b"x" * 100_000 + b'", "hook_event_name": "Stop"}', "invalid-session-id"),
     ],
 )
 def test_bad_input_says_nothing_and_is_recorded(store: str, data: bytes, reason: str) -> None:
@@ -316,6 +318,15 @@ def test_bad_input_says_nothing_and_is_recorded(store: str, data: bytes, reason:
         failed = [e for e in s.events() if str(e["type"]).endswith("hook.failed")]
         assert s.receipt("s", "c").state == "queued"  # type: ignore[union-attr]
     assert [e["reason"] for e in failed] == [reason]
+
+
+@pytest.mark.parametrize("session_id", ["\ud800", "s\x00", "x" * 100_000, ""])
+def test_instruct_refuses_a_session_id_outside_the_id_rules(store: str, session_id: str) -> None:
+    """A session id the runtime would refuse is a ValueError from instruct() (as HookSession raises),
+    and the store is left without a row or an event."""
+    with pytest.raises(ValueError, match="session"):
+        instruct(session_id, "t", id="c", store=store)
+    assert types_of(store) == []
 
 
 def test_oversized_stdin_is_refused_and_drained(store: str) -> None:

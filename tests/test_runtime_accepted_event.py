@@ -3,7 +3,8 @@
 An awaited ``submit_steering`` wakes the parked engine and yields so that the engine
 runs first; the admission's ``steering.accepted`` is published when the submitter
 resumes, or earlier if anything else is published, a record moves, or the event
-log, the statistics or a new listener or subscription is asked for. These tests
+log, a read that shows the input, or a new listener or subscription is asked for
+(``statistics()`` is a pure read and publishes nothing). These tests
 pin what a host and an engine can observe of that: the event is never missing,
 never duplicated, never out of order, and always out before ``submit`` returns.
 Each race is a scripted sequence: the engine acts in its first step after the
@@ -71,6 +72,26 @@ async def test_the_engine_first_step_sees_the_acceptance_in_the_log_and_statisti
     events = runtime.recent_events()
     assert about(events, "a") == ["steering.accepted", "input.delivered", "steering.applied"]
     assert [e["sequence"] for e in events] == list(range(1, len(events) + 1))
+
+
+async def test_statistics_in_the_engine_first_step_is_a_pure_read() -> None:
+    """``statistics()`` publishes nothing: it counts the admission, not yet its owed event."""
+    runtime = LiveRuntime()
+    events: list[Event] = []
+    runtime.add_listener(events.append)
+    seen: list[tuple[int, int, int, list[str]]] = []
+
+    def first_step() -> None:
+        stats = runtime.statistics()
+        seen.append((stats.accepted, stats.pending, stats.events_emitted, about(events, "a")))
+
+    async def host() -> None:
+        await runtime.submit_steering(steer("a"), "g1")
+        assert about(events, "a")[0] == "steering.accepted"  # out before submit returned
+
+    await run_with_engine(runtime, first_step, host)
+    assert seen == [(1, 1, 1, [])]
+    assert runtime.statistics().events_emitted == len(runtime.recent_events())
 
 
 async def test_a_boundary_in_the_engine_first_step_publishes_the_acceptance_first() -> None:

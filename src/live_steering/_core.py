@@ -1,4 +1,4 @@
-"""The sans-IO steering core: every admission, identity and disposition decision.
+"""The sans-IO steering core: every admission, identity, generation and disposition decision.
 
 Theory of operation
 -------------------
@@ -6,29 +6,53 @@ One ``SteeringCore`` per runtime. It never awaits, never does I/O and never
 looks at a clock it was not given; the anyio shell (``_runtime.py``) calls it,
 then parks or wakes tasks according to what it returned. Everything a test
 needs to prove a rule of CONTRACT.md can be proved here without an event loop.
+It must never import anything above ``_types``, ``_errors`` and ``_validate``.
+
+Its decisions, each a table or one function:
+
+* admission (C6-C12): ``decide``, with the id and text rules of ``_validate``;
+* an input's moves: ``INPUT_TRANSITIONS`` (C20), applied by ``_move`` alone;
+* a generation's phases: ``GENERATION_TRANSITIONS``, applied by ``_advance`` alone;
+  admission closes in one place, ``_close_admission`` (after the checkpoint, a
+  stop, the runtime's close);
+* generation start: ``check_generation_id`` (id rules, never reused in a runtime);
+* generation end: ``ENDINGS`` maps how the block was left (``Exit``) and where
+  the generation stood (``Standing``) to its ending and hold reason (C17, C19);
+* the write barrier's outcome: ``after_barrier`` (hand the input over, or hold it);
+* the reasons a stop may give: ``STOP_REASONS``.
 
 State, and the invariants ``_check()`` asserts after any step:
 
-* ``identities`` maps every accepted input id to its ``InputRecord``; at most
-  ``identity_limit`` of them, never evicted (C11). Refusals touch nothing (C6).
+* ``identities`` maps every accepted input id to its ``InputRecord``, in admission
+  order (sequence 1, 2, ...); at most ``identity_limit`` of them, never evicted
+  (C11). Refusals touch nothing (C6).
 * Each record moves along ``INPUT_TRANSITIONS`` only (C20): PENDING and WRITING
   are the two halves of the public ``queued``; APPLIED, HELD and UNKNOWN are final.
+  HELD carries a hold reason, UNKNOWN ``write-interrupted``, the others none.
 * Only the current generation has PENDING records, in its ``pending`` deque, in
-  admission order (C13); at most one record is WRITING, the boundary's.
-* A generation whose admission is closed (phase CLOSING) has nothing pending:
-  closing either holds what is pending (stop, cancel, failure, budget) or
-  happens only when nothing is pending (after the checkpoint, C16), in the same
-  synchronous step as the check.
+  admission order (C13); at most one record is WRITING, the boundary's. Every id
+  in its ``applied_ids`` is APPLIED.
+* A generation is OPEN with no ending, or CLOSING with the ending admission closed
+  for; a CLOSING one has nothing pending: closing either holds what is pending
+  (stop, runtime close) or happens only when nothing is pending (after the
+  checkpoint, C16), in the same synchronous step as the check. A closed runtime
+  has no OPEN generation.
 * An ended generation has nothing PENDING or WRITING: every input it accepted
   is APPLIED, HELD or UNKNOWN (C17-C19).
 
-Every state change is reported as a pinned event dict (C21) through ``sink``.
-One event may wait briefly: an admission's ``steering.accepted`` is *owed* until
-the shell calls ``publish_owed()`` (after the woken engine's first step, so that
-building and fanning it out is not on the path from a submit to the engine it
-wakes) or until anything else is published or moves a record, whichever comes
-first. At most one admission is owed at a time, so the stream's order is the
-order of the changes, and ``submit`` never returns before its event is out.
+Every state change is reported as a pinned event dict (C21) through ``sink``,
+each built by ``_envelope``. One event may wait briefly: an admission's
+``steering.accepted`` is *owed* while its awaited submit yields to the engine it
+woke, so that building and fanning it out is not on the path from a submit to
+that engine. The rule: an owed acceptance is published before anything could
+observe its absence. ``settle()`` is that rule; the core applies it before any
+other event (``_envelope``), any move of a record (``_move``) and any read that
+shows an admission (``receipt``, ``generation_view``, ``pending_of``); the event
+hub applies it before it shows its log or changes its consumers (``EventHub``'s
+``owed`` hook, set by the shell while a generation runs); a wing reads
+through ``_runtime.RuntimeInternals.settle``. At most one admission is owed at a
+time, so the stream's order is the order of the changes. ``statistics()`` is a
+pure read: it never publishes.
 """
 
 from __future__ import annotations
@@ -42,31 +66,35 @@ from typing import Any, Final
 import attrs
 
 from ._errors import GenerationClosedError, GenerationStateError, InvariantError, RuntimeClosedError
-from ._types import Disposition, HoldReason, Input, Receipt, RefusalReason, utf8_encodable
+from ._types import Disposition, HoldReason, Input, Receipt, RefusalReason
+from ._validate import MAX_ID_CHARS, checked_id, event_safe, input_problem
 
 __all__ = [
     "DEFAULT_IDENTITY_LIMIT",
     "DEFAULT_MAX_TEXT_CHARS",
     "DELIVERY",
+    "ENDINGS",
+    "GENERATION_TRANSITIONS",
+    "INPUT_TRANSITIONS",
+    "OPEN",
+    "STOP_REASONS",
     "Action",
     "CoreStatistics",
     "Ending",
+    "Exit",
+    "GenerationAction",
     "GenerationState",
-    "INPUT_TRANSITIONS",
     "InputRecord",
     "InputState",
-    "OPEN",
     "Phase",
+    "Standing",
     "SteeringCore",
+    "exit_of",
 ]
 
 DEFAULT_IDENTITY_LIMIT: Final = 2_000
 DEFAULT_MAX_TEXT_CHARS: Final = 16_000
-MAX_ID_CHARS: Final = 128
 DELIVERY: Final = "request_boundary"
-#: Refusal events carry at most this much of a (possibly hostile) id, so that the
-#: bounded event log stays bounded in bytes too. The receipt carries the full id.
-_EVENT_ID_CHARS: Final = 256
 
 Event = dict[str, Any]
 EventSink = Callable[[Event], None]
@@ -82,8 +110,8 @@ class InputState(enum.Enum):
     UNKNOWN = "unknown"
 
     # Members are singletons, so hash them by identity, in C: ``Enum.__hash__`` is a
-    # Python call (about 90 ns against 17), and states key the transition table and
-    # the counters on the path of every input written.
+    # Python call, and states key the transition table and the counters on the path of
+    # every input written (docs/performance.md, "Enum members on the hot path").
     __hash__ = object.__hash__
 
     @property
@@ -138,10 +166,34 @@ class Phase(enum.Enum):
     ENDED = "ended"  # terminal event published
 
 
+class GenerationAction(enum.Enum):
+    """What may happen to a generation."""
+
+    FINISH = "finish"  # the check after the checkpoint found nothing pending (C16)
+    STOP = "stop"  # ``stop()``: a stop or an exhausted budget (C17)
+    CLOSE = "close"  # the runtime closed (C17)
+    END = "end"  # its block was left: the terminal event (C19)
+
+
+#: The only legal moves of a generation. Closing a generation whose admission is
+#: already closed changes nothing (the first ending stands); nothing moves an ended
+#: one. Anything else raises ``InvariantError`` and changes nothing.
+GENERATION_TRANSITIONS: Final[dict[tuple[Phase, GenerationAction], Phase]] = {
+    (Phase.OPEN, GenerationAction.FINISH): Phase.CLOSING,
+    (Phase.OPEN, GenerationAction.STOP): Phase.CLOSING,
+    (Phase.OPEN, GenerationAction.CLOSE): Phase.CLOSING,
+    (Phase.OPEN, GenerationAction.END): Phase.ENDED,
+    (Phase.CLOSING, GenerationAction.FINISH): Phase.CLOSING,
+    (Phase.CLOSING, GenerationAction.STOP): Phase.CLOSING,
+    (Phase.CLOSING, GenerationAction.CLOSE): Phase.CLOSING,
+    (Phase.CLOSING, GenerationAction.END): Phase.ENDED,
+}
+
+
 # The members the paths of every admission and every write use, bound to module names:
-# reading a member off its class costs about 100 ns on Python 3.11 (``EnumType`` defines
-# ``__getattr__``, which takes every class attribute read off the interpreter's fast
-# path), and the path from a submit to the engine has a budget of a few microseconds.
+# reading a member off its class is slow (``EnumType`` defines ``__getattr__``, which takes
+# every class attribute read off the interpreter's fast path; docs/performance.md), and
+# the path from a submit to the engine has a budget of a few microseconds.
 OPEN: Final = Phase.OPEN
 _BEGIN_WRITE: Final = Action.BEGIN_WRITE
 _CONFIRM: Final = Action.CONFIRM
@@ -156,12 +208,95 @@ class Ending(enum.Enum):
     FAILED = "generation.failed"
 
 
-#: Which hold reason each ending gives the inputs it holds.
-_DEFAULT_HOLD_REASON: Final = {
-    Ending.STOPPED: HoldReason.GENERATION_STOPPED,
-    Ending.CANCELLED: HoldReason.GENERATION_CANCELLED,
-    Ending.FAILED: HoldReason.GENERATION_FAILED,
+class Exit(enum.Enum):
+    """How the engine left a generation's block; the shell tells, ``ENDINGS`` decides."""
+
+    RETURNED = "returned"
+    """Left normally."""
+    STOP_SIGNAL = "stop-signal"
+    """Left by the library's own refusal of a boundary (``GenerationClosedError``,
+    ``RuntimeClosedError``): how a loop runs into a stop made by another task."""
+    CANCELLED = "cancelled"
+    """Left by the backend's cancellation (also a group of nothing else)."""
+    RAISED = "raised"
+    """Left by any other exception."""
+
+
+class Standing(enum.Enum):
+    """Where a generation stood when its block was left (``SteeringCore.standing``)."""
+
+    OPEN = "open"
+    """Admission open, nothing pending."""
+    OPEN_PENDING = "open-pending"
+    """Admission open, input pending: left without the check after the checkpoint."""
+    FINISHING = "finishing"
+    """The check after the checkpoint closed admission."""
+    STOPPED = "stopped"
+    """``stop()`` closed admission."""
+    BUDGET_EXHAUSTED = "budget-exhausted"
+    """``stop(HoldReason.BUDGET_EXHAUSTED)`` closed admission."""
+    RUNTIME_CLOSED = "runtime-closed"
+    """The runtime's close closed admission."""
+
+
+def _endings() -> dict[tuple[Exit, Standing], tuple[Ending, HoldReason | None]]:
+    finished = (Ending.FINISHED, None)
+    stopped = (Ending.STOPPED, HoldReason.GENERATION_STOPPED)
+    budget = (Ending.STOPPED, HoldReason.BUDGET_EXHAUSTED)
+    closed = (Ending.STOPPED, HoldReason.RUNTIME_CLOSED)
+    failed = (Ending.FAILED, HoldReason.GENERATION_FAILED)
+    failed_closed = (Ending.FAILED, HoldReason.RUNTIME_CLOSED)
+    cancelled = (Ending.CANCELLED, HoldReason.GENERATION_CANCELLED)
+    cancelled_closed = (Ending.CANCELLED, HoldReason.RUNTIME_CLOSED)
+    rows = {
+        # Standing:       OPEN       OPEN_PENDING FINISHING  STOPPED    BUDGET_EXH. RUNTIME_CLOSED
+        Exit.RETURNED:    (finished,  stopped,     finished,  stopped,   budget,     closed),
+        Exit.STOP_SIGNAL: (failed,    failed,      failed,    stopped,   budget,     closed),
+        Exit.CANCELLED:   (cancelled, cancelled,   cancelled, cancelled, cancelled,  cancelled_closed),
+        Exit.RAISED:      (failed,    failed,      failed,    failed,    failed,     failed_closed),
+    }  # fmt: skip
+    return {(how, standing): row[i] for how, row in rows.items() for i, standing in enumerate(Standing)}
+
+
+#: How a generation ends (C17, C19): how its block was left and where it stood then ->
+#: its terminal event and the reason the inputs still pending are held with (``None``:
+#: nothing can be pending, and the terminal event carries no reason). A stop stands
+#: when the loop returns or runs into it; a cancellation or an error says how the
+#: generation ended, except that a runtime's close keeps its reason.
+ENDINGS: Final = _endings()
+
+#: The reasons ``stop()`` may give (C17); ``runtime-closed`` is the runtime's close.
+STOP_REASONS: Final = frozenset({HoldReason.GENERATION_STOPPED, HoldReason.BUDGET_EXHAUSTED})
+
+_STANDING_OF_STOP: Final = {
+    HoldReason.GENERATION_STOPPED: Standing.STOPPED,
+    HoldReason.BUDGET_EXHAUSTED: Standing.BUDGET_EXHAUSTED,
+    HoldReason.RUNTIME_CLOSED: Standing.RUNTIME_CLOSED,
 }
+#: Reasons a HELD record may carry in a runtime (``runtime-lost`` is the journal's, C23).
+_HOLD_REASONS: Final = frozenset(
+    {
+        HoldReason.GENERATION_STOPPED,
+        HoldReason.GENERATION_CANCELLED,
+        HoldReason.GENERATION_FAILED,
+        HoldReason.BUDGET_EXHAUSTED,
+        HoldReason.RUNTIME_CLOSED,
+    }
+)
+#: Event types only the core publishes; a wing's own events (``publish``) take other names.
+_CORE_EVENT_PREFIXES: Final = ("generation.", "steering.", "input.")
+
+
+def exit_of(exc: BaseException | None, *, cancelled: bool) -> Exit:
+    """How a block was left, from the exception leaving it. ``cancelled``: the shell's verdict
+    that ``exc`` is the backend's cancellation (the core knows no backend)."""
+    if exc is None:
+        return Exit.RETURNED
+    if cancelled:
+        return Exit.CANCELLED
+    if isinstance(exc, (GenerationClosedError, RuntimeClosedError)):
+        return Exit.STOP_SIGNAL
+    return Exit.RAISED
 
 
 @attrs.define(eq=False)
@@ -184,6 +319,11 @@ class InputRecord:
     @property
     def disposition(self) -> Disposition:
         return _DISPOSITION_OF[self.state]
+
+    @property
+    def writing(self) -> bool:
+        """True while it is handed to the writer and not confirmed."""
+        return self.state is InputState.WRITING
 
     def receipt(self) -> Receipt:
         """The current receipt of this input. O(1); one ``Receipt`` per state, however often asked."""
@@ -213,6 +353,7 @@ class GenerationState:
     """Every input applied in this generation, in application order."""
     continuations: int = 0
     ending: Ending | None = None
+    """``None`` while admission is open; then the ending it closed for; at the end, the ending."""
     end_reason: HoldReason | None = None
 
 
@@ -233,19 +374,8 @@ class CoreStatistics:
     held: int
     unknown: int
     events_emitted: int
+    """Events published so far (an acceptance still owed is not one yet)."""
     closed: bool
-
-
-def event_safe(value: str) -> str:
-    """A refused (possibly hostile) id as events carry it: bounded, and valid UTF-8.
-
-    At most ``_EVENT_ID_CHARS`` characters; lone surrogates become ``\\udcxx``
-    escapes, so a host writing events as UTF-8 text never fails on one.
-    """
-    value = value if len(value) <= _EVENT_ID_CHARS else value[:_EVENT_ID_CHARS]
-    if utf8_encodable(value):
-        return value
-    return value.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 class SteeringCore:
@@ -270,6 +400,7 @@ class SteeringCore:
         max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
         boundary_delivery: bool = True,
     ) -> None:
+        session_id = checked_id(session_id, "session_id")
         if type(identity_limit) is not int or identity_limit < 1:
             raise ValueError(f"identity_limit must be a positive int, got {identity_limit!r}")
         if type(max_text_chars) is not int or max_text_chars < 1:
@@ -283,6 +414,8 @@ class SteeringCore:
         self.identities: dict[str, InputRecord] = {}
         self.current: GenerationState | None = None
         self.closed = False
+        self._generation_ids: set[str] = set()
+        """Every generation id started in this runtime: none is used twice (C18)."""
         self._event_sequence = 0
         self._admission_sequence = 0
         self._generations_started = 0
@@ -290,52 +423,62 @@ class SteeringCore:
         self._refused = 0
         self._final_counts = {InputState.APPLIED: 0, InputState.HELD: 0, InputState.UNKNOWN: 0}
         self._owed: InputRecord | None = None
-        """The last admission while its ``steering.accepted`` is unpublished (see ``publish_owed``)."""
+        """The last admission while its ``steering.accepted`` is unpublished (see ``settle``)."""
 
     # -- events ---------------------------------------------------------------------------
 
-    def publish_owed(self) -> None:
+    def settle(self) -> None:
         """Publish the owed ``steering.accepted`` of the last admission, if any. O(1).
 
-        The shell calls it when the submitter resumes after the engine an admission
-        woke had its first step, and before any read that shows the admission or any
-        change of the event's consumers; every other publication and every move of a
-        record calls it first.
+        The rule of the theory of operation: an owed acceptance is out before anything
+        could observe its absence. The shell calls it when the submitter resumes after
+        the engine an admission woke had its first step.
         """
         record = self._owed
         if record is not None:
             self._owed = None
             self._emit_input("steering.accepted", record)
 
-    def _emit(self, type_: str, fields: dict[str, Any]) -> None:
+    def _envelope(self, type_: str, time: float, record: InputRecord | None = None) -> Event:
+        """The envelope of every event (C21), with the two fields of an input event when
+        ``record`` is given: an owed acceptance first, then the next sequence number.
+        One dict built at once: this runs for every event (docs/performance.md)."""
         if self._owed is not None:
-            self.publish_owed()
-        self._event_sequence += 1
-        event = {
+            self.settle()
+        sequence = self._event_sequence = self._event_sequence + 1
+        if record is None:
+            return {"type": type_, "sequence": sequence, "session_id": self.session_id, "time": time}
+        return {
             "type": type_,
-            "sequence": self._event_sequence,
+            "sequence": sequence,
             "session_id": self.session_id,
-            "time": self._clock(),
+            "time": time,
+            "input_id": record.input.id,
+            "target_generation_id": record.generation_id,
         }
+
+    def _emit(self, type_: str, fields: dict[str, Any]) -> None:
+        event = self._envelope(type_, self._clock())
         event.update(fields)
         self._sink(event)
 
     def _emit_input(self, type_: str, record: InputRecord, extra: dict[str, Any] | None = None) -> None:
-        # The envelope and fields of every input event (C21), as one dict built in place.
-        if self._owed is not None:
-            self.publish_owed()
-        self._event_sequence += 1
-        event = {
-            "type": type_,
-            "sequence": self._event_sequence,
-            "session_id": self.session_id,
-            "time": self._clock(),
-            "input_id": record.input.id,
-            "target_generation_id": record.generation_id,
-        }
+        event = self._envelope(type_, self._clock(), record)
         if extra is not None:
             event.update(extra)
         self._sink(event)
+
+    def publish(self, type_: str, fields: dict[str, Any]) -> None:
+        """Publish a wing's own event (the journal's ``journal.failed``) on this stream, in sequence.
+
+        ``ValueError`` for a type of the core's own vocabulary (C21): only the core says
+        what happened to a generation or an input. ``TypeError`` for a non-string type.
+        """
+        if type(type_) is not str:
+            raise TypeError(f"an event type is a str, got {type(type_).__name__}")
+        if type_.startswith(_CORE_EVENT_PREFIXES):
+            raise ValueError(f"a wing cannot publish {type_!r}: the core owns that event type")
+        self._emit(type_, fields)
 
     # -- admission (C6-C12) ---------------------------------------------------------------
 
@@ -352,7 +495,7 @@ class SteeringCore:
         Raises ``TypeError`` only for arguments of the wrong type (C6).
         """
         receipt = self.decide(input, generation_id)
-        self.publish_owed()
+        self.settle()
         return self.queued_receipt(input.id) if receipt is None else receipt
 
     def decide(self, input: Input, generation_id: str) -> Receipt | None:
@@ -361,7 +504,7 @@ class SteeringCore:
         A refusal or an identical repeat returns its receipt (``accepted`` tells
         them apart). An admission returns no receipt and leaves its ``steering.accepted`` owed:
         the receipt is fixed (C9) and the event is the costliest step, so the shell
-        wakes the engine first, then calls ``publish_owed`` and ``queued_receipt``
+        wakes the engine first, then calls ``settle`` and ``queued_receipt``
         (anything published meanwhile publishes the owed event first).
 
         The hot path of every submission: it runs in the submitter's step, often
@@ -404,8 +547,9 @@ class SteeringCore:
             self._emit_input("steering.repeated", record, {"disposition": _DISPOSITION_VALUE[record.state]})
             return record.receipt()
         text = input.text
-        # What a plain ASCII input of the right size passes cheaply; anything else is
-        # decided (and explained) by ``_validate``.
+        # A sufficient condition for ``_validate.input_problem`` to find nothing, which a
+        # plain ASCII input of the right size passes cheaply; anything else is decided
+        # (and explained) by the rule itself.
         if not (
             id_
             and len(id_) <= MAX_ID_CHARS
@@ -417,7 +561,7 @@ class SteeringCore:
             and "\x00" not in text
             and not text.isspace()
         ):
-            problem = self._validate(input)
+            problem = input_problem(id_, text, self.max_text_chars)
             if problem is not None:
                 return self._refuse(input, generation_id, RefusalReason.INVALID_INPUT, problem)
         if record is not None:
@@ -439,34 +583,21 @@ class SteeringCore:
         identities = self.identities
         if len(identities) >= self.identity_limit:
             return self._refuse(input, generation_id, RefusalReason.CAPACITY, "the identity limit is reached")
-        if self._owed is not None:  # one owed admission at a time keeps the stream in order
-            self.publish_owed()
+        # The one place an acceptance becomes owed: the previous one is out first, so
+        # at most one is owed and the stream keeps the order of the admissions.
+        if self._owed is not None:
+            self.settle()
         self._admission_sequence += 1
         record = InputRecord(input, generation_id, self._admission_sequence)
         identities[id_] = record
         gen.pending.append(record)
-        self._owed = record  # its steering.accepted: see publish_owed
+        self._owed = record
         return None
 
     def queued_receipt(self, input_id: str) -> Receipt:
         """The answer to the admission of ``input_id`` (C9): queued, whatever happened since. O(1)."""
         record = self.identities[input_id]
         return Receipt(True, input_id, record.generation_id, Disposition.QUEUED)
-
-    def _validate(self, input: Input) -> str | None:
-        id_, text = input.id, input.text
-        if not 1 <= len(id_) <= MAX_ID_CHARS:
-            return f"id must be 1-{MAX_ID_CHARS} characters"
-        if len(text) > self.max_text_chars:
-            return f"text is over {self.max_text_chars} characters"
-        if not text or text.isspace():
-            return "text is blank"
-        if "\x00" in id_ or "\x00" in text:
-            return "NUL character"
-        # ASCII, the common case, is always encodable: skip two calls on the hot path.
-        if not ((id_.isascii() and text.isascii()) or (utf8_encodable(id_) and utf8_encodable(text))):
-            return "not encodable as UTF-8"
-        return None
 
     def _refuse(self, input: Input, generation_id: str, reason: RefusalReason, detail: str) -> Receipt:
         self._refused += 1
@@ -481,16 +612,35 @@ class SteeringCore:
         )
         return Receipt(False, input.id, generation_id, None, reason.value)
 
+    # -- reads that show an admission (each settles first) --------------------------------
+
     def receipt(self, input_id: str) -> Receipt | None:
         """The current receipt of an accepted input id, or ``None`` if never accepted. O(1)."""
+        if self._owed is not None:
+            self.settle()
         record = self.identities.get(input_id)
         return None if record is None else record.receipt()
+
+    def generation_view(self) -> dict[str, Any] | None:
+        """``{"id", "phase", "pending"}`` of the running generation, or ``None`` (C2). O(1)."""
+        if self._owed is not None:
+            self.settle()
+        gen = self.current
+        if gen is None:
+            return None
+        return {"id": gen.id, "phase": gen.phase.value, "pending": len(gen.pending)}
+
+    def pending_of(self, gen: GenerationState) -> int:
+        """Inputs admitted into ``gen`` and waiting for its next boundary. O(1)."""
+        if self._owed is not None:
+            self.settle()
+        return len(gen.pending)
 
     # -- transitions ----------------------------------------------------------------------
 
     def _move(self, record: InputRecord, action: Action, reason: HoldReason | None = None) -> None:
         if self._owed is not None:  # nothing happens to an input before its acceptance is out
-            self.publish_owed()
+            self.settle()
         target = INPUT_TRANSITIONS.get((record.state, action))
         if target is None:
             raise InvariantError(f"input {record.input.id!r}: {action.value} from {record.state.value}")
@@ -506,10 +656,50 @@ class SteeringCore:
             self._move(record, Action.HOLD, reason)
             self._emit_input("steering.held", record, {"reason": reason.value})
 
+    def _advance(self, gen: GenerationState, action: GenerationAction) -> Phase:
+        """Move ``gen`` along ``GENERATION_TRANSITIONS``; the only writer of ``gen.phase``."""
+        target = GENERATION_TRANSITIONS.get((gen.phase, action))
+        if target is None:
+            raise InvariantError(f"generation {gen.id!r}: {action.value} from {gen.phase.value}")
+        gen.phase = target
+        return target
+
+    def _close_admission(
+        self, gen: GenerationState, action: GenerationAction, ending: Ending, reason: HoldReason | None
+    ) -> bool:
+        """Close admission of ``gen`` for ``ending``, holding what is pending with ``reason``.
+
+        The one place admission closes (C16, C17). Returns False, changing nothing,
+        when it was closed already: the first ending and its reason stand.
+        """
+        if gen.phase is not OPEN:
+            self._advance(gen, action)  # a legal no-op, or InvariantError for an ended one
+            return False
+        if reason is None and gen.pending:
+            raise InvariantError(f"generation {gen.id!r} would close with input pending and no reason")
+        self._advance(gen, action)
+        gen.ending = ending
+        gen.end_reason = reason
+        if reason is not None:
+            self._hold_pending(gen, reason)
+        return True
+
     # -- generations (C13-C19) ------------------------------------------------------------
 
+    def check_generation_id(self, generation_id: object) -> str:
+        """Check an engine's generation id: the id rules (C7) and never used in this runtime.
+
+        Returns it as a plain ``str``; ``TypeError`` for a non-string, ``ValueError``
+        for a bad or reused id. Changes nothing.
+        """
+        checked = checked_id(generation_id, "generation_id")
+        if checked in self._generation_ids:
+            raise ValueError(f"generation id {checked!r} was already used in this runtime")
+        return checked
+
     def start_generation(self, generation_id: str) -> GenerationState:
-        """Open admission for a new generation. One at a time per runtime."""
+        """Open admission for a new generation. One at a time per runtime; an id only once."""
+        generation_id = self.check_generation_id(generation_id)
         if self.closed:
             raise RuntimeClosedError("the runtime is closed")
         if self.current is not None:
@@ -518,6 +708,7 @@ class SteeringCore:
             )
         gen = GenerationState(generation_id, admitted_before=self._admission_sequence)
         self.current = gen
+        self._generation_ids.add(generation_id)
         self._generations_started += 1
         self._emit("generation.started", {"generation_id": generation_id})
         return gen
@@ -558,28 +749,29 @@ class SteeringCore:
                 raise InvariantError(f"generation {gen.id!r} closed mid-boundary without a reason")
             self._hold_pending(gen, gen.end_reason)
 
+    def after_barrier(self, gen: GenerationState, record: InputRecord) -> bool:
+        """The write barrier returned for ``record``: True means hand it to the writer now.
+
+        False means admission closed while the barrier ran (a stop, the runtime's
+        close): the input was not handed over and is held with the rest (C17), and
+        the boundary ends.
+        """
+        if gen.phase is OPEN:
+            return True
+        self.return_write(gen, record)
+        return False
+
     def confirm_write(self, gen: GenerationState, record: InputRecord) -> Receipt:
         """The writer returned: the input is applied (C14)."""
         self._take_writing(gen, record)
         self._move(record, _CONFIRM)  # publishes an owed acceptance first
-        input_id = record.input.id
-        gen.applied_ids.append(input_id)
-        # The two events of C14, as ``_emit_input`` would build them with the delivery
-        # field, in place and with one clock reading: this runs once per input written.
+        gen.applied_ids.append(record.input.id)
+        # The two events of C14, with one clock reading: this runs once per input written.
         time = self._clock()
         for type_ in ("input.delivered", "steering.applied"):
-            self._event_sequence += 1
-            self._sink(
-                {
-                    "type": type_,
-                    "sequence": self._event_sequence,
-                    "session_id": self.session_id,
-                    "time": time,
-                    "input_id": input_id,
-                    "target_generation_id": record.generation_id,
-                    "delivery": DELIVERY,
-                }
-            )
+            event = self._envelope(type_, time, record)
+            event["delivery"] = DELIVERY
+            self._sink(event)
         return record.receipt()
 
     def interrupt_write(self, gen: GenerationState, record: InputRecord) -> None:
@@ -608,55 +800,52 @@ class SteeringCore:
         self._require_current(gen, "check after the checkpoint")
         if gen.boundary_active:
             raise GenerationStateError("continue_after_checkpoint() while a boundary is running")
-        if gen.phase is not Phase.OPEN:
-            return False
-        if gen.pending:
+        if gen.phase is OPEN and gen.pending:
             gen.continuations += 1
             self._emit("generation.continued", {"generation_id": gen.id})
             return True
-        gen.phase = Phase.CLOSING
-        gen.ending = Ending.FINISHED
+        self._close_admission(gen, GenerationAction.FINISH, Ending.FINISHED, None)
         return False
 
     def stop(self, gen: GenerationState, reason: HoldReason = HoldReason.GENERATION_STOPPED) -> None:
         """Close admission and hold every pending input (C17).
 
-        Once admission is closed (an earlier stop, the runtime's close, or the
+        ``reason`` is one of ``STOP_REASONS`` (``ValueError`` otherwise). Once
+        admission is closed (an earlier stop, the runtime's close, or the
         after-checkpoint decision to finish) there is nothing left to stop: the call
         changes nothing, so the first ending and its reason stand.
         """
+        if reason not in STOP_REASONS:
+            raise ValueError(f"stop reason must be one of {sorted(r.value for r in STOP_REASONS)}")
         self._require_current(gen, "stop")
-        if gen.phase is not Phase.OPEN:
-            return
-        gen.phase = Phase.CLOSING
-        gen.ending = Ending.STOPPED
-        gen.end_reason = reason
-        self._hold_pending(gen, reason)
+        self._close_admission(gen, GenerationAction.STOP, Ending.STOPPED, reason)
 
-    def end_generation(
-        self, gen: GenerationState, ending: Ending, reason: HoldReason | None = None, **fields: Any
-    ) -> Event:
+    def standing(self, gen: GenerationState) -> Standing:
+        """Where ``gen`` stands, as ``ENDINGS`` reads it."""
+        if gen.phase is OPEN:
+            return Standing.OPEN_PENDING if gen.pending else Standing.OPEN
+        if gen.ending is Ending.FINISHED:
+            return Standing.FINISHING
+        reason = gen.end_reason
+        standing = None if reason is None else _STANDING_OF_STOP.get(reason)
+        if gen.ending is not Ending.STOPPED or standing is None:
+            raise InvariantError(f"generation {gen.id!r} closed for {gen.ending} with {gen.end_reason}")
+        return standing
+
+    def end_generation(self, gen: GenerationState, how: Exit, error: str | None = None) -> Event:
         """Publish the terminal event of ``gen`` and forget it as current (C17, C19).
 
-        ``ending`` is how the block around the generation was left; an earlier
-        ``stop`` or a closed admission decides for a normal exit. A write left
-        unconfirmed is unknown; anything still pending is held.
+        ``how`` is how the block around the generation was left; ``ENDINGS`` decides
+        the ending. A write left unconfirmed is unknown; anything still pending is held.
+        ``error`` (the exception's type name) rides on a ``generation.failed``.
         """
         self._require_current(gen, "end")
-        if ending is Ending.FINISHED:
-            if gen.ending is not None:
-                ending, reason = gen.ending, gen.end_reason
-            elif gen.pending:  # left without the after-checkpoint decision, with input pending
-                ending, reason = Ending.STOPPED, HoldReason.GENERATION_STOPPED
-        elif gen.ending is Ending.STOPPED and gen.end_reason is HoldReason.RUNTIME_CLOSED:
-            reason = HoldReason.RUNTIME_CLOSED
-        if ending is not Ending.FINISHED and reason is None:
-            reason = _DEFAULT_HOLD_REASON[ending]
+        ending, reason = ENDINGS[how, self.standing(gen)]
         if gen.writing is not None:
             self.interrupt_write(gen, gen.writing)
         if reason is not None:
             self._hold_pending(gen, reason)
-        gen.phase = Phase.ENDED
+        self._advance(gen, GenerationAction.END)
         gen.ending = ending
         gen.end_reason = reason
         gen.boundary_active = False
@@ -669,7 +858,8 @@ class SteeringCore:
         }
         if reason is not None:
             terminal["reason"] = reason.value
-        terminal.update(fields)
+        if error is not None and ending is Ending.FAILED:
+            terminal["error"] = error
         self._emit(ending.value, terminal)
         return terminal
 
@@ -681,6 +871,8 @@ class SteeringCore:
         no per-admission list to keep.
         """
         count = self._admission_sequence - gen.admitted_before
+        if not 0 <= count <= len(self.identities):
+            raise InvariantError(f"generation {gen.id!r} counts {count} admissions; the runtime has fewer")
         newest = itertools.islice(reversed(self.identities.values()), count)
         ids = [record.input.id for record in newest]
         ids.reverse()  # oldest first
@@ -697,17 +889,14 @@ class SteeringCore:
             return None
         self.closed = True
         gen = self.current
-        if gen is not None and gen.phase is Phase.OPEN:  # a closing one keeps its own ending
-            gen.phase = Phase.CLOSING
-            gen.ending = Ending.STOPPED
-            gen.end_reason = HoldReason.RUNTIME_CLOSED
-            self._hold_pending(gen, HoldReason.RUNTIME_CLOSED)
+        if gen is not None:  # a closing one keeps its own ending
+            self._close_admission(gen, GenerationAction.CLOSE, Ending.STOPPED, HoldReason.RUNTIME_CLOSED)
         return gen
 
     # -- introspection --------------------------------------------------------------------
 
     def statistics(self) -> CoreStatistics:
-        self.publish_owed()  # events_emitted counts it
+        """A snapshot of the counters. A pure read: it publishes nothing, not even an owed event."""
         gen = self.current
         return CoreStatistics(
             identities=len(self.identities),
@@ -724,6 +913,11 @@ class SteeringCore:
             closed=self.closed,
         )
 
+    @property
+    def events_published(self) -> int:
+        """Events handed to the sink so far (the sequence of the last one). O(1)."""
+        return self._event_sequence
+
     def _check(self) -> None:
         """Assert every invariant of the theory of operation; raise ``InvariantError``."""
 
@@ -731,41 +925,78 @@ class SteeringCore:
             if not condition:
                 raise InvariantError(message)
 
-        require(len(self.identities) <= self.identity_limit, "identity limit exceeded")
-        require(len(self.identities) == self._admission_sequence, "an identity was evicted or lost")
+        identities = self.identities
+        require(len(identities) <= self.identity_limit, "identity limit exceeded")
+        require(len(identities) == self._admission_sequence, "an identity was evicted or lost")
+        require(
+            all(record.sequence == n for n, record in enumerate(identities.values(), 1)),
+            "identity table out of admission order",
+        )
         gen = self.current
         live: set[int] = set()
         if gen is not None:
             require(gen.phase is not Phase.ENDED, "an ended generation is current")
-            require(not gen.pending or gen.phase is Phase.OPEN, "input pending after admission closed")
+            require(gen.id in self._generation_ids, "the current generation's id was never started")
+            if gen.phase is Phase.OPEN:
+                require(gen.ending is None and gen.end_reason is None, "an open generation has an ending")
+                require(not self.closed, "the runtime is closed while a generation is open")
+            else:
+                require(gen.ending is not None, "a generation closed admission without an ending")
+                require(not gen.pending, "input pending after admission closed")
+                self.standing(gen)  # raises for an ending that does not fit its reason
+            require(
+                0 <= gen.admitted_before <= self._admission_sequence,
+                "a generation started after more admissions than the runtime made",
+            )
             sequences = [r.sequence for r in gen.pending]
             require(sequences == sorted(sequences), "pending queue out of admission order")
             for record in gen.pending:
                 require(record.state is InputState.PENDING, "non-pending record in the queue")
                 require(record.generation_id == gen.id, "input queued in a foreign generation")
+                require(identities.get(record.input.id) is record, "a queued record is not the table's")
                 live.add(id(record))
-            if gen.writing is not None:
-                require(gen.writing.state is InputState.WRITING, "writer holds a non-writing record")
+            writing = gen.writing
+            if writing is not None:
+                require(writing.state is InputState.WRITING, "writer holds a non-writing record")
                 require(gen.boundary_active, "a write outside a boundary")
-                live.add(id(gen.writing))
+                require(identities.get(writing.input.id) is writing, "the record written is not the table's")
+                live.add(id(writing))
             require(len(gen.applied_ids) == len(set(gen.applied_ids)), "an input applied twice")
             admitted = self._admitted_into(gen)
             require(
-                all(self.identities[i].generation_id == gen.id for i in admitted),
+                all(identities[i].generation_id == gen.id for i in admitted),
                 "an input admitted into this generation is anchored elsewhere",
             )
             require(
                 set(gen.applied_ids) <= set(admitted),
                 "an input applied in a generation it was not admitted to",
             )
+            require(
+                all(identities[i].state is InputState.APPLIED for i in gen.applied_ids),
+                "an input listed as applied is not applied",
+            )
         counts = {state: 0 for state in InputState}
-        for input_id, record in self.identities.items():
+        for input_id, record in identities.items():
             require(record.input.id == input_id, "identity keyed under the wrong id")
-            counts[record.state] += 1
-            if record.state in (InputState.PENDING, InputState.WRITING):
+            state = record.state
+            counts[state] += 1
+            if state in (InputState.PENDING, InputState.WRITING):
                 require(id(record) in live, f"input {input_id!r} queued outside the live generation")
-            final_with_reason = record.state in (InputState.HELD, InputState.UNKNOWN)
-            require((record.reason is not None) == final_with_reason, "reason does not fit the state")
+            if state is InputState.HELD:
+                require(record.reason in _HOLD_REASONS, f"held input {input_id!r} has no hold reason")
+            elif state is InputState.UNKNOWN:
+                require(
+                    record.reason is HoldReason.WRITE_INTERRUPTED,
+                    f"unknown input {input_id!r} carries {record.reason} instead of write-interrupted",
+                )
+            else:
+                require(record.reason is None, f"input {input_id!r} is {state.value} with a reason")
+            cached = record._receipt
+            if cached is not None:
+                require(
+                    cached.disposition is record.disposition and cached.reason == record.reason,
+                    f"the cached receipt of {input_id!r} is stale",
+                )
         for state, count in self._final_counts.items():
             require(counts[state] == count, f"{state.value} counter drifted")
         owed = self._owed

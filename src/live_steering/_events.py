@@ -2,11 +2,11 @@
 
 The core hands every event to ``EventHub.publish`` synchronously, in the step that
 caused it (an awaited admission's ``steering.accepted`` once the submitter resumes,
-or earlier in whichever step first needs it out; see ``SteeringCore.publish_owed``
-and ``EventHub.settle``). Publishing never
-awaits and never raises into the core: a listener that raises is logged and
-counted, a subscriber that does not keep up loses the overflow (counted), and the
-recent-event log forgets its oldest entries (counted).
+or earlier in whichever step first needs it out; see ``SteeringCore.settle`` and
+``EventHub.owed``). Publishing never awaits and never raises into the core: a
+listener that raises is logged and counted, a subscriber that does not keep up
+loses the overflow (counted), and the recent-event log forgets its oldest entries
+(counted).
 """
 
 from __future__ import annotations
@@ -28,10 +28,6 @@ DEFAULT_LOG_SIZE: Final = 1_024
 DEFAULT_SUBSCRIPTION_BUFFER: Final = 1_024
 
 _log = logging.getLogger("live_steering")
-
-
-def _nothing() -> None:
-    pass
 
 
 class Subscription:
@@ -128,11 +124,17 @@ class EventHub:
         self._subscriptions: dict[Subscription, None] = {}
         self._fan_out: tuple[Subscription, ...] | None = ()
         self._closed = False
-        self.settle: Callable[[], None] = _nothing
-        """Called before a listener or subscription is added or removed and before the hub
-        closes: the owner publishes what it still owes, so each consumer gets exactly the
-        events of the changes made while it was attached (``LiveRuntime`` has it call
-        ``SteeringCore.publish_owed``)."""
+        self.owed: Callable[[], None] | None = None
+        """Set by the owner while it may owe an event (``LiveRuntime`` while a generation
+        runs: ``SteeringCore.settle``). The hub calls it before it shows its log, adds or
+        removes a consumer, or closes, so that each consumer gets exactly the events of
+        the changes made while it was attached. Holding it only that long keeps the hub
+        from holding its owner for good (which holds the hub)."""
+
+    def _settle(self) -> None:
+        owed = self.owed
+        if owed is not None:
+            owed()
 
     def publish(self, event: Event) -> None:
         log = self.log
@@ -154,12 +156,12 @@ class EventHub:
                 subscription._push(event)
 
     def add_listener(self, listener: Listener) -> Callable[[], None]:
-        self.settle()
+        self._settle()
         self._listeners += (listener,)
 
         def remove() -> None:
             if listener in self._listeners:
-                self.settle()
+                self._settle()
                 listeners = list(self._listeners)
                 listeners.remove(listener)
                 self._listeners = tuple(listeners)
@@ -168,7 +170,7 @@ class EventHub:
 
     def subscribe(self, max_buffer: int) -> Subscription:
         subscription = Subscription(self, max_buffer)
-        self.settle()
+        self._settle()
         if self._closed:  # nothing will ever be published: end it now rather than park forever
             subscription._end()
         else:
@@ -178,18 +180,27 @@ class EventHub:
 
     def _unsubscribe(self, subscription: Subscription) -> None:
         if subscription in self._subscriptions:
-            self.settle()
+            self._settle()
             del self._subscriptions[subscription]
             self._fan_out = None
 
     def close(self) -> None:
-        self.settle()
+        self._settle()
         self._closed = True
         subscriptions = list(self._subscriptions)
         self._subscriptions.clear()
         self._fan_out = ()
         for subscription in subscriptions:
             subscription._end()
+
+    def events(self) -> list[Event]:
+        """The recent-event log, oldest first, with anything owed published first."""
+        self._settle()
+        return list(self.log)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     @property
     def subscribers(self) -> int:

@@ -50,6 +50,11 @@ class Parker:
         """True from a task's call of ``park()`` until that call returns (woken or cancelled)."""
         raise NotImplementedError
 
+    @property
+    def waiting(self) -> bool:
+        """True while a task is parked here and nothing has woken it yet."""
+        raise NotImplementedError
+
     async def park(self) -> None:
         """Suspend the calling task until ``unpark()``: a checkpoint, cancellable.
 
@@ -97,6 +102,11 @@ class _AsyncioParker(Parker):
     @property
     def occupied(self) -> bool:
         return self._future is not None
+
+    @property
+    def waiting(self) -> bool:
+        future = self._future
+        return future is not None and not future.done()
 
     async def park(self) -> None:
         if self._future is not None:
@@ -157,8 +167,8 @@ class _TrioParker(Parker):
 
         self._outcome = outcome.Value
         # What the parked task and its follower are resumed with. ``reschedule`` would
-        # build a fresh ``Value(None)`` on the spot (about 0.4 us, in the waker's step or
-        # in the woken task's, before its first line); ``park()`` builds both ahead, while
+        # build a fresh ``Value(None)`` on the spot (in the waker's step or in the woken
+        # task's, before its first line; docs/performance.md); ``park()`` builds both ahead, while
         # nobody waits on it. An outcome is used once: each park builds its own (at most
         # one wake and one follower per park), so these first two are never used.
         self._resumes = self._outcome(None)
@@ -176,6 +186,10 @@ class _TrioParker(Parker):
     @property
     def occupied(self) -> bool:
         return self._occupied
+
+    @property
+    def waiting(self) -> bool:
+        return self._task is not None
 
     async def park(self) -> None:
         if self._occupied:

@@ -1,10 +1,15 @@
 """``LiveRuntime`` and ``Generation``: the anyio shell around ``SteeringCore``.
 
 This module only parks and wakes tasks. Every decision (admit, refuse, repeat,
-apply, hold, unknown, continue, close) is the core's, taken synchronously; the
-shell then does the follow-up work: wake the engine, await the loop's writer,
-publish. It must never put an await between a decision and the state change it
-implies (C8, C16), and it never starts a task of its own.
+apply, hold, unknown, continue, close, a generation's id, how it ended, what the
+write barrier's return means) is the core's, taken synchronously; the shell then
+does the follow-up work: wake the engine, await the loop's writer, publish. It
+must never put an await between a decision and the state change it implies (C8,
+C16), and it never starts a task of its own.
+
+``RuntimeInternals`` (at the end) is the one door from a wing (the journal; the
+fleet and integrations tomorrow) into a runtime beyond its public API: no wing
+touches ``LiveRuntime._core`` or the core's attributes.
 """
 
 from __future__ import annotations
@@ -12,10 +17,9 @@ from __future__ import annotations
 import inspect
 import time
 import uuid
-import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import anyio
 import anyio.lowlevel
@@ -25,19 +29,29 @@ from ._core import (
     DEFAULT_IDENTITY_LIMIT,
     DEFAULT_MAX_TEXT_CHARS,
     DELIVERY,
-    MAX_ID_CHARS,
+    OPEN,
     CoreStatistics,
-    Ending,
     GenerationState,
-    Phase,
+    InputRecord,
     SteeringCore,
+    exit_of,
 )
-from ._errors import GenerationClosedError, GenerationStateError, RuntimeClosedError
+from ._errors import GenerationStateError, InvariantError
 from ._events import DEFAULT_LOG_SIZE, DEFAULT_SUBSCRIPTION_BUFFER, Event, EventHub, Listener, Subscription
 from ._parking import Parker
-from ._types import HoldReason, Input, Receipt, plain_str, utf8_encodable
+from ._types import Disposition, HoldReason, Input, Receipt
+from ._validate import input_problem
 
-__all__ = ["Generation", "LiveRuntime", "RuntimeStatistics", "WriteBarrier", "Writer"]
+__all__ = [
+    "AcceptedInput",
+    "Generation",
+    "LiveRuntime",
+    "RuntimeInternals",
+    "RuntimeStatistics",
+    "WriteBarrier",
+    "Writer",
+    "internals",
+]
 
 #: A context writer: called once per input, in admission order, with the input and
 #: the metadata its context entry must carry. May be sync or async. When it returns,
@@ -48,8 +62,6 @@ Writer = Callable[[Input, Mapping[str, Any]], Awaitable[None] | None]
 #: generation id and the one input about to be handed to the writer (as a 1-tuple).
 #: If it raises or is cancelled, the input was not handed: it stays pending (C15).
 WriteBarrier = Callable[[str, Sequence[Input]], Awaitable[None]]
-
-_STOP_REASONS: Final = frozenset({HoldReason.GENERATION_STOPPED, HoldReason.BUDGET_EXHAUSTED})
 
 
 @attrs.frozen
@@ -63,21 +75,6 @@ class RuntimeStatistics(CoreStatistics):
     subscribers: int
     listener_errors: int
     """Listener calls that raised (logged, never propagated into the runtime)."""
-
-
-def _engine_id(value: object, name: str) -> str:
-    """Check an id the engine chooses (session, generation) by the rules of input ids (C7).
-
-    These ids ride in every event and in the receipt journal, so they must be as
-    clean as an admitted input id: 1-128 characters, no NUL, valid UTF-8.
-    ``TypeError`` for a non-string, ``ValueError`` for a bad one.
-    """
-    value = plain_str(value, name)
-    if not 1 <= len(value) <= MAX_ID_CHARS:
-        raise ValueError(f"{name} must be a non-empty str of at most {MAX_ID_CHARS} characters")
-    if "\x00" in value or not utf8_encodable(value):
-        raise ValueError(f"{name} must be valid UTF-8 text without NUL, got {value!r}")
-    return value
 
 
 class LiveRuntime:
@@ -114,8 +111,6 @@ class LiveRuntime:
         """
         if session_id is None:
             session_id = f"session-{uuid.uuid4().hex[:12]}"
-        else:
-            session_id = _engine_id(session_id, "session_id")
         if type(boundary_delivery) is not bool:
             raise TypeError("boundary_delivery must be a bool")
         self._hub = EventHub(event_log_size)
@@ -127,9 +122,12 @@ class LiveRuntime:
             max_text_chars=max_text_chars,
             boundary_delivery=boundary_delivery,
         )
-        self._hub.settle = _publisher_of_owed(self._core)
+        self._settle = self._core.settle
+        """What the hub calls before it shows its log or changes its consumers, while a
+        generation runs (the only time an admission's acceptance can be owed): entering
+        a generation installs it on the hub and leaving removes it, so the hub holds
+        the core (which holds the hub) only while a task holds the generation anyway."""
         self._active: Generation | None = None
-        self._generation_ids: set[str] = set()
         self._write_barrier: WriteBarrier | None = None
 
     # -- host side ------------------------------------------------------------------------
@@ -151,11 +149,7 @@ class LiveRuntime:
     @property
     def generation(self) -> dict[str, Any] | None:
         """``None`` while no generation runs, else ``{"id", "phase", "pending"}`` (C2)."""
-        self._core.publish_owed()  # what "pending" counts has its steering.accepted out
-        gen = self._core.current
-        if gen is None:
-            return None
-        return {"id": gen.id, "phase": gen.phase.value, "pending": len(gen.pending)}
+        return self._core.generation_view()
 
     async def submit_steering(self, input: Input, generation_id: str) -> Receipt:
         """Submit a steer anchored to a generation; the receipt says what happened (C3-C12).
@@ -185,7 +179,7 @@ class LiveRuntime:
             try:
                 await parker.hand_over()  # wakes the engine, which runs first
             finally:  # also when asyncio's task.cancel() lands on the yield
-                core.publish_owed()  # steering.accepted, unless the engine published it first
+                core.settle()  # steering.accepted, unless something published it first
             return core.queued_receipt(input.id)
         if not receipt.accepted:
             await anyio.lowlevel.cancel_shielded_checkpoint()
@@ -197,13 +191,12 @@ class LiveRuntime:
         if receipt is None:  # admitted
             assert self._active is not None
             self._active._wake()
-            self._core.publish_owed()
+            self._core.settle()
             return self._core.queued_receipt(input.id)
         return receipt
 
     def receipt(self, input_id: str) -> Receipt | None:
         """The current receipt of an accepted input id, or ``None``. O(1)."""
-        self._core.publish_owed()  # an input seen queued has its steering.accepted out
         return self._core.receipt(input_id)
 
     def subscribe(self, max_buffer: int = DEFAULT_SUBSCRIPTION_BUFFER) -> Subscription:
@@ -220,11 +213,10 @@ class LiveRuntime:
 
     def recent_events(self) -> list[Event]:
         """The bounded log of recent events, oldest first."""
-        self._core.publish_owed()
-        return list(self._hub.log)
+        return self._hub.events()
 
     def statistics(self) -> RuntimeStatistics:
-        """A frozen snapshot of the runtime's counters."""
+        """A frozen snapshot of the runtime's counters. A pure read: it publishes nothing."""
         core = self._core.statistics()
         return RuntimeStatistics(
             **attrs.asdict(core),
@@ -302,26 +294,46 @@ class LiveRuntime:
         """
         if generation_id is None:
             generation_id = f"gen-{uuid.uuid4().hex}"
-        else:
-            generation_id = _engine_id(generation_id, "generation_id")
-        if generation_id in self._generation_ids:
-            raise ValueError(f"generation id {generation_id!r} was already used in this runtime")
-        return Generation(self, generation_id)
+        return Generation(self, self._core.check_generation_id(generation_id))
 
     def _check(self) -> None:
-        self._core._check()
+        """Assert the core's invariants and that this shell agrees with its core."""
+        core = self._core
+        core._check()
 
+        def require(condition: bool, message: str) -> None:
+            if not condition:
+                raise InvariantError(message)
 
-def _publisher_of_owed(core: SteeringCore) -> Callable[[], None]:
-    """``core.publish_owed``, without the hub holding the core (which holds the hub)."""
-    core_ref = weakref.ref(core)
-
-    def settle() -> None:
-        owner = core_ref()
-        if owner is not None:
-            owner.publish_owed()
-
-    return settle
+        active = self._active
+        gen = core.current
+        if active is None:
+            require(gen is None, "the core runs a generation the shell does not know")
+        else:
+            parker = active._parker
+            if gen is None or active._state is not gen or parker is None:
+                raise InvariantError("the shell's running generation is not the core's, or has no parker")
+            require(active.id == gen.id, "the shell's generation id is not the core's")
+            if parker.waiting:
+                # A parked engine not yet woken while there is something to wake it for
+                # would sleep through it: a lost wake-up.
+                require(not gen.pending and gen.phase is OPEN, "the engine sleeps through pending input")
+        hub = self._hub
+        require(
+            hub.log_dropped + len(hub.log) == core.events_published,
+            "the hub's log does not count every event the core published",
+        )
+        require(
+            not hub.log or hub.log[-1]["sequence"] == core.events_published,
+            "the hub's last event is not the core's last",
+        )
+        require(not hub.closed or (core.closed and active is None), "the hub closed before the runtime")
+        if active is None:
+            require(hub.owed is None, "the hub still settles for a generation that ended")
+        else:
+            require(hub.owed == self._settle, "the hub settles for another runtime")
+        barrier = self._write_barrier
+        require(barrier is None or callable(barrier), "the write barrier is not callable")
 
 
 def _only_cancellation(exc: BaseException) -> bool:
@@ -370,14 +382,12 @@ class Generation:
         if self._state is not None:
             raise GenerationStateError(f"generation {self.id!r} was already entered")
         runtime = self._runtime
-        # Checked again here: two handles made for one id before either ran would
-        # otherwise let an anchor to the first generation reach the second (C18).
-        if self.id in runtime._generation_ids:
-            raise ValueError(f"generation id {self.id!r} was already used in this runtime")
+        # The core checks the id again: two handles made for one id before either ran
+        # would otherwise let an anchor to the first generation reach the second (C18).
         self._state = runtime._core.start_generation(self.id)
         self._parker = Parker.for_running_backend()
-        runtime._generation_ids.add(self.id)
         runtime._active = self
+        runtime._hub.owed = runtime._settle
         return self
 
     async def __aexit__(
@@ -387,20 +397,13 @@ class Generation:
         tb: TracebackType | None,
     ) -> None:
         state = self._require()
-        fields: dict[str, str] = {}
-        reason: HoldReason | None = None
-        if exc is None:
-            ending = Ending.FINISHED
-        elif _only_cancellation(exc):
-            ending = Ending.CANCELLED
-        elif isinstance(exc, (GenerationClosedError, RuntimeClosedError)) and state.ending is Ending.STOPPED:
-            # The loop ran into the stop (its next boundary was refused): that is how a
-            # stopped generation ends, not a failure. The exception still propagates.
-            ending, reason = Ending.STOPPED, state.end_reason
-        else:
-            ending, fields["error"] = Ending.FAILED, type(exc).__name__
-        self._terminal = self._runtime._core.end_generation(state, ending, reason, **fields)
+        # How the block was left; the core's ENDINGS table decides what that means (a
+        # loop running into a stop ends stopped, not failed). The exception propagates.
+        how = exit_of(exc, cancelled=exc is not None and _only_cancellation(exc))
+        error = None if exc is None else type(exc).__name__
+        self._terminal = self._runtime._core.end_generation(state, how, error)
         self._runtime._active = None
+        self._runtime._hub.owed = None  # nothing is owed once the terminal event is out
         self._wake()
         if self._runtime.closed:  # aclose() left the hub open for this generation's last events
             self._runtime._hub.close()
@@ -410,13 +413,12 @@ class Generation:
     @property
     def pending(self) -> int:
         """Inputs admitted and waiting for the next boundary."""
-        self._runtime._core.publish_owed()
-        return len(self._require().pending)
+        return self._runtime._core.pending_of(self._require())
 
     @property
     def accepting(self) -> bool:
         """True while admission is open."""
-        return self._require().phase is Phase.OPEN
+        return self._require().phase is OPEN
 
     @property
     def terminal_event(self) -> Event | None:
@@ -456,10 +458,8 @@ class Generation:
                         # never handed to the writer: pending again, not unknown (C15)
                         core.return_write(state, record)
                         raise
-                    if state.phase is not Phase.OPEN:
-                        # stopped or closed while the barrier ran: held like the rest (C17)
-                        core.return_write(state, record)
-                        break
+                    if not core.after_barrier(state, record):
+                        break  # stopped or closed while the barrier ran: held like the rest (C17)
                 metadata = {
                     "input_id": record.input.id,
                     "target_generation_id": record.generation_id,
@@ -484,14 +484,14 @@ class Generation:
         Admission wakes it in the same step (C8): no inbox or manager in between.
         """
         state = self._require()
-        if state.pending or state.phase is not Phase.OPEN:
+        if state.pending or state.phase is not OPEN:
             # Nothing to wait for, but an async call is always a checkpoint.
             await anyio.lowlevel.checkpoint()
             return bool(state.pending)
         parker = self._parker
         assert parker is not None  # entered: _require() passed
         while not state.pending:
-            if state.phase is not Phase.OPEN:
+            if state.phase is not OPEN:
                 return False
             if parker.occupied:
                 # One parking spot: a second waiter would orphan the first, which then never wakes.
@@ -514,11 +514,84 @@ class Generation:
         Leave the block afterwards; its exit publishes ``generation.stopped``.
         Safe to call from another task; a write already handed to the writer completes.
         """
-        if reason not in _STOP_REASONS:
-            raise ValueError(f"stop reason must be one of {sorted(r.value for r in _STOP_REASONS)}")
         self._runtime._core.stop(self._require(), reason)
         self._wake()
 
     def _wake(self) -> None:
         if self._parker is not None:
             self._parker.unpark()
+
+
+# -- the one door for wings ---------------------------------------------------------------
+
+
+class AcceptedInput(Protocol):
+    """What a wing may read of an accepted input (a live view: it moves as the input does)."""
+
+    @property
+    def input(self) -> Input:
+        """The input exactly as admitted."""
+
+    @property
+    def generation_id(self) -> str:
+        """The generation it was admitted into."""
+
+    @property
+    def sequence(self) -> int:
+        """Admission order across the runtime, from 1."""
+
+    @property
+    def disposition(self) -> Disposition:
+        """What hosts see of it now."""
+
+    @property
+    def reason(self) -> HoldReason | None:
+        """Why it is held or unknown; ``None`` otherwise."""
+
+    @property
+    def writing(self) -> bool:
+        """True while it is handed to the writer and not confirmed (still ``queued``)."""
+
+
+@attrs.frozen
+class RuntimeInternals:
+    """What a wing (the receipt journal; the fleet, integrations) may do with a runtime
+    beyond its public API, and nothing else. Get one with ``internals(runtime)``.
+
+    A wing reads accepted inputs (events carry only ids), publishes its own events
+    on the runtime's stream (numbered in sequence with the core's), and settles an
+    owed acceptance before it answers a read of what it has heard (the rule of
+    ``_core``'s theory of operation). Every call is O(1) but ``accepted_inputs``.
+    """
+
+    _core: SteeringCore
+
+    def accepted(self, input_id: str) -> AcceptedInput | None:
+        """The accepted input ``input_id``, or ``None`` if the runtime never accepted it."""
+        record: InputRecord | None = self._core.identities.get(input_id)
+        return record
+
+    def accepted_inputs(self) -> list[AcceptedInput]:
+        """Every input the runtime accepted, in admission order. O(identities)."""
+        return list(self._core.identities.values())
+
+    def input_problem(self, input: Input) -> str | None:
+        """What the runtime would refuse ``input`` for as ``invalid-input`` (its configured text
+        limit included), or ``None``: for a wing that must refuse exactly as the runtime would
+        before anything is submitted (an ACP steer that would start a new turn). O(len)."""
+        return input_problem(input.id, input.text, self._core.max_text_chars)
+
+    def publish(self, type_: str, fields: dict[str, Any]) -> None:
+        """Publish the wing's event ``type_`` (not one of the core's types, ``ValueError``)."""
+        self._core.publish(type_, fields)
+
+    def settle(self) -> None:
+        """Publish an acceptance the runtime still owes, so the wing's listener has heard it."""
+        self._core.settle()
+
+
+def internals(runtime: LiveRuntime) -> RuntimeInternals:
+    """The wing's door into ``runtime`` (see ``RuntimeInternals``)."""
+    if not isinstance(runtime, LiveRuntime):
+        raise TypeError(f"expected a LiveRuntime, got {type(runtime).__name__}")
+    return RuntimeInternals(runtime._core)

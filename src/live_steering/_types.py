@@ -13,6 +13,8 @@ from typing import Any
 
 import attrs
 
+from ._validate import plain_str
+
 __all__ = [
     "Disposition",
     "HoldReason",
@@ -20,33 +22,6 @@ __all__ = [
     "Receipt",
     "RefusalReason",
 ]
-
-
-def plain_str(value: object, name: str | None = None) -> str:
-    """Return ``value`` as an exact ``str``; refuse anything that is not a string.
-
-    A ``str`` subclass may override ``__eq__``/``__hash__``; identity decisions
-    must never run through user code, so subclasses are copied to a plain ``str``.
-    ``name`` names the argument in the ``TypeError``.
-    """
-    if type(value) is str:
-        return value
-    if isinstance(value, str):
-        return str.__str__(value)
-    if name is None:
-        raise TypeError(f"expected str, got {type(value).__name__}")
-    raise TypeError(f"{name} must be a str, got {type(value).__name__}")
-
-
-def utf8_encodable(value: str) -> bool:
-    """True when ``value`` can be stored as UTF-8 (no lone surrogate). O(n), fast for ASCII."""
-    if value.isascii():
-        return True
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _new_input_id() -> str:

@@ -36,8 +36,9 @@ import anyio.abc
 import attrs
 
 from .._errors import GenerationClosedError, RuntimeClosedError
-from .._runtime import Generation, LiveRuntime
-from .._types import Disposition, HoldReason, Input, Receipt, RefusalReason, utf8_encodable
+from .._runtime import Generation, LiveRuntime, internals
+from .._types import Disposition, HoldReason, Input, Receipt, RefusalReason
+from .._validate import utf8_encodable
 from ._turn import ClientChannel, RunTurn, Turn, TurnError, TurnResult
 from ._wire import (
     ErrorKind,
@@ -372,7 +373,7 @@ class SteeringSession:
             return SteerResult(SteerOutcome.PROMPT_REQUIRED, input_id, reason="noRunningTurn")
         # The same rules as a steer into a running turn (C7): a steer that would be refused
         # there never becomes a new turn's prompt here.
-        if (problem := self.runtime._core._validate(steer)) is not None:
+        if (problem := internals(self.runtime).input_problem(steer)) is not None:
             raise SteerRejected(
                 ErrorKind.INVALID_PARAMS,
                 f"steer refused: {RefusalReason.INVALID_INPUT.value} ({problem})",

@@ -20,6 +20,7 @@ import attrs
 
 from .._errors import LiveSteeringError
 from .._types import Receipt
+from .._validate import MAX_ID_CHARS, id_problem
 
 __all__ = [
     "IDLE_PROMPT_REQUIRED",
@@ -155,7 +156,7 @@ def parse_steer_request(params: object) -> SteerRequest:
 
     ``_meta`` and ``_meta.steering`` may be absent or null. ``idleBehavior`` may be
     absent, null or ``"promptRequired"``; any other value is ``invalidParams``.
-    ``_meta.steering.id``, when given, must be a string of 1-128 characters.
+    ``_meta.steering.id``, when given, must be an id by the runtime's rules (``_validate``).
     """
     if not isinstance(params, Mapping):
         raise SteerRejected(ErrorKind.INVALID_PARAMS, "params must be an object")
@@ -177,9 +178,10 @@ def parse_steer_request(params: object) -> SteerRequest:
             idleBehavior=idle,
         )
     steer_id = steering.get("id")
-    if steer_id is not None and (not isinstance(steer_id, str) or not 1 <= len(steer_id) <= 128):
+    if steer_id is not None and (not isinstance(steer_id, str) or id_problem(steer_id) is not None):
         raise SteerRejected(
-            ErrorKind.INVALID_PARAMS, "_meta.steering.id must be a string of 1-128 characters"
+            ErrorKind.INVALID_PARAMS,
+            f"_meta.steering.id must be a string of 1-{MAX_ID_CHARS} characters, without NUL, valid UTF-8",
         )
     text = prompt_text(params.get("prompt"))
     blocks = tuple(cast("list[Mapping[str, Any]]", params.get("prompt")))  # checked by prompt_text

@@ -81,6 +81,8 @@ def _parse(vendor: str, data: bytes) -> tuple[str, str] | tuple[str, str, str | 
             f"none of {', '.join(facts.session_id_fields)} is a non-empty string",
             None,
         )
+    if (problem := _vendors.session_id_problem(session_id)) is not None:
+        return ("invalid-session-id", f"{problem} ({len(session_id):,} characters)", None)
     moment = _field(payload, facts.moment_fields)
     if moment is None:
         return (

@@ -49,8 +49,9 @@ def instruct(
     bounds the text by that vendor's cap (Claude Code's 10,000 UTF-16 code units when
     the session's vendor is not known yet). ``store``: a ``HookStore``, a path, or
     ``None`` for ``default_store_path()``. Raises ``TypeError`` for non-string
-    arguments, ``ValueError`` for an unknown vendor, ``StoreError`` when the store
-    cannot be used; everything else is a receipt.
+    arguments, ``ValueError`` for an unknown vendor or a session id outside the
+    runtime's id rules (as ``HookSession`` does), ``StoreError`` when the store cannot
+    be used; everything else is a receipt.
 
     >>> import tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "hooks.db")
@@ -62,16 +63,11 @@ def instruct(
             raise TypeError(f"{name} must be a str, not {type(value).__name__}")
     if id is not None and not isinstance(id, str):
         raise TypeError(f"id must be a str, not {type(id).__name__}")
-    if not session_id:
-        raise ValueError("session_id must be a non-empty str")
     command_id = id if id is not None else str(uuid.uuid4())
-    try:
-        if isinstance(store, HookStore):
-            return to_instruction_receipt(store.enqueue(session_id, command_id, text, vendor=vendor))
-        with SqliteHookStore(store, busy_timeout=busy_timeout) as opened:
-            return to_instruction_receipt(opened.enqueue(session_id, command_id, text, vendor=vendor))
-    except UnicodeEncodeError as exc:  # the text and the id are refused before; this is the session id
-        raise ValueError(f"session_id is not encodable as UTF-8: {exc.reason}") from None
+    if isinstance(store, HookStore):
+        return to_instruction_receipt(store.enqueue(session_id, command_id, text, vendor=vendor))
+    with SqliteHookStore(store, busy_timeout=busy_timeout) as opened:
+        return to_instruction_receipt(opened.enqueue(session_id, command_id, text, vendor=vendor))
 
 
 async def instruct_async(

@@ -41,10 +41,10 @@ from typing import Any, Final
 
 import attrs
 
-from .._core import event_safe
 from .._errors import InvariantError
 from .._events import DEFAULT_LOG_SIZE, DEFAULT_SUBSCRIPTION_BUFFER, Event, EventHub, Listener, Subscription
-from .._types import Disposition, plain_str
+from .._types import Disposition
+from .._validate import checked_id, event_safe, plain_str
 from . import _vendors
 
 __all__ = [
@@ -400,9 +400,7 @@ class HookSession:
         ``time`` of events; ``monotonic``: the clock ``queued_ms`` is measured on.
         """
         profile = vendor if isinstance(vendor, VendorProfile) else PROFILES[Vendor(vendor)]
-        session_id = plain_str(session_id, "session_id")
-        if not session_id:
-            raise ValueError("session_id must be a non-empty str")
+        session_id = checked_id(session_id, "session_id")  # the runtime's rules for its ids
         for name, value in (
             ("capacity", capacity),
             ("max_text_chars", max_text_chars),

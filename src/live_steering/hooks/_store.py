@@ -433,7 +433,8 @@ class SqliteHookStore(HookStore):
     ) -> StoredReceipt:
         """Queue one instruction for the next eligible hook moment of ``session_id``.
 
-        Refusals (pinned reasons, as ``HookSession.enqueue``): ``invalid-input``,
+        A session id outside the runtime's id rules is a ``ValueError`` (as for
+        ``HookSession``). Refusals (pinned reasons, as ``HookSession.enqueue``): ``invalid-input``,
         ``identity-conflict``, ``session-ended``, ``queue-full`` (20 undelivered),
         ``capacity`` (2,000 command ids in the session). An identical repeat
         returns the current state and admits nothing.
@@ -441,6 +442,9 @@ class SqliteHookStore(HookStore):
         facts = _vendors.FACTS.get(vendor) if vendor is not None else None
         if vendor is not None and facts is None:
             raise ValueError(f"unknown vendor {vendor!r}; expected one of {sorted(_vendors.FACTS)}")
+        if (problem := _vendors.session_id_problem(session_id)) is not None:
+            # not a refusal receipt: the audit stream could not even name such a session
+            raise ValueError(f"session_id refused: {problem}")
         now = time.time()
         with self._transaction() as conn:
             self._point("enqueue")

@@ -20,11 +20,13 @@ from __future__ import annotations
 import types
 from collections.abc import Iterable, Mapping
 
+from .._validate import MAX_ID_CHARS as MAX_ID_CHARS
+from .._validate import id_problem, utf8_encodable
+
 SEPARATOR = "\n\n"
 """Pending instructions are joined with a blank line, in arrival order."""
 DEFAULT_MAX_TEXT_CHARS = 16_000
 """Longest instruction admitted for an uncapped vendor, as C7 for steers."""
-MAX_ID_CHARS = 128
 
 # The values of ``SkipReason`` (``_session.py``): why a moment carried nothing.
 NOTHING_QUEUED = "nothing-queued"
@@ -171,23 +173,14 @@ def build_reply(reply_shape: str, moment: str, context: str) -> dict[str, object
     return {"hookSpecificOutput": {"hookEventName": moment, "additionalContext": context}}
 
 
-def _utf8_encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def command_id_problem(command_id: str) -> str | None:
-    """Why a command id is refused ``invalid-input``, or ``None``."""
-    if not 1 <= len(command_id) <= MAX_ID_CHARS:
-        return f"command id must be 1-{MAX_ID_CHARS} characters"
-    if "\x00" in command_id:
-        return "NUL character"
-    if not _utf8_encodable(command_id):
-        return "not encodable as UTF-8"
-    return None
+    """Why a command id is refused ``invalid-input``, or ``None``: the runtime's id rules."""
+    return id_problem(command_id, "command id")
+
+
+def session_id_problem(session_id: str) -> str | None:
+    """Why a session id is refused, or ``None``: the runtime's id rules, as ``HookSession``'s."""
+    return id_problem(session_id, "session id")
 
 
 def text_problem(
@@ -207,7 +200,7 @@ def text_problem(
         return "text is blank"
     if "\x00" in text:
         return "NUL character"
-    if not _utf8_encodable(text):
+    if not utf8_encodable(text):
         return "not encodable as UTF-8"
     return None
 

@@ -25,8 +25,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from live_steering import HoldReason, Input, LiveRuntime
 from live_steering._extras import install_hint
+from live_steering._runtime import LiveRuntime
+from live_steering._types import HoldReason, Input
 from live_steering.integrations._bridge import EventBridge
 
 try:

@@ -45,8 +45,7 @@ import anyio.lowlevel
 import attrs
 from sortedcontainers import SortedDict
 
-from .._core import InputRecord, InputState
-from .._runtime import LiveRuntime
+from .._runtime import AcceptedInput, LiveRuntime, RuntimeInternals, internals
 from .._types import Disposition, Input, Receipt
 from . import _store as store
 from ._store import (
@@ -124,6 +123,8 @@ class _Attachment:
     runtime_no: int
     runtime: LiveRuntime
     session_id: str
+    access: RuntimeInternals
+    """The journal's only door into the runtime (``_runtime.RuntimeInternals``)."""
     latest: dict[str, int] = attrs.Factory(dict)
     """input id -> number of the last change queued for it."""
     durable: dict[str, Receipt] = attrs.Factory(dict)
@@ -256,7 +257,7 @@ class ReceiptJournal:
             return
         with anyio.CancelScope(shield=True):
             # Detach before closing the queue: detaching publishes an acceptance a runtime
-            # still owes (``EventHub.settle``), and it is this journal's to record.
+            # still owes (``EventHub.owed``), and it is this journal's to record.
             for attachment in self._attachments:
                 self._detach(attachment)
             self._closing = True
@@ -296,20 +297,21 @@ class ReceiptJournal:
             raise TypeError(f"attach takes a LiveRuntime, got {type(runtime).__name__}")
         if runtime.write_barrier is not None:
             raise ValueError("this runtime already has a write barrier (attached to a journal?)")
-        records = list(_records(runtime).values())
-        if any(record.state is InputState.WRITING for record in records):
+        access = internals(runtime)
+        records = access.accepted_inputs()
+        if any(record.writing for record in records):
             # its write began unmarked: recovery could not tell it from one never written
             raise ValueError("attach between boundaries: a context write is in progress")
-        attachment = _Attachment(self._next_runtime_no, runtime, runtime.session_id)
+        attachment = _Attachment(self._next_runtime_no, runtime, runtime.session_id, access)
         self._next_runtime_no += 1
         self._attachments.append(attachment)
         self._by_no[attachment.runtime_no] = attachment
         for record in records:
             self._enqueue(attachment, ChangeKind.ACCEPTED, record, None)
-            state = record.state
-            if state.final:
+            disposition = record.disposition
+            if disposition is not Disposition.QUEUED:
                 reason = None if record.reason is None else record.reason.value
-                self._enqueue(attachment, ChangeKind(state.value), record, None, reason)
+                self._enqueue(attachment, ChangeKind(disposition.value), record, None, reason)
         remove_listener = runtime.add_listener(lambda event: self._on_event(attachment, event))
 
         async def barrier(generation_id: str, inputs: Sequence[Input]) -> None:
@@ -340,7 +342,7 @@ class ReceiptJournal:
         if change is None:
             return
         input_id = event["input_id"]
-        record = _records(attachment.runtime).get(input_id)
+        record = attachment.access.accepted(input_id)
         if record is None:  # cannot happen for these event types: the core emits them for records
             raise JournalError(f"event {event['type']} for an input the runtime does not hold")
         self._enqueue(attachment, change, record, event["sequence"], event.get("reason"), time=event["time"])
@@ -349,7 +351,7 @@ class ReceiptJournal:
         self,
         attachment: _Attachment,
         change: ChangeKind,
-        record: InputRecord,
+        record: AcceptedInput,
         sequence: int | None,
         reason: str | None = None,
         *,
@@ -387,10 +389,12 @@ class ReceiptJournal:
     async def _mark_writing(self, attachment: _Attachment, inputs: Sequence[Input]) -> None:
         """The write barrier: the marks of ``inputs`` (the runtime passes one) are durable on return."""
         self._raise_if_unusable()
-        records = _records(attachment.runtime)
         number = 0
         for input in inputs:
-            number = self._enqueue(attachment, ChangeKind.WRITING, records[input.id], None)
+            record = attachment.access.accepted(input.id)
+            if record is None:  # cannot happen: the runtime announces only inputs it accepted
+                raise JournalError(f"the write barrier announced {input.id!r}, never accepted by the runtime")
+            number = self._enqueue(attachment, ChangeKind.WRITING, record, None)
         await self._wait_number(number)
 
     # -- durability ------------------------------------------------------------------------
@@ -448,7 +452,7 @@ class ReceiptJournal:
         waits for its submitter to resume. A read here then agrees with ``runtime.receipt()``."""
         for attachment in self._attachments:
             if attachment.detach is not None:
-                _publish_owed(attachment.runtime)
+                attachment.access.settle()
 
     def _attachment_of(self, input_id: str, session_id: str | None) -> _Attachment:
         found = [
@@ -561,8 +565,7 @@ class ReceiptJournal:
         self._fail_waiters()
         _log.error("%s", error)
         for attachment in self._attachments:
-            _publish(
-                attachment.runtime,
+            attachment.access.publish(
                 "journal.failed",
                 {
                     "path": self.path,
@@ -621,21 +624,3 @@ class ReceiptJournal:
             recovered_held=len(self.recovery.held),
             recovered_unknown=len(self.recovery.unknown),
         )
-
-
-# -- the three places this module reaches into the runtime --------------------------------
-# The journal needs each accepted input's kind and text (events carry only ids), a way to
-# put ``journal.failed`` on the runtime's own event stream with a proper sequence, and a
-# way to have an owed acceptance published before it answers a read.
-
-
-def _records(runtime: LiveRuntime) -> dict[str, InputRecord]:
-    return runtime._core.identities
-
-
-def _publish(runtime: LiveRuntime, type_: str, fields: dict[str, Any]) -> None:
-    runtime._core._emit(type_, fields)
-
-
-def _publish_owed(runtime: LiveRuntime) -> None:
-    runtime._core.publish_owed()

@@ -50,8 +50,8 @@ from typing import Any, Final
 
 import attrs
 
-from .._core import event_safe
 from .._types import Disposition, HoldReason, Input, Receipt, RefusalReason
+from .._validate import event_safe
 
 __all__ = [
     "History",
