@@ -21,6 +21,7 @@ __all__ = [
     "Input",
     "Receipt",
     "RefusalReason",
+    "StopReason",
 ]
 
 
@@ -91,6 +92,26 @@ class HoldReason(enum.StrEnum):
     """Reason of an ``unknown`` input whose context write was interrupted."""
     RUNTIME_LOST = "runtime-lost"
     """Set by the receipt journal's recovery after process loss (C23)."""
+
+
+class StopReason(enum.StrEnum):
+    """Why an engine or a host stops a generation (``Generation.stop``, C17). Pinned strings.
+
+    Each is also the ``HoldReason`` its pending inputs are held with, and the
+    ``reason`` of its ``generation.stopped``: the values are the same strings.
+    """
+
+    GENERATION_STOPPED = "generation-stopped"
+    """Stopped on purpose (by the engine, or by a host)."""
+    BUDGET_EXHAUSTED = "budget-exhausted"
+    """The loop may make no further model call (its call budget is spent)."""
+
+    __hash__ = object.__hash__  # members are singletons: hash them by identity, in C
+
+    @property
+    def hold_reason(self) -> HoldReason:
+        """The ``HoldReason`` the generation's pending inputs are held with."""
+        return HoldReason(self.value)
 
 
 @attrs.frozen
