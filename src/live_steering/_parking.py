@@ -16,19 +16,53 @@ one task, so it parks on the backend's bare primitive instead:
 
 Callers check their condition before parking and after waking: ``unpark`` with no
 task parked does nothing, and a parked task also wakes when cancelled.
+
+A parker also knows the event loop and thread it was made in (``at_home``): a
+runtime belongs to them (C8), and a call from anywhere else must be refused
+before it changes anything. ``checkpoint()`` is the cancellable yield of an
+awaited call that wakes nobody (a repeat, a refusal): one scheduling round,
+without anyio's backend lookup.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import types
-from collections.abc import Awaitable, Generator
+from collections.abc import Awaitable, Callable, Generator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import trio.lowlevel
 
-__all__ = ["Parker"]
+__all__ = ["Parker", "checkpoint"]
+
+_running_loop = asyncio._get_running_loop
+_trio_checkpoint: Callable[[], Awaitable[None]] | None = None
+
+
+@types.coroutine
+def _asyncio_checkpoint() -> Generator[None, None, None]:
+    # A bare yield: the task reschedules itself at once (what ``asyncio.sleep(0)`` does).
+    # It waits on no future, so anyio delivers a pending cancel scope's cancellation
+    # here (``task.cancel()``), as at any checkpoint.
+    yield
+
+
+def checkpoint() -> Awaitable[None]:
+    """A checkpoint of the running backend: yield once, and raise a pending cancellation.
+
+    For an awaited call that wakes nobody (C8: every awaited submit is a checkpoint).
+    Like ``anyio.lowlevel.checkpoint()`` without its backend lookup; await it at once.
+    """
+    global _trio_checkpoint
+    if _running_loop() is not None:
+        return _asyncio_checkpoint()
+    if _trio_checkpoint is None:
+        import trio.lowlevel  # only when trio runs: it is anyio's optional backend
+
+        _trio_checkpoint = trio.lowlevel.checkpoint
+    return _trio_checkpoint()
 
 
 class Parker:
@@ -48,6 +82,14 @@ class Parker:
     @property
     def occupied(self) -> bool:
         """True from a task's call of ``park()`` until that call returns (woken or cancelled)."""
+        raise NotImplementedError
+
+    def at_home(self) -> bool:
+        """True when called from the event loop (and so the thread) this parker was made in. O(1).
+
+        asyncio: the running loop is this parker's (another thread has another loop or
+        none). trio: the calling thread is this parker's (one thread runs one trio loop).
+        """
         raise NotImplementedError
 
     @property
@@ -90,6 +132,10 @@ def _occupied() -> RuntimeError:
 
 class _AsyncioParker(Parker):
     __slots__ = ("_done", "_future", "_loop")
+
+    def at_home(self) -> bool:
+        # A loop that stopped running (its ``asyncio.run`` returned) is no one's home any more.
+        return _running_loop() is self._loop or not self._loop.is_running()
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -158,8 +204,12 @@ class _TrioParker(Parker):
         "_reschedule",
         "_resumes",
         "_task",
+        "_thread",
         "_wait",
     )
+
+    def at_home(self) -> bool:
+        return threading.get_ident() == self._thread
 
     def __init__(self) -> None:
         import outcome  # trio's own dependency
@@ -174,6 +224,7 @@ class _TrioParker(Parker):
         self._resumes = self._outcome(None)
         self._follower_resumes = self._outcome(None)
         self._occupied = False
+        self._thread = threading.get_ident()
         self._task: trio.lowlevel.Task | None = None
         """The parked task, until it is unparked or its park is aborted."""
         self._follower: trio.lowlevel.Task | None = None
