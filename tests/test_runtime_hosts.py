@@ -239,7 +239,7 @@ async def test_wait_final_returns_once_the_input_is_applied() -> None:
 
 @pytest.mark.parametrize("ending", ["stop", "writer-raises", "close"])
 async def test_wait_final_returns_held_and_unknown_too(ending: str) -> None:
-    """The final receipt is what the input ended as: held by a stop or a close, unknown after a failed write."""
+    """The final receipt is what the input ended as: held by a stop or close, unknown if the write failed."""
     runtime = LiveRuntime()
     got: list[Receipt] = []
 

@@ -577,7 +577,13 @@ class SteeringCore:
             and type(record.input) is type(input)
         ):
             # An identical repeat was valid when it was admitted: a lookup and a comparison (C10).
-            return self._repeat(record)
+            # (``_repeat`` written out: the path of every polling host)
+            time = self._clock()
+            self._repeated += 1
+            event = self._envelope("steering.repeated", time, record)  # publishes an owed acceptance first
+            event["disposition"] = _DISPOSITION_VALUE[record.state]
+            self._sink(event)
+            return record.receipt()
         text = input.text
         # A sufficient condition for ``_validate.input_problem`` to find nothing, which a
         # plain ASCII input of the right size passes cheaply; anything else is decided
@@ -634,7 +640,9 @@ class SteeringCore:
         time = self._clock()
         self._repeated += 1
         # (an owed acceptance, maybe of this very input, is published first)
-        self._emit_input("steering.repeated", record, time, {"disposition": _DISPOSITION_VALUE[record.state]})
+        event = self._envelope("steering.repeated", time, record)
+        event["disposition"] = _DISPOSITION_VALUE[record.state]
+        self._sink(event)
         return record.receipt()
 
     def queued_receipt(self, input_id: str) -> Receipt:

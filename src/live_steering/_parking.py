@@ -117,6 +117,14 @@ class Parker:
         """
         raise NotImplementedError
 
+    def checkpoint(self) -> Awaitable[None]:
+        """``checkpoint()`` on this parker's backend, without looking the backend up; await it at once.
+
+        Only from the parker's own loop (``at_home``): the awaited form of a submit
+        that woke nobody (a repeat, a refusal) while a generation runs.
+        """
+        raise NotImplementedError
+
     def hand_over(self) -> Awaitable[None]:
         """``unpark()`` then ``yield_shielded()`` in one call; await the result at once.
 
@@ -136,6 +144,10 @@ class _AsyncioParker(Parker):
     def at_home(self) -> bool:
         # A loop that stopped running (its ``asyncio.run`` returned) is no one's home any more.
         return _running_loop() is self._loop or not self._loop.is_running()
+
+    @types.coroutine
+    def checkpoint(self) -> Generator[None, None, None]:
+        yield  # as ``_asyncio_checkpoint``, one call less: this is the awaited repeat's yield
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -199,6 +211,7 @@ class _TrioParker(Parker):
         "_current_task",
         "_follower",
         "_follower_resumes",
+        "_full_checkpoint",
         "_occupied",
         "_outcome",
         "_reschedule",
@@ -210,6 +223,18 @@ class _TrioParker(Parker):
 
     def at_home(self) -> bool:
         return threading.get_ident() == self._thread
+
+    def checkpoint(self) -> Awaitable[None]:
+        # trio's pattern for a full checkpoint, in two halves (``checkpoint_if_cancelled``
+        # then ``cancel_shielded_checkpoint``), with the first half read in place: it is
+        # the test ``trio.lowlevel.checkpoint`` makes after its yield, without its frame.
+        # If trio's private field ever moves, this falls back on its public checkpoint.
+        try:
+            cancelled = self._current_task()._cancel_status.effectively_cancelled
+        except AttributeError:  # pragma: no cover - a trio that changed its internals
+            cancelled = True
+        return self._full_checkpoint() if cancelled else self._checkpoint()
+
 
     def __init__(self) -> None:
         import outcome  # trio's own dependency
@@ -233,6 +258,7 @@ class _TrioParker(Parker):
         self._wait = trio.lowlevel.wait_task_rescheduled
         self._reschedule = trio.lowlevel.reschedule
         self._checkpoint = trio.lowlevel.cancel_shielded_checkpoint
+        self._full_checkpoint = trio.lowlevel.checkpoint
 
     @property
     def occupied(self) -> bool:

@@ -185,21 +185,27 @@ class LiveRuntime:
         anything is decided.
         """
         core = self._core
-        home = self._home
-        if (home is not None and not home.at_home()) or self._hub.dispatching:
+        gen = self._active
+        if gen is None:  # nothing can be admitted: a refusal or a repeat
+            home = self._home
+            if (home is not None and not home.at_home()) or self._hub.dispatching:
+                raise self._misuse("submit_steering")
+            receipt = core.decide(input, generation_id)
+            assert receipt is not None
+            await checkpoint()
+            return receipt
+        parker = gen._parker  # the runtime's home while a generation runs
+        assert parker is not None  # made when the generation was entered
+        if not parker.at_home() or self._hub.dispatching:
             raise self._misuse("submit_steering")
         receipt = core.decide(input, generation_id)
-        if receipt is None:  # admitted, so a generation of this runtime is running
-            gen = self._active
-            assert gen is not None
-            parker = gen._parker
-            assert parker is not None  # made when the generation was entered
+        if receipt is None:  # admitted
             try:
                 await parker.hand_over()  # wakes the engine, which runs first
             finally:  # also when asyncio's task.cancel() lands on the yield
                 core.settle()  # steering.accepted, unless something published it first
             return core.queued_receipt(input.id)
-        await checkpoint()
+        await parker.checkpoint()
         return receipt
 
     def submit_steering_nowait(self, input: Input, generation_id: str) -> Receipt:
