@@ -269,6 +269,7 @@ class _Suite:
         for _ in range(self.settings.runtimes):
             runtime = LiveRuntime()
             gen = await stack.enter_async_context(runtime.open_generation())
+            stack.callback(gen.stop)  # left with steers pending, on purpose: stopped first
             self.many.append((runtime, gen.id))
         random.Random(6).shuffle(self.many)
 

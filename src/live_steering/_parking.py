@@ -16,13 +16,17 @@ one task, so it parks on the backend's bare primitive instead:
 
 Callers check their condition before parking and after waking: ``unpark`` with no
 task parked does nothing, and a parked task also wakes when cancelled.
+
+``checkpoint_if_cancelled`` is the start of every boundary: anyio's function of that
+name looks the backend up (``sniffio``) on each call, about as long as the rest of a
+one-input boundary, so each parker binds its backend's own once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import types
-from collections.abc import Awaitable, Generator
+from collections.abc import Awaitable, Callable, Generator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -83,16 +87,37 @@ class Parker:
         """
         raise NotImplementedError
 
+    def checkpoint_if_cancelled(self) -> Awaitable[None]:
+        """``anyio.lowlevel.checkpoint_if_cancelled()`` without its backend lookup.
+
+        Raises the backend's cancellation if an enclosing cancel scope was cancelled;
+        otherwise returns without letting another task run. Await the result at once.
+        """
+        raise NotImplementedError
+
+
+def _backend_checkpoint_if_cancelled(name: str) -> Callable[[], Awaitable[None]]:
+    """The backend's own ``checkpoint_if_cancelled``, the one ``anyio.lowlevel`` looks up per call."""
+    try:
+        from anyio._core._eventloop import get_async_backend
+    except ImportError:  # pragma: no cover - anyio moved it: take the public path, slower
+        import anyio.lowlevel
+
+        return anyio.lowlevel.checkpoint_if_cancelled
+    return get_async_backend(name).checkpoint_if_cancelled
+
 
 def _occupied() -> RuntimeError:
     return RuntimeError("another task is already parked here")
 
 
 class _AsyncioParker(Parker):
-    __slots__ = ("_done", "_future", "_loop")
+    __slots__ = ("_done", "_future", "_loop", "checkpoint_if_cancelled")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
+        # anyio's asyncio backend: its cancel scopes are anyio's own, so it walks them.
+        self.checkpoint_if_cancelled = _backend_checkpoint_if_cancelled("asyncio")  # type: ignore[method-assign]
         self._future: asyncio.Future[None] | None = None
         self._done: asyncio.Future[None] = loop.create_future()
         """Resolved once and shared by every ``yield_shielded``: a task awaiting a done
@@ -159,6 +184,7 @@ class _TrioParker(Parker):
         "_resumes",
         "_task",
         "_wait",
+        "checkpoint_if_cancelled",
     )
 
     def __init__(self) -> None:
@@ -182,6 +208,8 @@ class _TrioParker(Parker):
         self._wait = trio.lowlevel.wait_task_rescheduled
         self._reschedule = trio.lowlevel.reschedule
         self._checkpoint = trio.lowlevel.cancel_shielded_checkpoint
+        # anyio's trio backend calls trio's own, which is public: bind that.
+        self.checkpoint_if_cancelled = trio.lowlevel.checkpoint_if_cancelled  # type: ignore[method-assign]
 
     @property
     def occupied(self) -> bool:
