@@ -25,6 +25,7 @@ EXPECTED: dict[str, tuple[str, float]] = {
     "wake_vs_inbox": ("ns", 0.8),
     "boundary_per_input": ("ns", 1.0),
     "boundary_linearity": ("ns", 1.2),
+    "boundary_single": ("ns", 1.5),
     "runtimes_scale": ("ns", 1.3),
     "runtime_memory": ("bytes", 8_192),
     "identity_memory": ("bytes", 1_024),

@@ -14,12 +14,14 @@ touches ``LiveRuntime._core`` or the core's attributes.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import time
 import uuid
 import warnings
+import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from types import TracebackType
+from types import CoroutineType, MethodType, TracebackType
 from typing import Any, Final, Protocol
 
 import anyio
@@ -368,6 +370,33 @@ def _own_stop(exc: BaseException, state: GenerationState) -> bool:
     return own(exc)
 
 
+_NO_WRITER: Final = object()
+"""``Generation._writer`` before any writer was checked (``None`` is a writer to refuse)."""
+_CALLABLE_WRITERS: weakref.WeakKeyDictionary[object, bool] = weakref.WeakKeyDictionary()
+"""Callables already found callable as writers: reading a
+signature costs more than a whole boundary, and a loop passes the same writer to every
+generation. Weak: a writer's function is not kept alive by having been checked."""
+_CALLABLE_METHODS: weakref.WeakKeyDictionary[object, bool] = weakref.WeakKeyDictionary()
+"""The same for bound methods, by their ``__func__`` (bound, it takes one argument less)."""
+
+
+def _check_writer(writer: object) -> None:
+    """Raise ``TypeError`` unless ``writer`` can be called as ``writer(input, metadata)``."""
+    func = getattr(writer, "__func__", None)  # a bound method is made anew at each access
+    key, known = (writer, _CALLABLE_WRITERS) if func is None else (func, _CALLABLE_METHODS)
+    try:
+        if key in known:
+            return
+    except TypeError:  # unhashable or not weakly referable: checked every time
+        key = None
+    problem = _writer_problem(writer)
+    if problem is not None:
+        raise TypeError(problem)
+    if key is not None:
+        with contextlib.suppress(TypeError):
+            known[key] = True
+
+
 def _writer_problem(writer: object) -> str | None:
     """Why ``writer`` cannot be called as ``writer(input, metadata)``, or ``None``."""
     if not callable(writer):
@@ -409,7 +438,7 @@ class Generation:
         self._parker: Parker | None = None
         """Where the engine waits for input; made for the running backend on entry."""
         self._terminal: Event | None = None
-        self._writer: object = None
+        self._writer: object = _NO_WRITER
         """The last writer found callable as ``writer(input, metadata)`` (checked once)."""
 
     def _require(self) -> GenerationState:
@@ -510,10 +539,10 @@ class Generation:
         after the decision to finish, the block left while this boundary wrote).
         """
         state = self._require()
-        if writer is not self._writer and writer != self._writer:  # a bound method is a new object
-            problem = _writer_problem(writer)
-            if problem is not None:
-                raise TypeError(problem)
+        last = self._writer
+        # (``context.add_steer`` is a new bound method at each access, equal to the last one)
+        if writer is not last and not (type(writer) is MethodType and writer == last):
+            _check_writer(writer)
             self._writer = writer
         runtime = self._runtime
         core = runtime._core
@@ -544,7 +573,8 @@ class Generation:
                 }
                 try:
                     result = writer(record.input, metadata)
-                    if inspect.isawaitable(result):
+                    # an ``async def`` writer's coroutine without ``inspect.isawaitable``'s call
+                    if type(result) is CoroutineType or (result is not None and inspect.isawaitable(result)):
                         await result
                 except BaseException:
                     core.interrupt_write(state, record)
