@@ -413,7 +413,8 @@ class _Suite:
         # The engine's usual boundary: one input pending (admitted untimed just before),
         # drained by a writer that does nothing: its fixed cost, not a per-input share.
         # The first of the batch is untimed (as the submit figures' WARM_UP).
-        if self.single is None or self.single[0].statistics().identities > IDENTITY_CAP - 2 * BOUNDARY_SINGLES:
+        spent = 0 if self.single is None else self.single[0].statistics().identities
+        if self.single is None or spent > IDENTITY_CAP - 2 * BOUNDARY_SINGLES:
             self.single = await _prefilled(0)
         runtime, gen = self.single
         total = 0

@@ -78,7 +78,7 @@ from ._errors import (
     InvariantError,
     RuntimeClosedError,
 )
-from ._types import Disposition, HoldReason, Input, Receipt, RefusalReason, StopReason
+from ._types import Disposition, HoldReason, Input, Receipt, RefusalReason, StopReason, build_receipt
 from ._validate import MAX_ID_CHARS, checked_id, event_safe, input_problem
 
 __all__ = [
@@ -180,6 +180,8 @@ class Phase(enum.Enum):
     CLOSING = "closing"  # admission closed; nothing pending; terminal event not yet published
     ENDED = "ended"  # terminal event published
 
+    __hash__ = object.__hash__  # as InputState's: they key the generation tables
+
 
 class GenerationAction(enum.Enum):
     """What may happen to a generation."""
@@ -188,6 +190,8 @@ class GenerationAction(enum.Enum):
     STOP = "stop"  # ``stop()``: a stop or an exhausted budget (C17)
     CLOSE = "close"  # the runtime closed (C17)
     END = "end"  # its block was left: the terminal event (C19)
+
+    __hash__ = object.__hash__  # as InputState's: they key the generation tables
 
 
 #: The only legal moves of a generation. Closing a generation whose admission is
@@ -222,6 +226,8 @@ class Ending(enum.Enum):
     CANCELLED = "generation.cancelled"
     FAILED = "generation.failed"
 
+    __hash__ = object.__hash__  # as InputState's: they key the generation tables
+
 
 class Exit(enum.Enum):
     """How the engine left a generation's block; the shell tells, ``ENDINGS`` decides."""
@@ -236,6 +242,8 @@ class Exit(enum.Enum):
     """Left by the backend's cancellation (also a group of nothing else)."""
     RAISED = "raised"
     """Left by any other exception."""
+
+    __hash__ = object.__hash__  # as InputState's: they key the generation tables
 
 
 class Standing(enum.Enum):
@@ -253,6 +261,8 @@ class Standing(enum.Enum):
     """``stop(HoldReason.BUDGET_EXHAUSTED)`` closed admission."""
     RUNTIME_CLOSED = "runtime-closed"
     """The runtime's close closed admission."""
+
+    __hash__ = object.__hash__  # as InputState's: they key the generation tables
 
 
 def _endings() -> dict[tuple[Exit, Standing], tuple[Ending, HoldReason | None]]:
@@ -308,6 +318,8 @@ class CheckpointDecision(enum.Enum):
     STOP_BUDGET = "stop-budget"
     """Input is pending but no model call may be made: stopped ``budget-exhausted``,
     decided before any ``generation.continued`` (C17)."""
+
+    __hash__ = object.__hash__  # as InputState's: they key the generation tables
 
 
 #: The check after the checkpoint (C16, C17): (input pending, a model call may still be
@@ -380,7 +392,7 @@ class InputRecord:
         """The current receipt of this input. O(1); one ``Receipt`` per state, however often asked."""
         receipt = self._receipt
         if receipt is None:
-            receipt = Receipt(
+            receipt = build_receipt(
                 True, self.input.id, self.generation_id, _DISPOSITION_OF[self.state], self.reason
             )
             self._receipt = receipt

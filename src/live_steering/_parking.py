@@ -96,15 +96,24 @@ class Parker:
         raise NotImplementedError
 
 
+_checkpoints_if_cancelled: dict[str, Callable[[], Awaitable[None]]] = {}
+"""Each backend's, looked up once per process: a generation is entered per agent run."""
+
+
 def _backend_checkpoint_if_cancelled(name: str) -> Callable[[], Awaitable[None]]:
     """The backend's own ``checkpoint_if_cancelled``, the one ``anyio.lowlevel`` looks up per call."""
-    try:
-        from anyio._core._eventloop import get_async_backend
-    except ImportError:  # pragma: no cover - anyio moved it: take the public path, slower
-        import anyio.lowlevel
+    found = _checkpoints_if_cancelled.get(name)
+    if found is None:
+        try:
+            from anyio._core._eventloop import get_async_backend
+        except ImportError:  # pragma: no cover - anyio moved it: take the public path, slower
+            import anyio.lowlevel
 
-        return anyio.lowlevel.checkpoint_if_cancelled
-    return get_async_backend(name).checkpoint_if_cancelled
+            found = anyio.lowlevel.checkpoint_if_cancelled
+        else:
+            found = get_async_backend(name).checkpoint_if_cancelled
+        _checkpoints_if_cancelled[name] = found
+    return found
 
 
 def _occupied() -> RuntimeError:

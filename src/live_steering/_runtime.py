@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import os
 import time
 import uuid
 import warnings
@@ -299,7 +300,9 @@ class LiveRuntime:
         used before in this runtime.
         """
         if generation_id is None:
-            generation_id = f"gen-{uuid.uuid4().hex}"
+            # 128 random bits, as a uuid4's hex but without building a UUID (an agent run
+            # opens a generation); valid by construction, and the core checks it on entry.
+            return Generation(self, f"gen-{os.urandom(16).hex()}")
         return Generation(self, self._core.check_generation_id(generation_id))
 
     def _check(self) -> None:
