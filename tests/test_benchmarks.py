@@ -70,7 +70,7 @@ def tiny_run() -> tuple[list[dict[str, Any]], dict[str, dict[str, float]]]:
 def test_every_figure_on_every_backend(
     tiny_run: tuple[list[dict[str, Any]], dict[str, dict[str, float]]],
 ) -> None:
-    """The eleven core figures are reported once on asyncio and once on trio; the acp one and each
+    """Every core figure is reported once on asyncio and once on trio; the acp one and each
     integration figure on asyncio; hook_command once."""
     figures, _ = tiny_run
     assert sorted((f["name"], f["backend"]) for f in figures) == sorted(

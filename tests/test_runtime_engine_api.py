@@ -405,3 +405,44 @@ async def test_a_boundary_in_a_cancelled_scope_takes_no_input() -> None:
         assert gen.pending == 1
         gen.stop()
     assert notes.steers == []
+
+
+async def test_a_boundary_in_a_shielded_scope_inside_a_cancelled_one_writes() -> None:
+    """A shield ends the cancellation check's walk, as anyio's own check does: the input is applied."""
+    runtime = LiveRuntime()
+    notes = Notes()
+    async with runtime.open_generation("g1") as gen:
+        with anyio.CancelScope() as outer:
+            outer.cancel()
+            with anyio.CancelScope(shield=True):
+                runtime.submit_steering_nowait(steer("a"), "g1")
+                assert len(await gen.boundary(notes.add_steer)) == 1
+                runtime.submit_steering_nowait(steer("b"), "g1")
+            await gen.boundary(notes.add_steer)  # outside the shield: cancelled before taking "b"
+        assert outer.cancelled_caught
+        assert gen.pending == 1
+        gen.stop()
+    assert notes.steers == ["a"]
+
+
+async def test_the_cancellation_check_follows_the_task_that_runs_the_boundary() -> None:
+    """A boundary run by another task than the last one checks that task's scopes, not a cached one."""
+    runtime = LiveRuntime()
+    notes = Notes()
+    async with runtime.open_generation("g1") as gen:
+        runtime.submit_steering_nowait(steer("a"), "g1")
+        await gen.boundary(notes.add_steer)  # this task's scopes are read (and kept)
+        runtime.submit_steering_nowait(steer("b"), "g1")
+
+        async def cancelled_boundary() -> None:
+            with anyio.CancelScope() as scope:
+                scope.cancel()
+                await gen.boundary(notes.add_steer)
+            assert scope.cancelled_caught
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(cancelled_boundary)
+        assert gen.pending == 1
+        await gen.boundary(notes.add_steer)  # and back in the first task: not cancelled
+        assert not gen.continue_after_checkpoint()
+    assert notes.steers == ["a", "b"]

@@ -781,11 +781,16 @@ class SteeringCore:
             raise GenerationClosedError(f"generation {gen.id!r} has ended; cannot {doing}")
 
     def begin_boundary(self, gen: GenerationState) -> None:
-        """Start a boundary: the caller will drain with ``next_write`` until it returns None."""
-        self._require_current(gen, "run a boundary")
-        if gen.phase is not Phase.OPEN:
-            raise self.boundary_refusal(gen)
-        if gen.boundary_active:
+        """Start a boundary: the caller will drain with ``next_write`` until it returns None.
+
+        One test on the path of every boundary (an open generation is neither ended nor
+        closing; ``OPEN`` is the module's name, not a read off the class); the reason
+        for a refusal is found only when there is one.
+        """
+        if gen.phase is not OPEN or self.current is not gen or gen.boundary_active:
+            self._require_current(gen, "run a boundary")
+            if gen.phase is not OPEN:
+                raise self.boundary_refusal(gen)
             raise GenerationStateError(f"a boundary of generation {gen.id!r} is already running")
         gen.boundary_active = True
 
@@ -842,7 +847,10 @@ class SteeringCore:
 
     def confirm_write(self, gen: GenerationState, record: InputRecord) -> Receipt:
         """The writer returned: the input is applied (C14)."""
-        self._take_writing(gen, record)
+        if gen.writing is record:  # ``_take_writing``, whose checks run only when it is not
+            gen.writing = None
+        else:
+            self._take_writing(gen, record)  # raises
         self._move(record, _CONFIRM)  # publishes an owed acceptance first
         gen.applied_ids.append(record.input.id)
         # The two events of C14, with one clock reading: this runs once per input written.

@@ -541,7 +541,9 @@ class Generation:
         ``GenerationStateError`` for a misuse (two boundaries at once, a boundary
         after the decision to finish, the block left while this boundary wrote).
         """
-        state = self._require()
+        state = self._state
+        if state is None:
+            state = self._require()  # raises
         last = self._writer
         # (``context.add_steer`` is a new bound method at each access, equal to the last one)
         if writer is not last and not (type(writer) is MethodType and writer == last):
