@@ -137,7 +137,7 @@ class Turn:
         """The request boundary: write pending steers in admission order, then publish them applied.
 
         ``writer(input, metadata)`` appends one steer to the author's context; see
-        ``Generation.boundary``. Raises the stop signal (``GenerationClosedError``)
+        ``Generation.boundary``. Raises the stop signal (``GenerationStopped``)
         once the turn was cancelled or ran out of requests; ``run_turn`` need not
         catch it: the library ends the turn with the right stop reason.
         """
