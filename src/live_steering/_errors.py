@@ -52,6 +52,9 @@ class GenerationStopped(LiveSteeringError):
     ``reason`` is the ``StopReason`` value it was stopped with (a ``str``).
     """
 
+    _origin: object = None
+    """The generation it was raised for (set by the core): only its block absorbs it."""
+
     def __init__(self, generation_id: str, reason: str) -> None:
         super().__init__(f"generation {generation_id!r} was stopped ({reason})")
         self.generation_id = generation_id
