@@ -410,7 +410,7 @@ class Fleet(abc.ABC):
         if not self._open:
             raise FleetError("own needs an open fleet")
         stats = runtime.statistics()
-        if runtime.closed or stats.accepted or stats.refused or runtime.generation is not None:
+        if runtime.closed or stats.accepted or stats.refused or stats.generations_started:
             raise ValueError("own takes a new runtime (nothing submitted, no generation yet)")
         if runtime.write_barrier is not None:
             raise ValueError("this runtime already has a write barrier (attached to a journal?)")

@@ -112,6 +112,8 @@ class Owner:
         self._done = anyio.Event()
         self.failure: FleetError | None = None
         self._commits = 0
+        self._in_commit = False
+        self._committed = anyio.Event()
         self._decisions = 0
         self._largest = 0
         self._detach_listener = runtime.add_listener(self._on_event)
@@ -226,9 +228,17 @@ class Owner:
             )
 
     async def flush(self) -> None:
-        """Wait until every change queued so far is durable."""
+        """Wait for a commit that began after this call: everything queued so far is durable,
+        the running generation is published, and the requests stored so far are decided."""
         self.runtime.receipt("")  # a public read publishes an acceptance the runtime still owes
-        await self._wait(self._number)
+        self._raise_if_failed()
+        target = self._commits + (2 if self._in_commit else 1)
+        self.request()
+        while self._commits < target:
+            if self._done.is_set():
+                raise FleetError(f"the owner of session {self.session_id!r} is closed")
+            await self._committed.wait()
+            self._raise_if_failed()
 
     # -- requests --------------------------------------------------------------------------
 
@@ -273,8 +283,18 @@ class Owner:
                 await self._commit_next()
         finally:
             self._done.set()
+            self._committed.set()
 
     async def _commit_next(self) -> None:
+        self._in_commit = True
+        try:
+            await self._commit_once()
+        finally:
+            self._in_commit = False
+            self._committed.set()
+            self._committed = anyio.Event()
+
+    async def _commit_once(self) -> None:
         conn = self.conn
         with anyio.CancelScope(shield=True):
             try:

@@ -1,0 +1,119 @@
+"""A fleet node in a process of its own: the subject of the fleet's cross-process tests and demo.
+
+``python -m live_steering.testing._fleet_node ROLE (--store PATH | --dsn DSN) --session S ...``
+
+* ``owner``: owns session S (``--wait`` seconds for a live owner to go), runs generation
+  ``--generation`` of a tiny loop that writes every steer into an in-memory context, and
+  prints one JSON object per line, flushed at once: ``{"type": "owning", "epoch"}`` once the
+  lease is taken, ``{"type": "context.write", "input_id"}`` right before an input is handed
+  to the writer (from then on it *may be in a context*), ``{"type": "applied", "input_id"}``
+  after. ``--hang-writer`` makes the writer print its line, then hang (kill me there).
+  It runs until its stdin closes, then leaves cleanly.
+* ``submit``: ``--tasks N`` concurrent submits of ``--id`` with ``--text`` (``--distinct``:
+  each task its own text) anchored to ``--generation``; prints ``{"type": "receipts",
+  "receipts": [...]}``.
+
+Testing aid only. ``--backend`` picks ``asyncio`` (default) or ``trio``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import anyio
+
+from .._runtime import LiveRuntime
+from .._types import Input, Receipt
+from ..fleet import Fleet, SQLiteFleet
+
+
+def _say(**fields: Any) -> None:
+    sys.stdout.write(json.dumps(fields) + "\n")
+    sys.stdout.flush()
+
+
+def _fleet(args: argparse.Namespace) -> Fleet:
+    options: dict[str, Any] = {"node_id": args.node, "ttl": args.ttl, "timeout": args.timeout}
+    if args.dsn is not None:
+        from ..fleet import PostgresFleet
+
+        return PostgresFleet(args.dsn, **options)
+    return SQLiteFleet(args.store, **options)
+
+
+async def _stdin_closed() -> None:
+    await anyio.to_thread.run_sync(sys.stdin.read, abandon_on_cancel=True)
+
+
+async def _owner(args: argparse.Namespace) -> None:
+    async with _fleet(args) as fleet:
+        runtime = LiveRuntime(session_id=args.session)
+        async with fleet.own(runtime, wait=args.wait):
+            owner = fleet.owner(args.session)
+            assert owner is not None
+            _say(type="owning", epoch=owner.epoch, node=fleet.node_id)
+            context: list[str] = []
+
+            async def writer(input: Input, metadata: Mapping[str, Any]) -> None:
+                _say(type="context.write", input_id=input.id)
+                if args.hang_writer:
+                    await anyio.sleep_forever()
+                context.append(input.text)
+
+            async with anyio.create_task_group() as tg, runtime.open_generation(args.generation) as gen:
+
+                async def stop_when_told() -> None:
+                    await _stdin_closed()
+                    gen.stop()
+
+                tg.start_soon(stop_when_told)
+                while await gen.wait_for_input():
+                    for receipt in await gen.boundary(writer):
+                        _say(type="applied", input_id=receipt.input_id)
+                tg.cancel_scope.cancel()
+    _say(type="done")
+
+
+async def _submit(args: argparse.Namespace) -> None:
+    async with _fleet(args) as fleet:
+        receipts: list[Receipt | None] = [None] * args.tasks
+
+        async def one(n: int) -> None:
+            text = f"{args.text} #{n} of {args.node}" if args.distinct else args.text
+            receipts[n] = await fleet.submit(args.session, Input("steer", text, id=args.id), args.generation)
+
+        async with anyio.create_task_group() as tg:
+            for n in range(args.tasks):
+                tg.start_soon(one, n)
+    _say(type="receipts", receipts=[r.to_dict() for r in receipts if r is not None])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m live_steering.testing._fleet_node")
+    parser.add_argument("role", choices=["owner", "submit"])
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--store")
+    where.add_argument("--dsn")
+    parser.add_argument("--session", required=True)
+    parser.add_argument("--generation", default="g1")
+    parser.add_argument("--node", default=None)
+    parser.add_argument("--ttl", type=float, default=10.0)
+    parser.add_argument("--timeout", type=float, default=10.0)
+    parser.add_argument("--wait", type=float, default=None)
+    parser.add_argument("--hang-writer", action="store_true")
+    parser.add_argument("--id", default="m-1")
+    parser.add_argument("--text", default="steer")
+    parser.add_argument("--tasks", type=int, default=1)
+    parser.add_argument("--distinct", action="store_true")
+    parser.add_argument("--backend", choices=["asyncio", "trio"], default="asyncio")
+    args = parser.parse_args(argv)
+    anyio.run(_owner if args.role == "owner" else _submit, args, backend=args.backend)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
