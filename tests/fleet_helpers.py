@@ -69,6 +69,15 @@ class Child:
                 if type_ is None or line["type"] == type_:
                     return line
 
+    async def drain(self) -> None:
+        """Read what is left of the output (after the child ended)."""
+        with anyio.fail_after(20):
+            try:
+                while True:
+                    self.lines.append(json.loads(await self._stdout.receive_until(b"\n", 1 << 20)))
+            except (anyio.EndOfStream, anyio.IncompleteRead):
+                return
+
     async def close_stdin(self) -> None:
         assert self.process.stdin is not None
         await self.process.stdin.aclose()

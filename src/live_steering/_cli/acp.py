@@ -16,6 +16,7 @@ from .._extras import install_hint
 
 __all__ = ["register", "run"]
 
+
 def _positive_float(value: str) -> float:
     number = float(value)
     if not math.isfinite(number) or number < 0:

@@ -39,7 +39,15 @@ from .._types import Disposition, Input, Receipt, plain_str, utf8_encodable
 from ..journal import JournalEntry
 from ..journal._store import digest
 from ._owner import Owner, OwnerStatistics
-from ._store import UNREACHABLE, FleetError, Lease, LeaseHeldError, StoreConnection, receipt_from_wire
+from ._store import (
+    UNREACHABLE,
+    FleetError,
+    Lease,
+    LeaseHeldError,
+    StoreConnection,
+    Submission,
+    receipt_from_wire,
+)
 
 _log = logging.getLogger("live_steering.fleet")
 
@@ -49,6 +57,18 @@ DEFAULT_TTL: Final = 10.0
 DEFAULT_TIMEOUT: Final = 10.0
 DEFAULT_POLL: Final = 1.0
 _EARLY_REPLIES: Final = 4_096
+
+
+@attrs.define(eq=False)
+class _Queued:
+    """A submit waiting for the node's next group insert."""
+
+    submission: Submission
+    done: anyio.Event = attrs.Factory(anyio.Event)
+    result: Receipt | int | None = None
+    error: FleetError | None = None
+    abandoned: bool = False
+    """Its submitter was cancelled during the insert: the inserter withdraws it."""
 
 
 @attrs.define(eq=False)
@@ -112,6 +132,8 @@ class Fleet(abc.ABC):
         self._owners: dict[str, Owner] = {}
         self._replies: dict[int, _Waiter] = {}
         self._early: collections.OrderedDict[int, Receipt] = collections.OrderedDict()
+        self._inserts: list[_Queued] = []
+        self._insert_wakeup: anyio.Event | None = None
         self._open = False
         self._submitted = 0
         self._without_owner = 0
@@ -148,6 +170,7 @@ class Fleet(abc.ABC):
         await self._task_group.__aenter__()
         try:
             await self._task_group.start(self._listen_task)
+            self._task_group.start_soon(self._inserter)
         except BaseException:
             self._task_group.cancel_scope.cancel()
             await self._task_group.__aexit__(None, None, None)
@@ -212,20 +235,21 @@ class Fleet(abc.ABC):
             if owner is not None:
                 owner.request()
         elif payload.startswith("r"):
-            number, _, wire = payload[1:].partition(" ")
-            try:
-                request_no, receipt = int(number), receipt_from_wire(wire)
-            except (ValueError, KeyError, TypeError):
-                _log.warning("fleet node %r: ignored a malformed wake-up %r", self.node_id, payload[:80])
-                return
-            waiter = self._replies.get(request_no)
-            if waiter is not None:
-                waiter.receipt = receipt
-                waiter.event.set()
-            else:  # the reply beat its requester back from the insert
-                self._early[request_no] = receipt
-                while len(self._early) > _EARLY_REPLIES:
-                    self._early.popitem(last=False)
+            for line in payload[1:].split("\n"):
+                number, _, wire = line.partition(" ")
+                try:
+                    request_no, receipt = int(number), receipt_from_wire(wire)
+                except (ValueError, KeyError, TypeError):
+                    _log.warning("fleet node %r: ignored a malformed wake-up %r", self.node_id, line[:80])
+                    continue
+                waiter = self._replies.get(request_no)
+                if waiter is not None:
+                    waiter.receipt = receipt
+                    waiter.event.set()
+                else:  # the reply beat its requester back from the insert
+                    self._early[request_no] = receipt
+                    while len(self._early) > _EARLY_REPLIES:
+                        self._early.popitem(last=False)
 
     def _sweep(self) -> None:
         """Wake-ups may have been lost (the listener reconnected): re-read everything waited for."""
@@ -302,9 +326,7 @@ class Fleet(abc.ABC):
             await anyio.lowlevel.checkpoint()
             return Receipt(False, input.id, generation_id, None, "invalid-input")
         store = self._store()
-        started = await self._call(
-            store.submit, session_id, self.node_id, input, digest(input), generation_id
-        )
+        started = await self._insert(Submission(session_id, input, digest(input), generation_id))
         if isinstance(started, Receipt):
             self._without_owner += 1
             return started
@@ -340,6 +362,54 @@ class Fleet(abc.ABC):
             raise
         finally:
             self._replies.pop(request_no, None)
+
+    async def _insert(self, submission: Submission) -> Receipt | int:
+        """Store one request in the node's next group insert (one transaction for all waiting)."""
+        if not self._open:
+            raise FleetError("the fleet is not open ('async with SQLiteFleet(...) as fleet')")
+        queued = _Queued(submission)
+        self._inserts.append(queued)
+        if self._insert_wakeup is not None:
+            self._insert_wakeup.set()
+        try:
+            await queued.done.wait()
+        except BaseException:
+            if queued in self._inserts:
+                self._inserts.remove(queued)  # never stored
+            else:
+                queued.abandoned = True
+            raise
+        if queued.error is not None:
+            raise queued.error
+        assert queued.result is not None
+        return queued.result
+
+    async def _inserter(self) -> None:
+        store = self._store()
+        while True:
+            if not self._inserts:
+                self._insert_wakeup = anyio.Event()
+                await self._insert_wakeup.wait()
+                self._insert_wakeup = None
+                continue
+            batch, self._inserts = self._inserts, []
+            with anyio.CancelScope(shield=True):
+                try:
+                    results = await self._call(store.submit, self.node_id, [q.submission for q in batch])
+                except FleetError as exc:
+                    for queued in batch:
+                        queued.error = exc
+                        queued.done.set()
+                    continue
+                abandoned: list[int] = []
+                for queued, result in zip(batch, results, strict=True):
+                    queued.result = result
+                    queued.done.set()
+                    if queued.abandoned and isinstance(result, int):
+                        abandoned.append(result)
+                for request_no in abandoned:  # a cancelled submit is never decided later
+                    with contextlib.suppress(FleetError):
+                        await self._call(store.withdraw, request_no)
 
     async def receipt(self, session_id: str, input_id: str) -> Receipt | None:
         """The stored receipt of an accepted input, from any node, also after its owner died."""

@@ -60,6 +60,10 @@ class PostgresConnection(StoreConnection):
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         return self._conn.execute(_pg(sql), params)
 
+    def execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        with self._conn.cursor() as cursor:
+            cursor.executemany(_pg(sql), rows)
+
     def begin(self) -> None:
         self._conn.execute("BEGIN")
 

@@ -76,6 +76,16 @@ class Request:
 
 
 @attrs.frozen
+class Submission:
+    """One host's request, as a node stores it."""
+
+    session_id: str
+    input: Input
+    digest: str
+    anchor: str
+
+
+@attrs.frozen
 class Decision:
     """What the owner's core answered to one request."""
 
@@ -116,6 +126,27 @@ def receipt_from_wire(text: str) -> Receipt:
         None if disposition is None else Disposition(disposition),
         wire.get("reason"),
     )
+
+
+#: A wake-up's payload stays under PostgreSQL's NOTIFY limit (8,000 bytes) and one datagram.
+MAX_PAYLOAD: Final = 7_000
+
+
+def _chunks(lines: Sequence[str]) -> list[str]:
+    """Join reply lines ("NO RECEIPT-JSON") into payloads of at most ``MAX_PAYLOAD`` UTF-8 bytes."""
+    chunks: list[str] = []
+    current: list[str] = []
+    size = 0
+    for line in lines:
+        length = len(line.encode("utf-8", "surrogatepass")) + 1
+        if current and size + length > MAX_PAYLOAD:
+            chunks.append("\n".join(current))
+            current, size = [], 0
+        current.append(line)
+        size += length
+    if current:
+        chunks.append("\n".join(current))
+    return chunks
 
 
 def _receipt(accepted: Any, input_id: str, generation_id: str, disposition: Any, reason: Any) -> Receipt:
@@ -244,6 +275,10 @@ class StoreConnection(abc.ABC):
     @abc.abstractmethod
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         """Run one statement written with ``?`` placeholders; a DB-API cursor."""
+
+    @abc.abstractmethod
+    def execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Run one statement once per row of parameters."""
 
     @abc.abstractmethod
     def begin(self) -> None:
@@ -547,20 +582,29 @@ class StoreConnection(abc.ABC):
             for c in changes:
                 self._write_change(session_id, epoch, c)
             now = self.now()
-            for d in decisions:
-                r = d.receipt
-                self.execute(
+            if decisions:
+                self.execute_many(
                     "UPDATE ls_requests SET state = 'decided', text = NULL, accepted = ?, disposition = ?, "
                     "reason = ?, settled_at = ? WHERE request_no = ? AND state = 'pending'",
-                    (
-                        r.accepted,
-                        None if r.disposition is None else r.disposition.value,
-                        r.reason,
-                        now,
-                        d.request.request_no,
-                    ),
+                    [
+                        (
+                            d.receipt.accepted,
+                            None if d.receipt.disposition is None else d.receipt.disposition.value,
+                            d.receipt.reason,
+                            now,
+                            d.request.request_no,
+                        )
+                        for d in decisions
+                    ],
                 )
-                self.notify(d.request.node_id, f"r{d.request.request_no} {receipt_to_wire(r)}")
+                replies: dict[str, list[str]] = {}
+                for d in decisions:
+                    replies.setdefault(d.request.node_id, []).append(
+                        f"{d.request.request_no} {receipt_to_wire(d.receipt)}"
+                    )
+                for node, lines in replies.items():
+                    for chunk in _chunks(lines):
+                        self.notify(node, "r" + chunk)
             if generation_id is not None:
                 self.execute(
                     "UPDATE ls_leases SET generation_id = ? WHERE session_id = ? AND epoch = ?",
@@ -622,41 +666,53 @@ class StoreConnection(abc.ABC):
 
     # -- requesters ----------------------------------------------------------------------------
 
-    def submit(self, session_id: str, node_id: str, input: Input, digest: str, anchor: str) -> Receipt | int:
-        """Store a request for the live owner (its number), or answer at once when there is none.
+    def submit(self, node_id: str, items: Sequence[Submission]) -> list[Receipt | int]:
+        """Store requests for their sessions' live owners (their numbers), in one transaction.
 
-        With no live owner: a repeat of a stored input gets its stored receipt, other
-        content under a stored id is ``identity-conflict``, anything new ``stale-generation``
-        (no generation runs).
+        A session with no live owner is answered at once: a repeat of a stored input gets
+        its stored receipt, other content under a stored id is ``identity-conflict``,
+        anything new ``stale-generation`` (no generation runs). Each owner is woken once.
         """
+        results: list[Receipt | int] = []
         self.begin()
         try:
-            lease = self._lease_row(session_id, lock=False)
             now = self.now()
-            if lease is None or lease[0] is None or lease[2] < now:
-                row = self.execute(
-                    "SELECT digest, generation_id, disposition, reason FROM ls_receipts "
-                    "WHERE session_id = ? AND input_id = ? ORDER BY epoch DESC LIMIT 1",
-                    (session_id, input.id),
-                ).fetchone()
-                self.commit()
-                if row is None:
-                    return Receipt(False, input.id, anchor, None, "stale-generation")
-                if row[0] == digest and row[1] == anchor:
-                    return _receipt(True, input.id, anchor, row[2], row[3])
-                return Receipt(False, input.id, anchor, None, "identity-conflict")
-            number = self.execute(
-                "INSERT INTO ls_requests (session_id, input_id, kind, text, digest, anchor, node_id, state, "
-                "created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?) RETURNING request_no",
-                (session_id, input.id, input.kind, input.text, digest, anchor, node_id, now),
-            ).fetchone()[0]
-            self.notify(lease[0], f"w{session_id}")
+            owners: dict[str, str | None] = {}
+            for item in items:
+                session_id, input, anchor = item.session_id, item.input, item.anchor
+                if session_id not in owners:
+                    lease = self._lease_row(session_id, lock=False)
+                    live = lease is not None and lease[0] is not None and lease[2] >= now
+                    owners[session_id] = lease[0] if live else None
+                    if live:
+                        self.notify(lease[0], f"w{session_id}")
+                if owners[session_id] is None:
+                    results.append(self._answer_without_owner(item))
+                    continue
+                number = self.execute(
+                    "INSERT INTO ls_requests (session_id, input_id, kind, text, digest, anchor, node_id, "
+                    "state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?) RETURNING request_no",
+                    (session_id, input.id, input.kind, input.text, item.digest, anchor, node_id, now),
+                ).fetchone()[0]
+                results.append(int(number))
             self.commit()
         except BaseException:
             self.rollback()
             raise
-        return int(number)
+        return results
+
+    def _answer_without_owner(self, item: Submission) -> Receipt:
+        input, anchor = item.input, item.anchor
+        row = self.execute(
+            "SELECT digest, generation_id, disposition, reason FROM ls_receipts "
+            "WHERE session_id = ? AND input_id = ? ORDER BY epoch DESC LIMIT 1",
+            (item.session_id, input.id),
+        ).fetchone()
+        if row is None:
+            return Receipt(False, input.id, anchor, None, "stale-generation")
+        if row[0] == item.digest and row[1] == anchor:
+            return _receipt(True, input.id, anchor, row[2], row[3])
+        return Receipt(False, input.id, anchor, None, "identity-conflict")
 
     def withdraw(self, request_no: int) -> Receipt | None:
         """Withdraw a pending request (None: it will never be decided), or its decided receipt."""

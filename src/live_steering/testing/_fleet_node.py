@@ -9,9 +9,9 @@
   to the writer (from then on it *may be in a context*), ``{"type": "applied", "input_id"}``
   after. ``--hang-writer`` makes the writer print its line, then hang (kill me there).
   It runs until its stdin closes, then leaves cleanly.
-* ``submit``: ``--tasks N`` concurrent submits of ``--id`` with ``--text`` (``--distinct``:
-  each task its own text) anchored to ``--generation``; prints ``{"type": "receipts",
-  "receipts": [...]}``.
+* ``submit``: ``--tasks N`` concurrent submits of ``--id`` with ``--text`` anchored to
+  ``--generation`` and, with ``--distinct-id D``, N more of id D, each with a text of its
+  own, all at once; prints ``{"type": "receipts", "receipts": [...], "distinct": [...]}``.
 
 Testing aid only. ``--backend`` picks ``asyncio`` (default) or ``trio``.
 """
@@ -79,17 +79,20 @@ async def _owner(args: argparse.Namespace) -> None:
 
 
 async def _submit(args: argparse.Namespace) -> None:
+    same: list[Receipt] = []
+    distinct: list[Receipt] = []
     async with _fleet(args) as fleet:
-        receipts: list[Receipt | None] = [None] * args.tasks
 
-        async def one(n: int) -> None:
-            text = f"{args.text} #{n} of {args.node}" if args.distinct else args.text
-            receipts[n] = await fleet.submit(args.session, Input("steer", text, id=args.id), args.generation)
+        async def one(input: Input, into: list[Receipt]) -> None:
+            into.append(await fleet.submit(args.session, input, args.generation))
 
         async with anyio.create_task_group() as tg:
             for n in range(args.tasks):
-                tg.start_soon(one, n)
-    _say(type="receipts", receipts=[r.to_dict() for r in receipts if r is not None])
+                tg.start_soon(one, Input("steer", args.text, id=args.id), same)
+                if args.distinct_id is not None:
+                    text = f"{args.text} #{n} of {fleet.node_id}"
+                    tg.start_soon(one, Input("steer", text, id=args.distinct_id), distinct)
+    _say(type="receipts", receipts=[r.to_dict() for r in same], distinct=[r.to_dict() for r in distinct])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--id", default="m-1")
     parser.add_argument("--text", default="steer")
     parser.add_argument("--tasks", type=int, default=1)
-    parser.add_argument("--distinct", action="store_true")
+    parser.add_argument("--distinct-id", default=None)
     parser.add_argument("--backend", choices=["asyncio", "trio"], default="asyncio")
     args = parser.parse_args(argv)
     anyio.run(_owner if args.role == "owner" else _submit, args, backend=args.backend)
