@@ -112,8 +112,8 @@ async def test_zombie_owner_writes_nothing_after_takeover(
             assert x.reason == "stale-generation"
             zombie.signal(signal.SIGSTOP)
             with anyio.fail_after(5):
-                while (lease := await host.lease(session)) is not None and lease.live:
-                    await anyio.sleep(0.05)  # noqa: ASYNC110 - waiting out a lease on the store clock
+                while (lease := await host.lease(session)) is not None and lease.live:  # noqa: ASYNC110 - a lease expiring on the store clock
+                    await anyio.sleep(0.05)
             async with (
                 fleet_store.fleet("w2") as taker,
                 taker.own(LiveRuntime(session_id=session)) as runtime,
