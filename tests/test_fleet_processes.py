@@ -37,7 +37,9 @@ async def _changes_of_epoch(store: FleetStore, session: str, epoch: int) -> int:
 async def test_owner_killed_is_taken_over_and_finalised(fleet_store: FleetStore, anyio_backend: str) -> None:
     """kill -9 of an owner mid-write: the taker finalises marked -> unknown, unwritten -> held (C23)."""
     session = new_session()
-    owner = await spawn(fleet_store, "owner", session, "--hang-writer", "--node", "w1", backend=anyio_backend)
+    owner = await spawn(
+        fleet_store, "owner", session, "--hang-after", "0", "--node", "w1", backend=anyio_backend
+    )
     try:
         await owner.next("owning")
         async with fleet_store.fleet("host") as host:

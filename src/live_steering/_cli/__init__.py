@@ -13,10 +13,10 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import cast
 
-from . import acp, demo, receipts
+from . import acp, demo, receipts, steer
 
 #: Modules that register a subcommand, in the order ``--help`` lists them.
-_SUBCOMMANDS = (demo, receipts, acp)
+_SUBCOMMANDS = (demo, receipts, steer, acp)
 
 
 def build_parser() -> argparse.ArgumentParser:

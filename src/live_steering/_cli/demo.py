@@ -54,6 +54,11 @@ def register(subparsers: Any) -> None:
         metavar="N",
         help="instead of the cases, submit N steers over many generations (a long run, for crash tests)",
     )
+    parser.add_argument(
+        "--fleet",
+        action="store_true",
+        help="run an owner and a host in two processes on a temporary SQLite fleet store, with a takeover",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -65,6 +70,15 @@ def _positive(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.fleet:
+        from ._demo_fleet import FleetDemoError, run_fleet_demo
+
+        try:
+            anyio.run(run_fleet_demo, sys.stdout, args.backend, backend=args.backend)
+        except FleetDemoError as error:
+            print(f"demo: {error}", file=sys.stderr)
+            return 1
+        return 0
     try:
         anyio.run(
             functools.partial(

@@ -1,18 +1,24 @@
-"""``live-steering receipts PATH``: print the receipts a journal holds.
+"""``live-steering receipts PATH`` (or ``--dsn DSN``): print the receipts a journal or fleet store holds.
 
 Read-only: it takes no lock and runs no recovery, so it is safe beside a live
 writer. Inputs a dead process left ``queued`` are shown as they are stored until
-a ``ReceiptJournal`` opens the file and recovers it (CONTRACT.md C23).
+a ``ReceiptJournal`` opens the file and recovers it (CONTRACT.md C23), or, in a
+fleet store, until a node takes over or recovers the session. PATH may be a
+receipt journal or a SQLite fleet store (told apart by their tables); ``--dsn``
+reads a PostgreSQL fleet store. For a fleet store, RUNTIME is ``session#epoch``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import sys
+from pathlib import Path
 from typing import Any
 
 from .._types import Disposition
+from ..fleet._store import read_sqlite_receipts
 from ..journal import JournalEntry, JournalError, read_receipts
 from ..journal._store import iso
 
@@ -27,7 +33,9 @@ def register(subparsers: Any) -> None:
         help="print the receipts stored in a receipt journal",
         description="Print the receipts stored in a receipt journal (read-only; no recovery).",
     )
-    parser.add_argument("path", metavar="PATH", help="the journal file")
+    parser.add_argument("path", metavar="PATH", nargs="?", help="a journal file or a SQLite fleet store")
+    parser.add_argument("--dsn", metavar="DSN", help="read a PostgreSQL fleet store instead of PATH")
+    parser.add_argument("--session", metavar="S", help="fleet stores: only session S")
     parser.add_argument("--generation", metavar="G", help="only inputs anchored to generation G")
     parser.add_argument(
         "--disposition",
@@ -68,10 +76,43 @@ def _table(entries: list[JournalEntry]) -> str:
     )
 
 
+def _read(args: argparse.Namespace) -> list[JournalEntry]:
+    """Journal or fleet store, whichever PATH (or ``--dsn``) is."""
+    if args.dsn is not None:
+        from ..fleet._postgres import PostgresConnection
+
+        conn = PostgresConnection(args.dsn)
+        try:
+            entries = conn.entries(session_id=args.session)
+        finally:
+            conn.close()
+    else:
+        if not Path(args.path).is_file():
+            raise FileNotFoundError(f"no receipt journal or fleet store at {args.path!r}")
+        fleet_entries = read_sqlite_receipts(args.path, session_id=args.session)
+        if fleet_entries is None:
+            return read_receipts(args.path, generation_id=args.generation, disposition=args.disposition)
+        entries = fleet_entries
+    return [
+        e
+        for e in entries
+        if (args.generation is None or e.generation_id == args.generation)
+        and (args.disposition is None or e.disposition.value == args.disposition)
+    ]
+
+
 def run(args: argparse.Namespace) -> int:
+    if (args.path is None) == (args.dsn is None):
+        print("live-steering receipts: give a PATH or --dsn DSN (one of them)", file=sys.stderr)
+        return 2
     try:
-        entries = read_receipts(args.path, generation_id=args.generation, disposition=args.disposition)
-    except (FileNotFoundError, JournalError) as exc:
+        entries = _read(args)
+    except (FileNotFoundError, JournalError, sqlite3.Error, ImportError) as exc:
+        print(f"live-steering receipts: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # psycopg's errors, without importing psycopg here
+        if type(exc).__module__.split(".")[0] != "psycopg":
+            raise
         print(f"live-steering receipts: {exc}", file=sys.stderr)
         return 1
     if args.json:
@@ -83,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     if queued:
         print(
             f"note: {queued} queued: still live, or left by a process that died "
-            "(finalised when a ReceiptJournal next opens the file)",
+            "(finalised when a ReceiptJournal next opens the file, or a fleet node takes the session over)",
             file=sys.stderr,
         )
     return 0

@@ -815,3 +815,26 @@ class StoreConnection(abc.ABC):
 
 def wall_clock() -> float:
     return time.time()
+
+
+def read_sqlite_receipts(path: str, *, session_id: str | None = None) -> list[JournalEntry] | None:
+    """Read a SQLite fleet store without writing to it; ``None`` if the file is not a fleet store.
+
+    Inputs a dead owner left ``queued`` show as stored until a node recovers the session.
+    """
+    import sqlite3
+    from pathlib import Path
+
+    conn = sqlite3.connect(f"{Path(path).absolute().as_uri()}?mode=ro", uri=True)
+    try:
+        found = conn.execute("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'ls_receipts'")
+        if found.fetchone() is None:
+            return None
+        where, params = ("WHERE session_id = ? ", (session_id,)) if session_id is not None else ("", ())
+        rows = conn.execute(
+            f"SELECT {_ENTRY_COLUMNS} FROM ls_receipts {where}ORDER BY session_id, epoch, accepted_sequence",
+            params,
+        ).fetchall()
+        return [_entry(row) for row in rows]
+    finally:
+        conn.close()

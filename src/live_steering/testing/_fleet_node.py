@@ -4,11 +4,12 @@
 
 * ``owner``: owns session S (``--wait`` seconds for a live owner to go), runs generation
   ``--generation`` of a tiny loop that writes every steer into an in-memory context, and
-  prints one JSON object per line, flushed at once: ``{"type": "owning", "epoch"}`` once the
-  lease is taken, ``{"type": "context.write", "input_id"}`` right before an input is handed
-  to the writer (from then on it *may be in a context*), ``{"type": "applied", "input_id"}``
-  after. ``--hang-writer`` makes the writer print its line, then hang (kill me there).
-  It runs until its stdin closes, then leaves cleanly.
+  prints one JSON object per line, flushed at once: ``{"type": "owning", "epoch"}`` once
+  the lease is taken and the generation is in the store; ``{"type": "context.write",
+  "input_id"}`` right before an input is handed to the writer (from then on it *may be in
+  a context*); ``{"type": "applied", "input_id"}`` after. ``--hang-after N`` makes the
+  writer hang (after printing its line) from the (N+1)-th input on, so a test or the demo
+  can kill it mid-write. It runs until its stdin closes, then leaves cleanly.
 * ``submit``: ``--tasks N`` concurrent submits of ``--id`` with ``--text`` anchored to
   ``--generation`` and, with ``--distinct-id D``, N more of id D, each with a text of its
   own, all at once; prints ``{"type": "receipts", "receipts": [...], "distinct": [...]}``.
@@ -53,14 +54,11 @@ async def _owner(args: argparse.Namespace) -> None:
     async with _fleet(args) as fleet:
         runtime = LiveRuntime(session_id=args.session)
         async with fleet.own(runtime, wait=args.wait):
-            owner = fleet.owner(args.session)
-            assert owner is not None
-            _say(type="owning", epoch=owner.epoch, node=fleet.node_id)
             context: list[str] = []
 
             async def writer(input: Input, metadata: Mapping[str, Any]) -> None:
                 _say(type="context.write", input_id=input.id)
-                if args.hang_writer:
+                if args.hang_after is not None and len(context) >= args.hang_after:
                     await anyio.sleep_forever()
                 context.append(input.text)
 
@@ -71,6 +69,10 @@ async def _owner(args: argparse.Namespace) -> None:
                     gen.stop()
 
                 tg.start_soon(stop_when_told)
+                await fleet.flush(args.session)  # the running generation is in the store
+                owner = fleet.owner(args.session)
+                assert owner is not None
+                _say(type="owning", epoch=owner.epoch, node=fleet.node_id)
                 while await gen.wait_for_input():
                     for receipt in await gen.boundary(writer):
                         _say(type="applied", input_id=receipt.input_id)
@@ -107,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ttl", type=float, default=10.0)
     parser.add_argument("--timeout", type=float, default=10.0)
     parser.add_argument("--wait", type=float, default=None)
-    parser.add_argument("--hang-writer", action="store_true")
+    parser.add_argument("--hang-after", type=int, default=None)
     parser.add_argument("--id", default="m-1")
     parser.add_argument("--text", default="steer")
     parser.add_argument("--tasks", type=int, default=1)
