@@ -10,8 +10,9 @@ every transaction of this owner, one at a time, on one connection:
 
 1. fence: renew the lease *only if its epoch is still ours* (else ``FencedError``), and
    lock the pending requests of the session, in request order;
-2. decide each, in that order, in the event loop with ``runtime.submit_steering_nowait``
-   (the core decides, C8, C12), which queues its ``accepted`` change synchronously;
+2. decide each, in that order, back in the event loop (``anyio.from_thread``, the
+   transaction still open) with ``runtime.submit_steering_nowait`` (the core decides,
+   C8, C12), which queues its ``accepted`` change synchronously;
 3. write the queued changes (accepted, writing marks, applied, held, unknown) and the
    decisions, notify the requesters, commit: one transaction, one fsync (group commit).
 
@@ -31,6 +32,7 @@ from typing import Any, Final
 
 import anyio
 import anyio.abc
+import anyio.from_thread
 import anyio.lowlevel
 import attrs
 from sortedcontainers import SortedDict
@@ -106,6 +108,7 @@ class Owner:
         self._inputs: dict[str, tuple[str, str]] = {}
         self._deciding: tuple[str, str, str] | None = None
         self._generation: tuple[str | None] | None = None
+        self._taken_generation: tuple[str | None] | None = None
         self._wakeup: anyio.Event | None = None
         self._requested = True  # decide what waited for this owner before it took the lease
         self._closing = False
@@ -251,6 +254,14 @@ class Owner:
         if self._wakeup is not None:
             self._wakeup.set()
 
+    def _decide_all(self, requests: list[Request]) -> tuple[list[Decision], list[JournalChange]]:
+        """In the event loop, inside the owner's transaction: decide in request order, then take
+        everything queued for the journal (the decisions' own ``accepted`` changes included)."""
+        decisions = [Decision(r, self._decide(r)) for r in requests]
+        batch, self._queue = self._queue, []
+        self._taken_generation, self._generation = self._generation, None
+        return decisions, batch
+
     def _decide(self, request: Request) -> Receipt:
         """One request, decided by the core (or, for an input of an earlier owner, by its stored receipt)."""
         input = request.input
@@ -296,40 +307,27 @@ class Owner:
 
     async def _commit_once(self) -> None:
         conn = self.conn
+        taken: tuple[list[Decision], list[JournalChange]] = ([], [])
+
+        def transaction() -> None:
+            """On the worker thread: one transaction, with the decisions taken in the event loop."""
+            nonlocal taken
+            requests = conn.begin_batch(self.session_id, self._node_id, self.epoch, self._ttl)
+            try:
+                taken = anyio.from_thread.run_sync(self._decide_all, requests)
+            except BaseException:
+                conn.rollback()
+                raise
+            decisions, batch = taken
+            conn.finish_batch(self.session_id, self.epoch, batch, decisions, self._taken_generation)
+
         with anyio.CancelScope(shield=True):
             try:
-                requests = await anyio.to_thread.run_sync(
-                    conn.begin_batch,
-                    self.session_id,
-                    self._node_id,
-                    self.epoch,
-                    self._ttl,
-                    limiter=self._limiter,
-                )
+                await anyio.to_thread.run_sync(transaction, limiter=self._limiter)
             except Exception as exc:
                 await self._fail(exc)
                 return
-            try:
-                decisions = [Decision(r, self._decide(r)) for r in requests]
-            except BaseException:
-                await anyio.to_thread.run_sync(conn.rollback, limiter=self._limiter)
-                raise
-            batch = self._queue
-            self._queue = []
-            generation, self._generation = self._generation, None
-            try:
-                await anyio.to_thread.run_sync(
-                    conn.finish_batch,
-                    self.session_id,
-                    self.epoch,
-                    batch,
-                    decisions,
-                    generation,
-                    limiter=self._limiter,
-                )
-            except Exception as exc:
-                await self._fail(exc)
-                return
+        decisions, batch = taken
         self._commits += 1
         self._decisions += len(decisions)
         self._largest = max(self._largest, len(decisions))

@@ -51,6 +51,7 @@ class PostgresConnection(StoreConnection):
     serial = "BIGSERIAL"
     lock_pending = " FOR UPDATE SKIP LOCKED"
     lock_lease = " FOR UPDATE"
+    now_sql = "extract(epoch FROM clock_timestamp())::float8"
 
     def __init__(self, dsn: str) -> None:
         super().__init__()
@@ -59,6 +60,9 @@ class PostgresConnection(StoreConnection):
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         return self._conn.execute(_pg(sql), params)
+
+    def pipeline(self) -> contextlib.AbstractContextManager[Any]:
+        return self._conn.pipeline()
 
     def execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         with self._conn.cursor() as cursor:

@@ -18,6 +18,7 @@ dead owner left ``queued`` by C23's rules (never marked -> ``held``, marked ->
 from __future__ import annotations
 
 import abc
+import contextlib
 import json
 import time
 from collections.abc import Sequence
@@ -266,6 +267,8 @@ class StoreConnection(abc.ABC):
     lock_pending: str = ""
     #: appended to a read of the lease row that must wait out an owner's commit
     lock_lease: str = ""
+    #: the store's clock in SQL, seconds since the epoch (leases are judged on it)
+    now_sql: str = "((julianday('now') - 2440587.5) * 86400.0)"
 
     def __init__(self) -> None:
         self.nudges: list[tuple[str, str]] = []
@@ -275,6 +278,10 @@ class StoreConnection(abc.ABC):
     @abc.abstractmethod
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         """Run one statement written with ``?`` placeholders; a DB-API cursor."""
+
+    def pipeline(self) -> contextlib.AbstractContextManager[Any]:
+        """Send the statements of the block without waiting for each reply (PostgreSQL)."""
+        return contextlib.nullcontext()
 
     @abc.abstractmethod
     def execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
@@ -547,10 +554,10 @@ class StoreConnection(abc.ABC):
             if not self.holds_session_lock(session_id):
                 # taken from a zombie that still held it: take it once the zombie let go
                 self.try_session_lock(session_id)
-            now = self.now()
             fenced = self.execute(
-                "UPDATE ls_leases SET expires_at = ? WHERE session_id = ? AND node_id = ? AND epoch = ?",
-                (now + ttl, session_id, node_id, epoch),
+                f"UPDATE ls_leases SET expires_at = {self.now_sql} + ? "
+                "WHERE session_id = ? AND node_id = ? AND epoch = ?",
+                (ttl, session_id, node_id, epoch),
             ).rowcount
             if fenced != 1:
                 raise FencedError(
@@ -579,41 +586,52 @@ class StoreConnection(abc.ABC):
     ) -> None:
         """Write the journal's changes and the decisions, tell the requesters, commit."""
         try:
-            for c in changes:
-                self._write_change(session_id, epoch, c)
-            now = self.now()
-            if decisions:
-                self.execute_many(
-                    "UPDATE ls_requests SET state = 'decided', text = NULL, accepted = ?, disposition = ?, "
-                    "reason = ?, settled_at = ? WHERE request_no = ? AND state = 'pending'",
-                    [
-                        (
-                            d.receipt.accepted,
-                            None if d.receipt.disposition is None else d.receipt.disposition.value,
-                            d.receipt.reason,
-                            now,
-                            d.request.request_no,
-                        )
-                        for d in decisions
-                    ],
-                )
-                replies: dict[str, list[str]] = {}
-                for d in decisions:
-                    replies.setdefault(d.request.node_id, []).append(
-                        f"{d.request.request_no} {receipt_to_wire(d.receipt)}"
-                    )
-                for node, lines in replies.items():
-                    for chunk in _chunks(lines):
-                        self.notify(node, "r" + chunk)
-            if generation_id is not None:
-                self.execute(
-                    "UPDATE ls_leases SET generation_id = ? WHERE session_id = ? AND epoch = ?",
-                    (generation_id[0], session_id, epoch),
-                )
+            with self.pipeline():
+                self._write_batch(session_id, epoch, changes, decisions, generation_id)
             self.commit()
         except BaseException:
             self.rollback()
             raise
+
+    def _write_batch(
+        self,
+        session_id: str,
+        epoch: int,
+        changes: Sequence[JournalChange],
+        decisions: Sequence[Decision],
+        generation_id: tuple[str | None] | None,
+    ) -> None:
+        for c in changes:
+            self._write_change(session_id, epoch, c)
+        now = time.time()  # a record only
+        if decisions:
+            self.execute_many(
+                "UPDATE ls_requests SET state = 'decided', text = NULL, accepted = ?, disposition = ?, "
+                "reason = ?, settled_at = ? WHERE request_no = ? AND state = 'pending'",
+                [
+                    (
+                        d.receipt.accepted,
+                        None if d.receipt.disposition is None else d.receipt.disposition.value,
+                        d.receipt.reason,
+                        now,
+                        d.request.request_no,
+                    )
+                    for d in decisions
+                ],
+            )
+            replies: dict[str, list[str]] = {}
+            for d in decisions:
+                replies.setdefault(d.request.node_id, []).append(
+                    f"{d.request.request_no} {receipt_to_wire(d.receipt)}"
+                )
+            for node, lines in replies.items():
+                for chunk in _chunks(lines):
+                    self.notify(node, "r" + chunk)
+        if generation_id is not None:
+            self.execute(
+                "UPDATE ls_leases SET generation_id = ? WHERE session_id = ? AND epoch = ?",
+                (generation_id[0], session_id, epoch),
+            )
 
     def _write_change(self, session_id: str, epoch: int, c: JournalChange) -> None:
         if c.change is ChangeKind.ACCEPTED:
@@ -676,13 +694,16 @@ class StoreConnection(abc.ABC):
         results: list[Receipt | int] = []
         self.begin()
         try:
-            now = self.now()
+            now = time.time()  # a record only: liveness is judged on the store's clock
             owners: dict[str, str | None] = {}
             for item in items:
                 session_id, input, anchor = item.session_id, item.input, item.anchor
                 if session_id not in owners:
-                    lease = self._lease_row(session_id, lock=False)
-                    live = lease is not None and lease[0] is not None and lease[2] >= now
+                    lease = self.execute(
+                        f"SELECT node_id, expires_at >= {self.now_sql} FROM ls_leases WHERE session_id = ?",
+                        (session_id,),
+                    ).fetchone()
+                    live = lease is not None and lease[0] is not None and bool(lease[1])
                     owners[session_id] = lease[0] if live else None
                     if live:
                         self.notify(lease[0], f"w{session_id}")
@@ -721,7 +742,7 @@ class StoreConnection(abc.ABC):
             withdrawn = self.execute(
                 "UPDATE ls_requests SET state = 'withdrawn', text = NULL, settled_at = ? "
                 "WHERE request_no = ? AND state = 'pending'",
-                (self.now(), request_no),
+                (time.time(), request_no),
             ).rowcount
             receipt = None if withdrawn == 1 else self._decided(request_no)
             self.commit()
