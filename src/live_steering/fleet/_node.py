@@ -133,7 +133,7 @@ class Fleet(abc.ABC):
         self._replies: dict[int, _Waiter] = {}
         self._early: collections.OrderedDict[int, Receipt] = collections.OrderedDict()
         self._inserts: list[_Queued] = []
-        self._insert_wakeup: anyio.Event | None = None
+        self._inserting = False
         self._open = False
         self._submitted = 0
         self._without_owner = 0
@@ -170,7 +170,6 @@ class Fleet(abc.ABC):
         await self._task_group.__aenter__()
         try:
             await self._task_group.start(self._listen_task)
-            self._task_group.start_soon(self._inserter)
         except BaseException:
             self._task_group.cancel_scope.cancel()
             await self._task_group.__aexit__(None, None, None)
@@ -364,13 +363,25 @@ class Fleet(abc.ABC):
             self._replies.pop(request_no, None)
 
     async def _insert(self, submission: Submission) -> Receipt | int:
-        """Store one request in the node's next group insert (one transaction for all waiting)."""
+        """Store one request in a group insert (one transaction for every submit waiting).
+
+        The first submitter runs the insert itself (no task hop on an idle node); those that
+        arrive meanwhile wait and go in the next one, which a task of the node runs.
+        """
         if not self._open:
             raise FleetError("the fleet is not open ('async with SQLiteFleet(...) as fleet')")
         queued = _Queued(submission)
         self._inserts.append(queued)
-        if self._insert_wakeup is not None:
-            self._insert_wakeup.set()
+        if not self._inserting:
+            self._inserting = True
+            try:
+                await self._insert_batch()
+            finally:
+                if self._inserts:
+                    assert self._task_group is not None
+                    self._task_group.start_soon(self._drain_inserts)
+                else:
+                    self._inserting = False
         try:
             await queued.done.wait()
         except BaseException:
@@ -384,32 +395,34 @@ class Fleet(abc.ABC):
         assert queued.result is not None
         return queued.result
 
-    async def _inserter(self) -> None:
+    async def _drain_inserts(self) -> None:
+        try:
+            while self._inserts:
+                await self._insert_batch()
+        finally:
+            self._inserting = False
+
+    async def _insert_batch(self) -> None:
+        """Insert everything queued, in one transaction; never abandoned once begun."""
         store = self._store()
-        while True:
-            if not self._inserts:
-                self._insert_wakeup = anyio.Event()
-                await self._insert_wakeup.wait()
-                self._insert_wakeup = None
-                continue
-            batch, self._inserts = self._inserts, []
-            with anyio.CancelScope(shield=True):
-                try:
-                    results = await self._call(store.submit, self.node_id, [q.submission for q in batch])
-                except FleetError as exc:
-                    for queued in batch:
-                        queued.error = exc
-                        queued.done.set()
-                    continue
-                abandoned: list[int] = []
-                for queued, result in zip(batch, results, strict=True):
-                    queued.result = result
+        batch, self._inserts = self._inserts, []
+        with anyio.CancelScope(shield=True):
+            try:
+                results = await self._call(store.submit, self.node_id, [q.submission for q in batch])
+            except FleetError as exc:
+                for queued in batch:
+                    queued.error = exc
                     queued.done.set()
-                    if queued.abandoned and isinstance(result, int):
-                        abandoned.append(result)
-                for request_no in abandoned:  # a cancelled submit is never decided later
-                    with contextlib.suppress(FleetError):
-                        await self._call(store.withdraw, request_no)
+                return
+            abandoned: list[int] = []
+            for queued, result in zip(batch, results, strict=True):
+                queued.result = result
+                queued.done.set()
+                if queued.abandoned and isinstance(result, int):
+                    abandoned.append(result)
+            for request_no in abandoned:  # a cancelled submit is never decided later
+                with contextlib.suppress(FleetError):
+                    await self._call(store.withdraw, request_no)
 
     async def receipt(self, session_id: str, input_id: str) -> Receipt | None:
         """The stored receipt of an accepted input, from any node, also after its owner died."""

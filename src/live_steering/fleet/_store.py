@@ -181,6 +181,7 @@ _TABLES: Final = (
         digest TEXT NOT NULL,
         anchor TEXT NOT NULL,         -- the generation id the host anchored to
         node_id TEXT NOT NULL,        -- the requester, told the receipt on decision
+        owner_node_id TEXT,           -- the owner it was stored for (woken by the insert)
         state TEXT NOT NULL CHECK (state IN ('pending', 'decided', 'withdrawn')),
         accepted BOOLEAN,
         disposition TEXT,
@@ -549,25 +550,28 @@ class StoreConnection(abc.ABC):
         Raises ``FencedError`` (transaction rolled back) if the lease is not this owner's.
         The transaction stays open for ``finish_batch`` or ``rollback``.
         """
-        self.begin()
+        if not self.holds_session_lock(session_id):
+            # taken from a zombie that still held it: take it once the zombie let go
+            self.try_session_lock(session_id)
         try:
-            if not self.holds_session_lock(session_id):
-                # taken from a zombie that still held it: take it once the zombie let go
-                self.try_session_lock(session_id)
-            fenced = self.execute(
-                f"UPDATE ls_leases SET expires_at = {self.now_sql} + ? "
-                "WHERE session_id = ? AND node_id = ? AND epoch = ?",
-                (ttl, session_id, node_id, epoch),
-            ).rowcount
-            if fenced != 1:
+            with self.pipeline():  # PostgreSQL: BEGIN, the fence and the read in one round trip
+                self.begin()
+                fence = self.execute(
+                    f"UPDATE ls_leases SET expires_at = {self.now_sql} + ? "
+                    "WHERE session_id = ? AND node_id = ? AND epoch = ?",
+                    (ttl, session_id, node_id, epoch),
+                )
+                pending = self.execute(
+                    "SELECT request_no, input_id, kind, text, anchor, digest, node_id FROM ls_requests "
+                    "WHERE session_id = ? AND state = 'pending' ORDER BY request_no LIMIT ?"
+                    + self.lock_pending,
+                    (session_id, MAX_BATCH),
+                )
+            if fence.rowcount != 1:
                 raise FencedError(
                     f"the lease of session {session_id!r} was taken over (epoch {epoch} is stale)"
                 )
-            rows = self.execute(
-                "SELECT request_no, input_id, kind, text, anchor, digest, node_id FROM ls_requests "
-                "WHERE session_id = ? AND state = 'pending' ORDER BY request_no LIMIT ?" + self.lock_pending,
-                (session_id, MAX_BATCH),
-            ).fetchall()
+            rows = pending.fetchall()
         except BaseException:
             self.rollback()
             raise
@@ -588,7 +592,7 @@ class StoreConnection(abc.ABC):
         try:
             with self.pipeline():
                 self._write_batch(session_id, epoch, changes, decisions, generation_id)
-            self.commit()
+                self.commit()
         except BaseException:
             self.rollback()
             raise
@@ -691,32 +695,45 @@ class StoreConnection(abc.ABC):
         its stored receipt, other content under a stored id is ``identity-conflict``,
         anything new ``stale-generation`` (no generation runs). Each owner is woken once.
         """
-        results: list[Receipt | int] = []
-        self.begin()
+        now = time.time()  # a record only: liveness is judged on the store's clock
         try:
-            now = time.time()  # a record only: liveness is judged on the store's clock
-            owners: dict[str, str | None] = {}
-            for item in items:
-                session_id, input, anchor = item.session_id, item.input, item.anchor
-                if session_id not in owners:
-                    lease = self.execute(
-                        f"SELECT node_id, expires_at >= {self.now_sql} FROM ls_leases WHERE session_id = ?",
-                        (session_id,),
-                    ).fetchone()
-                    live = lease is not None and lease[0] is not None and bool(lease[1])
-                    owners[session_id] = lease[0] if live else None
-                    if live:
-                        self.notify(lease[0], f"w{session_id}")
-                if owners[session_id] is None:
+            with self.pipeline():  # PostgreSQL: BEGIN and the inserts in one round trip
+                self.begin()
+                cursors = [
+                    self.execute(
+                        "INSERT INTO ls_requests (session_id, input_id, kind, text, digest, anchor, node_id, "
+                        "owner_node_id, state, created_at) "
+                        "SELECT ?, ?, ?, ?, ?, ?, ?, l.node_id, 'pending', ? FROM ls_leases l "
+                        "WHERE l.session_id = ? AND l.node_id IS NOT NULL "
+                        f"AND l.expires_at >= {self.now_sql} "
+                        "RETURNING request_no, owner_node_id",
+                        (
+                            item.session_id,
+                            item.input.id,
+                            item.input.kind,
+                            item.input.text,
+                            item.digest,
+                            item.anchor,
+                            node_id,
+                            now,
+                            item.session_id,
+                        ),
+                    )
+                    for item in items
+                ]
+            rows = [cursor.fetchall() for cursor in cursors]
+            results: list[Receipt | int] = []
+            owners: dict[str, str] = {}
+            for item, found in zip(items, rows, strict=True):
+                if found:  # stored for the live owner
+                    results.append(int(found[0][0]))
+                    owners[item.session_id] = found[0][1]
+                else:
                     results.append(self._answer_without_owner(item))
-                    continue
-                number = self.execute(
-                    "INSERT INTO ls_requests (session_id, input_id, kind, text, digest, anchor, node_id, "
-                    "state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?) RETURNING request_no",
-                    (session_id, input.id, input.kind, input.text, item.digest, anchor, node_id, now),
-                ).fetchone()[0]
-                results.append(int(number))
-            self.commit()
+            with self.pipeline():
+                for session_id, owner in owners.items():
+                    self.notify(owner, f"w{session_id}")
+                self.commit()
         except BaseException:
             self.rollback()
             raise
