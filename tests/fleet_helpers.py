@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -88,7 +89,8 @@ class Child:
     async def kill(self) -> None:
         """SIGKILL by pid and reap."""
         if self.process.returncode is None:
-            self.signal(signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):  # asyncio may have reaped it already
+                self.signal(signal.SIGKILL)
         with anyio.CancelScope(shield=True):
             await self.process.wait()
 
