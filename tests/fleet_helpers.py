@@ -8,13 +8,15 @@ import os
 import signal
 import sys
 import uuid
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
 
 import anyio
 import anyio.abc
 import attrs
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from live_steering import Generation, Input, LiveRuntime, Receipt
 from live_steering.fleet import Fleet, PostgresFleet, SQLiteFleet
 from live_steering.fleet._postgres import PostgresConnection
 from live_steering.fleet._sqlite import SQLiteConnection
@@ -114,3 +116,94 @@ async def spawn(store: FleetStore, role: str, session: str, *args: str, backend:
     ]
     process = await anyio.open_process(command, stderr=None)
     return Child(process)
+
+
+# -- the C6-C12, C16, C17 script, with the engine here or in a child -------------------------
+
+Submit = Callable[[Input, str], Awaitable[Receipt]]
+
+
+class Engine(Protocol):
+    """The engine's side of the script: in this process, or a child's (``scripted`` role)."""
+
+    async def open(self, generation_id: str) -> None: ...
+    async def boundary(self) -> None: ...
+    async def checkpoint(self) -> bool: ...
+    async def stop(self) -> None: ...
+    async def close(self) -> None: ...
+
+
+class LocalEngine:
+    """The engine steps on a runtime of this process."""
+
+    def __init__(self, runtime: LiveRuntime) -> None:
+        self.runtime = runtime
+        self.gen: Generation | None = None
+
+    def _gen(self) -> Generation:
+        assert self.gen is not None
+        return self.gen
+
+    async def open(self, generation_id: str) -> None:
+        self.gen = self.runtime.open_generation(generation_id)
+        await self.gen.__aenter__()
+
+    async def boundary(self) -> None:
+        await self._gen().boundary(lambda input, metadata: None)
+
+    async def checkpoint(self) -> bool:
+        return self._gen().continue_after_checkpoint()
+
+    async def stop(self) -> None:
+        self._gen().stop()
+
+    async def close(self) -> None:
+        await self._gen().__aexit__(None, None, None)
+        self.gen = None
+
+
+async def script(engine: Engine, submit: Submit) -> list[Receipt]:
+    """The C6-C12, C16, C17 scenarios, the engine's steps between the submits fixed."""
+    out: list[Receipt] = []
+
+    async def send(kind: str, text: str, id_: str, anchor: str) -> None:
+        out.append(await submit(Input(kind, text, id=id_), anchor))
+
+    await engine.open("g1")
+    await send("steer", "a", "", "g1")  # C7 invalid-input: empty id
+    await send("steer", "   ", "blank", "g1")  # blank text
+    await send("steer", "nul\x00", "nul", "g1")  # NUL
+    await send("note", "a", "kind", "g1")  # unsupported-kind
+    await send("steer", "a", "stale", "g0")  # stale-generation
+    await send("steer", "first", "a", "g1")  # C9 queued
+    await send("steer", "first", "a", "g1")  # C10 repeat: its receipt
+    await send("steer", "other", "a", "g1")  # C10 identity-conflict
+    await send("steer", "second", "b", "g1")
+    await engine.boundary()  # a, b applied
+    await send("steer", "first", "a", "g1")  # repeat: applied now
+    assert not await engine.checkpoint()  # C16: admission closed
+    await send("steer", "late", "c", "g1")  # finishing
+    await engine.close()
+    await send("steer", "after", "c2", "g1")  # stale-generation: no generation runs
+    await engine.open("g2")
+    async with anyio.create_task_group() as tg:  # C12: one id from 5 submitters at once
+        for _ in range(5):
+            tg.start_soon(send, "steer", "same", "z", "g2")
+    await send("steer", "d", "d", "g2")
+    await engine.stop()  # C17: pending held
+    await send("steer", "d", "d", "g2")  # repeat: held
+    await engine.close()
+    await engine.open("g3")
+    await send("steer", "e", "e", "g3")  # identity limit 4 (a, b, z, d): capacity
+    await engine.close()
+    return out
+
+
+EXPECTED_REASONS = {
+    "invalid-input",
+    "unsupported-kind",
+    "stale-generation",
+    "identity-conflict",
+    "finishing",
+    "capacity",
+}

@@ -8,63 +8,27 @@ cases (kill -9, SIGSTOP, several submitting processes) are in ``test_fleet_proce
 from __future__ import annotations
 
 import random
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import anyio
 import pytest
 
-from fleet_helpers import FleetStore, new_session
+from fleet_helpers import EXPECTED_REASONS, FleetStore, LocalEngine, new_session, script
 from live_steering import Disposition, Input, LiveRuntime, Receipt
 from live_steering.fleet import UNREACHABLE, FleetError, LeaseHeldError, SQLiteFleet
 
 pytestmark = pytest.mark.anyio
-
-Submit = Callable[[Input, str], Awaitable[Receipt]]
 
 
 def _wire(receipts: list[Receipt]) -> list[dict[str, Any]]:
     return [r.to_dict() for r in receipts]
 
 
-async def _script(runtime: LiveRuntime, submit: Submit) -> list[Receipt]:
-    """The C6-C12, C16, C17 scenarios, the engine's steps between the submits fixed."""
-    out: list[Receipt] = []
-
-    async def send(kind: str, text: str, id_: str, anchor: str) -> None:
-        out.append(await submit(Input(kind, text, id=id_), anchor))
-
-    async with runtime.open_generation("g1") as gen:
-        await send("steer", "a", "", "g1")  # C7 invalid-input: empty id
-        await send("steer", "   ", "blank", "g1")  # blank text
-        await send("steer", "nul\x00", "nul", "g1")  # NUL
-        await send("note", "a", "kind", "g1")  # unsupported-kind
-        await send("steer", "a", "stale", "g0")  # stale-generation
-        await send("steer", "first", "a", "g1")  # C9 queued
-        await send("steer", "first", "a", "g1")  # C10 repeat: its receipt
-        await send("steer", "other", "a", "g1")  # C10 identity-conflict
-        await send("steer", "second", "b", "g1")
-        await gen.boundary(lambda input, metadata: None)  # a, b applied
-        await send("steer", "first", "a", "g1")  # repeat: applied now
-        assert not gen.continue_after_checkpoint()  # C16: admission closed
-        await send("steer", "late", "c", "g1")  # finishing
-    await send("steer", "after", "c2", "g1")  # stale-generation: no generation runs
-    async with runtime.open_generation("g2") as gen:
-        async with anyio.create_task_group() as tg:  # C12: one id from 5 submitters at once
-            for _ in range(5):
-                tg.start_soon(send, "steer", "same", "z", "g2")
-        await send("steer", "d", "d", "g2")
-        gen.stop()  # C17: pending held
-        await send("steer", "d", "d", "g2")  # repeat: held
-    async with runtime.open_generation("g3"):
-        await send("steer", "e", "e", "g3")  # identity limit 4 (a, b, z, d): capacity
-    return out
-
-
 async def test_remote_receipts_equal_in_process_receipts(fleet_store: FleetStore) -> None:
     """The C6-C12, C16, C17 scripts through fleet.capability give the receipts of in-process submits."""
     local = LiveRuntime(session_id="local", identity_limit=4)
-    expected = await _script(local, local.submit_steering)
+    expected = await script(LocalEngine(local), local.submit_steering)
     session = new_session()
     async with (
         fleet_store.fleet("owner") as owner,
@@ -77,17 +41,10 @@ async def test_remote_receipts_equal_in_process_receipts(fleet_store: FleetStore
             "mode": "request_boundary",
             "cancellable": False,
         }
-        got = await _script(runtime, capability["submit"])
+        got = await script(LocalEngine(runtime), capability["submit"])
         assert runtime.statistics().accepted == local.statistics().accepted == 4
     assert _wire(got) == _wire(expected)
-    assert {r.reason for r in got if not r.accepted} >= {
-        "invalid-input",
-        "unsupported-kind",
-        "stale-generation",
-        "identity-conflict",
-        "finishing",
-        "capacity",
-    }
+    assert {r.reason for r in got if not r.accepted} >= EXPECTED_REASONS
 
 
 async def test_remote_queued_is_durable_when_returned(fleet_store: FleetStore) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import pytest
 
-from fleet_helpers import Child, FleetStore, new_session, spawn
+from fleet_helpers import EXPECTED_REASONS, Child, FleetStore, LocalEngine, new_session, script, spawn
 from live_steering import Disposition, Input, LiveRuntime
 from live_steering.fleet import UNREACHABLE
 
@@ -32,6 +32,54 @@ async def _changes_of_epoch(store: FleetStore, session: str, epoch: int) -> int:
             conn.close()
 
     return await anyio.to_thread.run_sync(count)
+
+
+class ChildEngine:
+    """The engine steps of the script, run by a ``scripted`` child that owns the session."""
+
+    def __init__(self, child: Child) -> None:
+        self.child = child
+
+    async def _do(self, command: str) -> Any:
+        assert self.child.process.stdin is not None
+        await self.child.process.stdin.send(command.encode() + b"\n")
+        done = await self.child.next("done")
+        assert done["command"] == command.split()[0]
+        return done["result"]
+
+    async def open(self, generation_id: str) -> None:
+        await self._do(f"open {generation_id}")
+
+    async def boundary(self) -> None:
+        await self._do("boundary")
+
+    async def checkpoint(self) -> bool:
+        return bool(await self._do("checkpoint"))
+
+    async def stop(self) -> None:
+        await self._do("stop")
+
+    async def close(self) -> None:
+        await self._do("close")
+
+
+async def test_second_process_gets_the_in_process_receipts(
+    fleet_store: FleetStore, anyio_backend: str
+) -> None:
+    """C27: the C6-C12, C16, C17 script, owned by a second process, gives the in-process receipts."""
+    local = LiveRuntime(session_id="local", identity_limit=4)
+    expected = await script(LocalEngine(local), local.submit_steering)
+    session = new_session()
+    owner = await spawn(fleet_store, "scripted", session, "--identity-limit", "4", backend=anyio_backend)
+    try:
+        await owner.next("owning")
+        async with fleet_store.fleet("host") as host:
+            capability = await host.capability(session)
+            got = await script(ChildEngine(owner), capability["submit"])
+        assert [r.to_dict() for r in got] == [r.to_dict() for r in expected]
+        assert {r.reason for r in got if not r.accepted} >= EXPECTED_REASONS
+    finally:
+        await owner.kill()
 
 
 async def test_owner_killed_is_taken_over_and_finalised(fleet_store: FleetStore, anyio_backend: str) -> None:

@@ -10,6 +10,10 @@
   a context*); ``{"type": "applied", "input_id"}`` after. ``--hang-after N`` makes the
   writer hang (after printing its line) from the (N+1)-th input on, so a test or the demo
   can kill it mid-write. It runs until its stdin closes, then leaves cleanly.
+* ``scripted``: owns session S (runtime ``--identity-limit``) and runs the engine's side of
+  a test script from stdin, one command a line: ``open G``, ``boundary`` (writes what is
+  pending), ``checkpoint`` (``continue_after_checkpoint()``), ``stop``, ``close`` (leaves
+  the generation block); each answered ``{"type": "done", "command", "result"}``.
 * ``submit``: ``--tasks N`` concurrent submits of ``--id`` with ``--text`` anchored to
   ``--generation`` and, with ``--distinct-id D``, N more of id D, each with a text of its
   own, all at once; prints ``{"type": "receipts", "receipts": [...], "distinct": [...]}``.
@@ -27,7 +31,7 @@ from typing import Any
 
 import anyio
 
-from .._runtime import LiveRuntime
+from .._runtime import Generation, LiveRuntime
 from .._types import Input, Receipt
 from ..fleet import Fleet, SQLiteFleet
 
@@ -80,6 +84,33 @@ async def _owner(args: argparse.Namespace) -> None:
     _say(type="done")
 
 
+async def _scripted(args: argparse.Namespace) -> None:
+    async with _fleet(args) as fleet:
+        runtime = LiveRuntime(session_id=args.session, identity_limit=args.identity_limit)
+        async with fleet.own(runtime, wait=args.wait):
+            _say(type="owning")
+            gen: Generation | None = None
+            while command := (await anyio.to_thread.run_sync(sys.stdin.readline)).split():
+                result: Any = None
+                if command[0] == "open":
+                    gen = runtime.open_generation(command[1])
+                    await gen.__aenter__()
+                else:
+                    assert gen is not None, "open a generation first"
+                    if command[0] == "boundary":
+                        result = len(await gen.boundary(lambda input, metadata: None))
+                    elif command[0] == "checkpoint":
+                        result = gen.continue_after_checkpoint()
+                    elif command[0] == "stop":
+                        gen.stop()
+                    elif command[0] == "close":
+                        await gen.__aexit__(None, None, None)
+                        gen = None
+                    else:
+                        raise ValueError(f"unknown command {command!r}")
+                _say(type="done", command=command[0], result=result)
+
+
 async def _submit(args: argparse.Namespace) -> None:
     same: list[Receipt] = []
     distinct: list[Receipt] = []
@@ -99,7 +130,7 @@ async def _submit(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m live_steering.testing._fleet_node")
-    parser.add_argument("role", choices=["owner", "submit"])
+    parser.add_argument("role", choices=["owner", "scripted", "submit"])
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--store")
     where.add_argument("--dsn")
@@ -110,13 +141,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=10.0)
     parser.add_argument("--wait", type=float, default=None)
     parser.add_argument("--hang-after", type=int, default=None)
+    parser.add_argument("--identity-limit", type=int, default=2_000)
     parser.add_argument("--id", default="m-1")
     parser.add_argument("--text", default="steer")
     parser.add_argument("--tasks", type=int, default=1)
     parser.add_argument("--distinct-id", default=None)
     parser.add_argument("--backend", choices=["asyncio", "trio"], default="asyncio")
     args = parser.parse_args(argv)
-    anyio.run(_owner if args.role == "owner" else _submit, args, backend=args.backend)
+    role = {"owner": _owner, "scripted": _scripted, "submit": _submit}[args.role]
+    anyio.run(role, args, backend=args.backend)
     return 0
 
 
