@@ -23,7 +23,7 @@ import anyio.abc
 import psycopg
 
 from ._node import Fleet
-from ._store import StoreConnection
+from ._store import FleetError, StoreConnection
 
 _log = logging.getLogger("live_steering.fleet")
 
@@ -184,7 +184,7 @@ class PostgresFleet(Fleet):
                 conn = await anyio.to_thread.run_sync(self._listener)
             except psycopg.Error as exc:
                 if not started:
-                    raise
+                    raise FleetError(f"fleet store {self.location}: cannot LISTEN: {exc}") from exc
                 _log.warning("fleet node %r: listener reconnect failed: %s", self.node_id, exc)
                 await anyio.sleep(delay)
                 delay = min(delay * 2, 1.0)

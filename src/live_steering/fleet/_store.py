@@ -428,7 +428,17 @@ class StoreConnection(abc.ABC):
         return Taken(epoch, prior, held, unknown)
 
     def recover(self, session_id: str) -> bool:
-        """Any node's recovery: if the owner is dead or expired, free the lease and finalise (C23)."""
+        """Any node's recovery: if the owner is dead or expired, free the lease and finalise (C23).
+
+        Cheap while the owner lives (a read and a lock probe, no write), so hosts may poll it.
+        """
+        lease = self.read_lease(session_id)
+        if lease is None or lease.node_id is None:
+            return False
+        if lease.live:
+            if not self.try_session_lock(session_id):
+                return False  # a live owner: nothing to do
+            self.release_session_lock(session_id)  # dead: taken again below, under the row lock
         self._end_expired_zombie(session_id)
         self.begin()
         got_lock = False
