@@ -8,6 +8,8 @@ cases (kill -9, SIGSTOP, several submitting processes) are in ``test_fleet_proce
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -325,3 +327,20 @@ async def test_own_refuses_a_used_runtime_and_bad_arguments(tmp_path: Any) -> No
         SQLiteFleet(tmp_path / "f.db", ttl=0)
     with pytest.raises(ValueError, match="file path"):
         SQLiteFleet(":memory:")
+
+
+def test_importing_the_fleet_never_imports_psycopg() -> None:
+    """live_steering.fleet loads without psycopg; PostgresFleet without it names the extra to install."""
+    code = (
+        "import sys; sys.modules['psycopg'] = None\n"
+        "import live_steering.fleet as fleet\n"
+        "assert 'psycopg' not in {m for m in sys.modules if sys.modules[m] is not None}\n"
+        "try:\n"
+        "    fleet.PostgresFleet\n"
+        "except ImportError as exc:\n"
+        "    print(exc)\n"
+    )
+    command = [sys.executable, "-c", code]
+    proc = subprocess.run(command, capture_output=True, text=True, check=False, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "pip install 'live-steering[postgres]'" in proc.stdout
