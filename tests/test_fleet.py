@@ -344,3 +344,33 @@ def test_importing_the_fleet_never_imports_psycopg() -> None:
     proc = subprocess.run(command, capture_output=True, text=True, check=False, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "pip install 'live-steering[postgres]'" in proc.stdout
+
+
+async def test_two_nodes_race_to_own_a_new_session(fleet_store: FleetStore) -> None:
+    """Two nodes owning one new session at once: one owns it (epoch 1), the other is told it is held."""
+    session = new_session()
+    outcomes: list[str] = []
+    both = anyio.Event()
+    release = anyio.Event()
+
+    def record(outcome: str) -> None:
+        outcomes.append(outcome)
+        if len(outcomes) == 2:
+            both.set()
+
+    async with fleet_store.fleet("a") as a, fleet_store.fleet("b") as b, anyio.create_task_group() as tg:
+
+        async def try_own(fleet: Any) -> None:
+            try:
+                async with fleet.own(LiveRuntime(session_id=session)):
+                    record(f"owner {fleet.node_id} epoch {fleet.owner(session).epoch}")
+                    await release.wait()
+            except LeaseHeldError:
+                record("held")
+
+        tg.start_soon(try_own, a)
+        tg.start_soon(try_own, b)
+        await both.wait()
+        release.set()
+    assert sorted(outcomes)[0] == "held"
+    assert sorted(outcomes)[1] in {"owner a epoch 1", "owner b epoch 1"}

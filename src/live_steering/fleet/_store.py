@@ -393,14 +393,14 @@ class StoreConnection(abc.ABC):
         self.begin()
         got_lock = False
         try:
+            # a first owner creates the row; two at once both get here, one row (no unique error)
+            self.execute(
+                "INSERT INTO ls_leases (session_id, node_id, epoch, expires_at) VALUES (?, NULL, 0, 0) "
+                "ON CONFLICT (session_id) DO NOTHING",
+                (session_id,),
+            )
             row = self._lease_row(session_id, lock=True)
             now = self.now()
-            if row is None:
-                self.execute(
-                    "INSERT INTO ls_leases (session_id, node_id, epoch, expires_at) VALUES (?, NULL, 0, 0)",
-                    (session_id,),
-                )
-                row = (None, 0, 0.0, None, None)
             node, epoch, expires, holder_pid, _generation = row
             got_lock = self.try_session_lock(session_id)
             free = node is None or expires < now
