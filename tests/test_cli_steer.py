@@ -70,8 +70,13 @@ async def test_steer_reaches_the_owner_and_receipts_reads_the_store(
 async def test_steer_without_a_running_generation_says_so(
     tmp_path: object, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """With no generation to anchor to, steer explains and exits 2; a bad timeout is a usage error."""
+    """A missing store, no generation to anchor to, a bad timeout: steer explains and exits 2."""
     store = FleetStore("sqlite", f"{tmp_path}/fleet.db")
+    code, out, err = await _cli(["steer", "--store", store.location, "nobody", "hi", "--id", "a"], capsys)
+    assert (code, out) == (2, "")
+    assert "no fleet store" in err  # a mistyped path creates nothing
+    async with store.fleet("creates-it"):
+        pass
     code, out, err = await _cli(["steer", "--store", store.location, "nobody", "hi", "--id", "a"], capsys)
     assert (code, out) == (2, "")
     assert "runs no generation" in err

@@ -234,6 +234,9 @@ async def test_owner_killed_at_many_points(fleet_store: FleetStore, anyio_backen
                 seen_written |= {line["input_id"] for line in owner.lines if line["type"] == "context.write"}
             finally:
                 await owner.kill()
+            for input_id, wire in answered.items():  # durable when returned: readable elsewhere at once
+                if wire["accepted"] and input_id.startswith(f"r{round_}-"):
+                    assert await host.receipt(session, input_id) is not None
         await host.recover(session)
         entries = await host.entries(session_id=session)
     assert len(answered) == 200

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
@@ -75,6 +76,10 @@ async def _steer(args: argparse.Namespace) -> Receipt:
 def run(args: argparse.Namespace) -> int:
     if args.timeout <= 0:
         print("live-steering steer: --timeout must be positive", file=sys.stderr)
+        return 2
+    if args.store is not None and not os.path.isfile(args.store):
+        # opening would create an empty store: a mistyped path must not look like an idle session
+        print(f"live-steering steer: no fleet store at {args.store!r}", file=sys.stderr)
         return 2
     try:
         receipt = anyio.run(_steer, args)
