@@ -221,7 +221,7 @@ async def test_owner_killed_at_many_points(fleet_store: FleetStore, anyio_backen
                 async def submit(n: int, generation: str, round_: int = round_) -> None:
                     input = Input("steer", f"t{n}", id=f"r{round_}-{n}")
                     answered[input.id] = (
-                        await host.submit(session, input, generation, timeout=2.0)
+                        await host.submit(session, input, generation, timeout=1.0)
                     ).to_dict()
 
                 async with anyio.create_task_group() as tg:
