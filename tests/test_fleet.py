@@ -374,3 +374,33 @@ async def test_two_nodes_race_to_own_a_new_session(fleet_store: FleetStore) -> N
         release.set()
     assert sorted(outcomes)[0] == "held"
     assert sorted(outcomes)[1] in {"owner a epoch 1", "owner b epoch 1"}
+
+
+async def test_hostile_content_crosses_the_store_exactly(fleet_store: FleetStore) -> None:
+    """NUL, lone surrogates, control characters reach the owner's core as sent: in-process receipts (C24)."""
+    hostile = [
+        Input("steer", "nul\x00text", id="n1"),
+        Input("steer", "lone \ud800 surrogate", id="n2"),
+        Input("steer", "ok", id="id\x00nul"),
+        Input("steer", "ok", id="\udfff"),
+        Input("note\x00", "kind with NUL", id="n3"),
+        Input("steer", "bell\x07 and\nnewline", id="ctl\x1b[31m"),
+    ]
+    local = LiveRuntime(session_id="local")
+    session = new_session()
+    async with (
+        fleet_store.fleet("owner") as owner,
+        fleet_store.fleet("host") as host,
+        owner.own(LiveRuntime(session_id=session)) as runtime,
+        runtime.open_generation("g1"),
+        local.open_generation("g1"),
+    ):
+        for anchor in ("g1", "g\x00", "g\ud800"):
+            for input in hostile:
+                expected = await local.submit_steering(input, anchor)
+                got = await host.submit(session, input, anchor)
+                assert got == expected, (input, anchor)
+        assert await host.receipt(session, "id\x00nul") is None
+        ctl = await host.receipt(session, "ctl\x1b[31m")
+        assert ctl is not None
+        assert ctl.disposition is Disposition.QUEUED

@@ -37,7 +37,6 @@ import attrs
 from .._runtime import LiveRuntime
 from .._types import Disposition, Input, Receipt, plain_str, utf8_encodable
 from ..journal import JournalEntry
-from ..journal._store import digest
 from ._owner import Owner, OwnerStatistics
 from ._store import (
     UNREACHABLE,
@@ -46,6 +45,7 @@ from ._store import (
     LeaseHeldError,
     StoreConnection,
     Submission,
+    input_digest,
     receipt_from_wire,
 )
 
@@ -320,12 +320,8 @@ class Fleet(abc.ABC):
             raise TypeError(f"generation_id must be a str, got {type(generation_id).__name__}")
         generation_id = plain_str(generation_id)
         deadline = anyio.current_time() + (self.timeout if timeout is None else timeout)
-        if not _storable(input, generation_id):
-            # NUL or a lone surrogate cannot be stored, and the core refuses both anyway
-            await anyio.lowlevel.checkpoint()
-            return Receipt(False, input.id, generation_id, None, "invalid-input")
         store = self._store()
-        started = await self._insert(Submission(session_id, input, digest(input), generation_id))
+        started = await self._insert(Submission(session_id, input, input_digest(input), generation_id))
         if isinstance(started, Receipt):
             self._without_owner += 1
             return started
@@ -568,10 +564,3 @@ class Fleet(abc.ABC):
             listener_reconnects=self._reconnects,
             owners=tuple(owner.statistics() for owner in self._owners.values()),
         )
-
-
-def _storable(input: Input, generation_id: str) -> bool:
-    return all(
-        "\x00" not in value and utf8_encodable(value)
-        for value in (input.id, input.kind, input.text, generation_id)
-    )

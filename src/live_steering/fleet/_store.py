@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import hashlib
 import json
 import time
 from collections.abc import Sequence
@@ -27,7 +28,7 @@ from typing import Any, Final
 import attrs
 
 from .._errors import LiveSteeringError
-from .._types import Disposition, HoldReason, Input, Receipt
+from .._types import Disposition, HoldReason, Input, Receipt, utf8_encodable
 from ..journal import ChangeKind, JournalChange, JournalEntry
 
 SCHEMA_VERSION: Final = 1
@@ -114,7 +115,37 @@ class Taken:
 
 
 def receipt_to_wire(receipt: Receipt) -> str:
-    return json.dumps(receipt.to_dict(), ensure_ascii=False, separators=(",", ":"))
+    """ASCII JSON: a refused id may hold a lone surrogate, which no wake-up could carry raw."""
+    return json.dumps(receipt.to_dict(), separators=(",", ":"))
+
+
+def printable(value: str) -> str:
+    """A host's id as a column people read: NUL and lone surrogates escaped, never stored raw."""
+    if "\x00" not in value and utf8_encodable(value):
+        return value
+    return value.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
+
+
+def _input_json(input: Input, anchor: str) -> str:
+    """The exact input as ASCII JSON: NUL and lone surrogates survive any store (C27: the owner's
+    core sees what the host sent, and refuses it exactly as in-process)."""
+    return json.dumps({"kind": input.kind, "text": input.text, "id": input.id, "anchor": anchor})
+
+
+def _identity_json(input_id: str, anchor: str) -> str:
+    return json.dumps({"id": input_id, "anchor": anchor})
+
+
+def _request(request_no: int, wire: dict[str, str], digest: str, node_id: str) -> Request:
+    return Request(
+        request_no, Input(wire["kind"], wire["text"], id=wire["id"]), wire["anchor"], digest, node_id
+    )
+
+
+def input_digest(input: Input) -> str:
+    """The journal's content digest; an input no journal could hold (a lone surrogate) still gets one,
+    which can never equal a storable input's."""
+    return hashlib.sha256(f"{input.kind}\x00{input.text}".encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def receipt_from_wire(text: str) -> Receipt:
@@ -175,11 +206,10 @@ _TABLES: Final = (
     CREATE TABLE ls_requests (
         request_no {serial} PRIMARY KEY,
         session_id TEXT NOT NULL,
-        input_id TEXT NOT NULL,
-        kind TEXT NOT NULL,
-        text TEXT,                    -- cleared once decided or withdrawn
+        input_id TEXT NOT NULL,       -- for people: NUL and lone surrogates escaped
+        anchor TEXT NOT NULL,         -- the generation id the host anchored to (escaped alike)
+        input TEXT,                   -- exact JSON: kind, text, id, anchor (text dropped when settled)
         digest TEXT NOT NULL,
-        anchor TEXT NOT NULL,         -- the generation id the host anchored to
         node_id TEXT NOT NULL,        -- the requester, told the receipt on decision
         owner_node_id TEXT,           -- the owner it was stored for (woken by the insert)
         state TEXT NOT NULL CHECK (state IN ('pending', 'decided', 'withdrawn')),
@@ -572,7 +602,7 @@ class StoreConnection(abc.ABC):
                     (ttl, session_id, node_id, epoch),
                 )
                 pending = self.execute(
-                    "SELECT request_no, input_id, kind, text, anchor, digest, node_id FROM ls_requests "
+                    "SELECT request_no, input, digest, node_id FROM ls_requests "
                     "WHERE session_id = ? AND state = 'pending' ORDER BY request_no LIMIT ?"
                     + self.lock_pending,
                     (session_id, MAX_BATCH),
@@ -586,8 +616,7 @@ class StoreConnection(abc.ABC):
             self.rollback()
             raise
         return [
-            Request(int(no), Input(kind, text, id=input_id), anchor, digest, requester)
-            for no, input_id, kind, text, anchor, digest, requester in rows
+            _request(int(no), json.loads(wire), digest, requester) for no, wire, digest, requester in rows
         ]
 
     def finish_batch(
@@ -620,10 +649,11 @@ class StoreConnection(abc.ABC):
         now = time.time()  # a record only
         if decisions:
             self.execute_many(
-                "UPDATE ls_requests SET state = 'decided', text = NULL, accepted = ?, disposition = ?, "
+                "UPDATE ls_requests SET state = 'decided', input = ?, accepted = ?, disposition = ?, "
                 "reason = ?, settled_at = ? WHERE request_no = ? AND state = 'pending'",
                 [
                     (
+                        _identity_json(d.request.input.id, d.request.anchor),
                         d.receipt.accepted,
                         None if d.receipt.disposition is None else d.receipt.disposition.value,
                         d.receipt.reason,
@@ -711,19 +741,18 @@ class StoreConnection(abc.ABC):
                 self.begin()
                 cursors = [
                     self.execute(
-                        "INSERT INTO ls_requests (session_id, input_id, kind, text, digest, anchor, node_id, "
+                        "INSERT INTO ls_requests (session_id, input_id, anchor, input, digest, node_id, "
                         "owner_node_id, state, created_at) "
-                        "SELECT ?, ?, ?, ?, ?, ?, ?, l.node_id, 'pending', ? FROM ls_leases l "
+                        "SELECT ?, ?, ?, ?, ?, ?, l.node_id, 'pending', ? FROM ls_leases l "
                         "WHERE l.session_id = ? AND l.node_id IS NOT NULL "
                         f"AND l.expires_at >= {self.now_sql} "
                         "RETURNING request_no, owner_node_id",
                         (
                             item.session_id,
-                            item.input.id,
-                            item.input.kind,
-                            item.input.text,
+                            printable(item.input.id),
+                            printable(item.anchor),
+                            _input_json(item.input, item.anchor),
                             item.digest,
-                            item.anchor,
                             node_id,
                             now,
                             item.session_id,
@@ -751,6 +780,9 @@ class StoreConnection(abc.ABC):
 
     def _answer_without_owner(self, item: Submission) -> Receipt:
         input, anchor = item.input, item.anchor
+        if printable(input.id) != input.id or printable(anchor) != anchor:
+            # no runtime ever accepted such an id or generation: a new id, and no generation runs
+            return Receipt(False, input.id, anchor, None, "stale-generation")
         row = self.execute(
             "SELECT digest, generation_id, disposition, reason FROM ls_receipts "
             "WHERE session_id = ? AND input_id = ? ORDER BY epoch DESC LIMIT 1",
@@ -767,7 +799,7 @@ class StoreConnection(abc.ABC):
         self.begin()
         try:
             withdrawn = self.execute(
-                "UPDATE ls_requests SET state = 'withdrawn', text = NULL, settled_at = ? "
+                "UPDATE ls_requests SET state = 'withdrawn', input = NULL, settled_at = ? "
                 "WHERE request_no = ? AND state = 'pending'",
                 (time.time(), request_no),
             ).rowcount
@@ -791,18 +823,20 @@ class StoreConnection(abc.ABC):
 
     def _decided(self, request_no: int) -> Receipt | None:
         row = self.execute(
-            "SELECT input_id, anchor, state, accepted, disposition, reason FROM ls_requests "
-            "WHERE request_no = ?",
+            "SELECT input, state, accepted, disposition, reason FROM ls_requests WHERE request_no = ?",
             (request_no,),
         ).fetchone()
-        if row is None or row[2] != "decided":
+        if row is None or row[1] != "decided":
             return None
-        return _receipt(row[3], row[0], row[1], row[4], row[5])
+        identity = json.loads(row[0])
+        return _receipt(row[2], identity["id"], identity["anchor"], row[3], row[4])
 
     # -- reading ------------------------------------------------------------------------------
 
     def receipt(self, session_id: str, input_id: str) -> Receipt | None:
         """The receipt of an accepted input in the session's latest runtime that accepted it."""
+        if printable(input_id) != input_id:
+            return None  # never accepted: the core refuses such ids (C7)
         self.begin_read()
         try:
             row = self.execute(
