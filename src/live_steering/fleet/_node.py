@@ -506,7 +506,7 @@ class Fleet(abc.ABC):
                         break
                     if wait is None:
                         raise LeaseHeldError(f"session {session_id!r} is owned by another live node")
-                    await anyio.sleep(min(0.05, self.ttl / 10))
+                    await anyio.sleep(min(0.01, self.ttl / 10))  # a probe: a read, no write
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(conn.close)

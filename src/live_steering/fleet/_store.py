@@ -417,8 +417,12 @@ class StoreConnection(abc.ABC):
         """Take the lease if free, expired or held by a dead process; None if a live owner holds it.
 
         In the same transaction: bump the epoch, finalise what earlier owners left queued
-        (C23), and read their inputs so the new owner answers repeats of them.
+        (C23), and read their inputs so the new owner answers repeats of them. Cheap while a
+        live owner holds it (a read and a lock probe, no write), so a waiting worker may poll.
         """
+        lease = self.read_lease(session_id)
+        if lease is not None and lease.live and not self.try_session_lock(session_id):
+            return None
         self._end_expired_zombie(session_id)
         self.begin()
         got_lock = False
