@@ -16,7 +16,9 @@ every transaction of this owner, one at a time, on one connection:
 3. write the queued changes (accepted, writing marks, applied, held, unknown) and the
    decisions, notify the requesters, commit: one transaction, one fsync (group commit).
 
-A change counts as durable only when that commit returned. A failed commit (a fenced
+An idle owner commits once per ``ttl / 3`` (its renewal) and in between looks for requests
+whose wake-up was lost with a read every ``poll_interval``. A change counts as durable
+only when that commit returned. A failed commit (a fenced
 lease, a lost database) fails the owner: nothing more is reported durable, the barrier
 refuses every later write, and the runtime is closed. Whatever it left ``queued`` is
 finalised by whoever takes the lease next (C23). The owner never decides a request it
@@ -100,7 +102,9 @@ class Owner:
         self._taken = taken
         self._node_id = node_id
         self._ttl = ttl
-        self._renew = min(ttl / 3, poll_interval)
+        self._renew = ttl / 3
+        self._poll = min(self._renew, poll_interval)
+        self._last_commit = anyio.current_time()
         self._queue: list[JournalChange] = []
         self._number = 0
         self._durable_through = 0
@@ -287,14 +291,29 @@ class Owner:
                     if self._closing:
                         return
                     self._wakeup = anyio.Event()
-                    with anyio.move_on_after(self._renew):
+                    with anyio.move_on_after(self._poll):
                         await self._wakeup.wait()
                     self._wakeup = None
+                    idle = not (self._queue or self._requested or self._generation is not None)
+                    renewal_due = anyio.current_time() >= self._last_commit + self._renew
+                    # no renewal due: look for a request whose wake-up was lost, with a read
+                    if idle and not renewal_due and not await self._has_pending():
+                        continue
                 self._requested = False
                 await self._commit_next()
+                self._last_commit = anyio.current_time()
         finally:
             self._done.set()
             self._committed.set()
+
+    async def _has_pending(self) -> bool:
+        try:
+            return await anyio.to_thread.run_sync(
+                self.conn.has_pending, self.session_id, limiter=self._limiter
+            )
+        except Exception as exc:  # the store is gone: the next commit fails the owner properly
+            _log.warning("the owner of session %r could not poll for requests: %r", self.session_id, exc)
+            return True
 
     async def _commit_next(self) -> None:
         self._in_commit = True

@@ -885,6 +885,19 @@ class StoreConnection(abc.ABC):
             raise
         return [_entry(row) for row in rows]
 
+    def has_pending(self, session_id: str) -> bool:
+        """True if a request of the session waits for its owner (a read, for an idle owner's poll)."""
+        self.begin_read()
+        try:
+            row = self.execute(
+                "SELECT 1 FROM ls_requests WHERE session_id = ? AND state = 'pending' LIMIT 1", (session_id,)
+            ).fetchone()
+            self.commit()
+        except BaseException:
+            self.rollback()
+            raise
+        return row is not None
+
     def request_states(self, session_id: str) -> dict[str, int]:
         """How many requests of the session are in each state (tests and statistics)."""
         self.begin_read()
