@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .._extras import install_hint
 from .._types import Disposition
 from ..fleet._store import read_sqlite_receipts
 from ..journal import JournalEntry, JournalError, read_receipts
@@ -79,7 +80,11 @@ def _table(entries: list[JournalEntry]) -> str:
 def _read(args: argparse.Namespace) -> list[JournalEntry]:
     """Journal or fleet store, whichever PATH (or ``--dsn``) is."""
     if args.dsn is not None:
-        from ..fleet._postgres import PostgresConnection
+        try:
+            from ..fleet._postgres import PostgresConnection
+        except ImportError as exc:
+            hint = install_hint("live-steering receipts --dsn", "postgres", "psycopg[binary]")
+            raise ImportError(hint) from exc
 
         conn = PostgresConnection(args.dsn)
         try:
