@@ -35,8 +35,9 @@ LAYERS: Mapping[str, int] = {
     f"{PACKAGE}.journal": 5,
     f"{PACKAGE}.hooks": 5,
     f"{PACKAGE}.acp": 5,
-    f"{PACKAGE}.testing": 6,
-    f"{PACKAGE}._cli": 7,
+    f"{PACKAGE}.fleet": 6,  # the receipt journal across processes: built on journal/'s changes
+    f"{PACKAGE}.testing": 7,
+    f"{PACKAGE}._cli": 8,
 }
 WING_LAYER = 5
 CLI = f"{PACKAGE}._cli"
@@ -126,11 +127,13 @@ def wing_of(module: str) -> str | None:
 
 
 def layer_of(module: str) -> int:
-    for name in (module, *(module.rsplit(".", n)[0] for n in range(1, module.count(".") + 1))):
+    for name in (module, *(module.rsplit(".", n)[0] for n in range(1, module.count(".")))):
         if name in LAYERS:
             return LAYERS[name]
-    if wing_of(module) is not None:
+    if wing_of(module) is not None:  # a wing not named in LAYERS: a wing like journal/
         return WING_LAYER
+    if module == PACKAGE:
+        return LAYERS[PACKAGE]
     raise AssertionError(
         f"{module} is a new top-level module: give it a layer in LAYERS and docs/architecture.md"
     )

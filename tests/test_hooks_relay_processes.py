@@ -393,13 +393,21 @@ def test_hook_command_imports_only_what_it_needs(tmp_path: pathlib.Path) -> None
 # -- the other commands --------------------------------------------------------------------
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_hooks_events_follow_tails_until_interrupted(tmp_path: pathlib.Path) -> None:
     """hooks events --follow prints what exists, then new events as they come, and exits 0 on Ctrl-C."""
     store = str(tmp_path / "hooks.db")
     with SqliteHookStore(store) as s:
         s.enqueue("s", "c1", "first")
     follower = subprocess.Popen(
-        [*CLI, "hooks", "events", "--follow", "--json", "--store", store], stdout=subprocess.PIPE
+        [*CLI, "hooks", "events", "--follow", "--json", "--store", store],
+        stdout=subprocess.PIPE,
+        # a suite started in the background (bash's '&') inherits SIGINT ignored, and Python then
+        # installs no KeyboardInterrupt handler: give the follower the terminal's default
+        preexec_fn=_default_sigint,
     )
     try:
         assert follower.stdout is not None
