@@ -516,7 +516,7 @@ def test_session_id_sqlite_cannot_store_is_a_value_error(store: str) -> None:
 def test_install_hermes_yaml_appends_once_and_refuses_a_section_of_the_users(
     tmp_path: pathlib.Path, store: str
 ) -> None:
-    """Hermes' config.yaml gets our hooks: section appended once; a hooks: section of the user's is left alone."""
+    """Hermes' config.yaml gets our hooks: section once; a hooks: section of the user's is left alone."""
     config = tmp_path / "config.yaml"
     config.write_text("model: anthropic/claude-sonnet-4\n")
     _install.merge_into(str(config), "hermes", store)

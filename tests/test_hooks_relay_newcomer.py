@@ -213,7 +213,9 @@ REPORTED = [
 ]
 
 
-@pytest.mark.parametrize(("vendor", "moment"), sorted((p.parent.name, p.stem) for p in FIXTURES.glob("*/*.json")))
+@pytest.mark.parametrize(
+    ("vendor", "moment"), sorted((p.parent.name, p.stem) for p in FIXTURES.glob("*/*.json"))
+)
 def test_no_fixture_moment_is_a_hook_failure(store: str, vendor: str, moment: str) -> None:
     """Every vendor moment with a fixture is known: eligible or not, never hook.failed."""
     payload = json.loads((FIXTURES / vendor / f"{moment}.json").read_text(encoding="utf-8"))

@@ -37,7 +37,9 @@ def _usage(argv: Sequence[str], store: str | None = None) -> int:
     from ..hooks._command import record_failure
 
     shown = " ".join(argv) if argv else "(no arguments)"
-    record_failure(None, "usage-error", f"live-steering hook {shown[:200]}: {USAGE.strip()}", store_path=store)
+    record_failure(
+        None, "usage-error", f"live-steering hook {shown[:200]}: {USAGE.strip()}", store_path=store
+    )
     try:  # read the vendor's JSON to its end, so its write never fails on a closed pipe
         if not sys.stdin.isatty():
             while sys.stdin.buffer.read(1 << 20):

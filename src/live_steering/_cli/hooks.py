@@ -47,7 +47,11 @@ def register(subparsers: Any) -> None:
 
     install = commands.add_parser("install", help="print (or --write) a vendor's hook config")
     install.add_argument("vendor", metavar="VENDOR", choices=VENDORS, help=f"one of {', '.join(VENDORS)}")
-    install.add_argument("--write", metavar="PATH", help="merge the config into PATH (backup in PATH.bak, or PATH.bak.N if that exists)")
+    install.add_argument(
+        "--write",
+        metavar="PATH",
+        help="merge the config into PATH (backup in PATH.bak, or PATH.bak.N if that exists)",
+    )
     install.add_argument(
         "--plugin",
         metavar="DIR",

@@ -25,7 +25,9 @@ def register(subparsers: Any) -> None:
         ),
     )
     parser.add_argument("session", metavar="SESSION", help="the vendor's session id")
-    parser.add_argument("text", metavar="TEXT", help="the instruction; '-' reads it from stdin (one trailing newline removed)")
+    parser.add_argument(
+        "text", metavar="TEXT", help="the instruction; '-' reads it from stdin (one trailing newline removed)"
+    )
     parser.add_argument(
         "--id", metavar="ID", help="command id (makes a retry idempotent); default: a new UUID"
     )
