@@ -32,8 +32,14 @@ def register(subparsers: object) -> None:
     )
 
 
-def _usage() -> int:
+def _usage(argv: Sequence[str], store: str | None = None) -> int:
     sys.stderr.write(USAGE)
+    from ..hooks._command import record_failure
+
+    shown = " ".join(argv) if argv else "(no arguments)"
+    record_failure(
+        None, "usage-error", f"live-steering hook {shown[:200]}: {USAGE.strip()}", store_path=store
+    )
     try:  # read the vendor's JSON to its end, so its write never fails on a closed pipe
         if not sys.stdin.isatty():
             while sys.stdin.buffer.read(1 << 20):
@@ -48,7 +54,9 @@ def main(argv: Sequence[str]) -> int:
 
     Vendors read exit codes: Claude Code, Qwen Code and the VS Code agent treat 2 as a
     blocking error (the tool call is refused), others as a warning. A hook config with a
-    typo must not do that to the agent, so the usage goes to stderr and the exit is 0.
+    typo must not do that to the agent, so the usage goes to stderr, the failure is recorded
+    in the store (``hook.failed {reason: "usage-error"}``; the given ``--store`` if any, else
+    the default one), and the exit is 0.
     """
     args = list(argv)
     if args[:1] in (["-h"], ["--help"]):
@@ -58,7 +66,7 @@ def main(argv: Sequence[str]) -> int:
     if "--store" in args:
         at = args.index("--store")
         if at + 1 >= len(args):
-            return _usage()
+            return _usage(argv)
         store = args[at + 1]
         del args[at : at + 2]
     else:
@@ -68,7 +76,7 @@ def main(argv: Sequence[str]) -> int:
                 del args[i]
                 break
     if len(args) != 1:
-        return _usage()
+        return _usage(argv, store)
     from ..hooks._command import run_hook
 
     return run_hook(args[0], store_path=store)
