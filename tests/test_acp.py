@@ -423,7 +423,7 @@ def test_docs_show_the_example_verbatim() -> None:
 
 
 async def test_session_ids_differ_across_agents_so_input_ids_do_too() -> None:
-    """Each agent (each process) names sessions afresh (sess-<uuid>): the same request id never repeats an input id."""
+    """Each agent (each process) names sessions sess-<uuid>: one request id never repeats an input id."""
     import uuid
 
     from live_steering.acp import SteeringAgent

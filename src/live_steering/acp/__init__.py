@@ -121,14 +121,14 @@ class _Channel:
     async def steer_settled(self, settled: dict[str, Any]) -> None:
         await self._info({"steer": settled})
 
-    async def message(self, text: str, meta: dict[str, Any] | None) -> None:
+    async def message(self, text: str, meta: dict[str, Any] | None, message_id: str | None = None) -> None:
         update = acp.update_agent_message_text(text)
-        update.field_meta = meta
+        update.field_meta, update.message_id = meta, message_id
         await self._conn.session_update(self._session_id, update)
 
-    async def thought(self, text: str, meta: dict[str, Any] | None) -> None:
+    async def thought(self, text: str, meta: dict[str, Any] | None, message_id: str | None = None) -> None:
         update = acp.update_agent_thought_text(text)
-        update.field_meta = meta
+        update.field_meta, update.message_id = meta, message_id
         await self._conn.session_update(self._session_id, update)
 
     async def update(self, update: Any) -> None:
