@@ -26,6 +26,7 @@ from live_steering import (
     Receipt,
     RefusalReason,
     RuntimeClosedError,
+    StopReason,
 )
 from live_steering._core import (
     DEFAULT_IDENTITY_LIMIT,
@@ -757,7 +758,7 @@ def test_each_ending_holds_pending_with_its_reason(how: str, terminal_type: str,
     if how == "stop":
         rig.core.stop(gen)
     elif how == "budget":
-        rig.core.stop(gen, HoldReason.BUDGET_EXHAUSTED)
+        rig.core.stop(gen, StopReason.BUDGET_EXHAUSTED)
     elif how == "close":
         rig.core.close()
     exit_ = {"cancelled": Exit.CANCELLED, "failed": Exit.RAISED}.get(how, Exit.RETURNED)
@@ -780,9 +781,9 @@ def test_stop_is_idempotent_and_the_first_reason_wins() -> None:
     rig = Rig()
     gen = rig.start()
     rig.submit("a")
-    rig.core.stop(gen, HoldReason.BUDGET_EXHAUSTED)
+    rig.core.stop(gen, StopReason.BUDGET_EXHAUSTED)
     mark = len(rig.events)
-    rig.core.stop(gen, HoldReason.GENERATION_STOPPED)
+    rig.core.stop(gen, StopReason.GENERATION_STOPPED)
     assert len(rig.events) == mark
     terminal = rig.end(gen)
     assert rig.events[-1]["type"] == "generation.stopped"
@@ -860,7 +861,7 @@ def test_return_write_after_stop_holds_the_returned_input() -> None:
     rig.core.begin_boundary(gen)
     record = rig.core.next_write(gen)
     assert record is not None
-    rig.core.stop(gen, HoldReason.BUDGET_EXHAUSTED)
+    rig.core.stop(gen, StopReason.BUDGET_EXHAUSTED)
     rig.core.return_write(gen, record)
     rig.check()
     assert rig.core.receipt("a") == Receipt(True, "a", "g1", Disposition.HELD, "budget-exhausted")

@@ -25,6 +25,7 @@ from live_steering import (
     LiveRuntime,
     Receipt,
     RuntimeClosedError,
+    StopReason,
 )
 from live_steering._core import (
     ENDINGS,
@@ -331,7 +332,7 @@ def test_every_illegal_generation_transition_raises_and_changes_nothing(
 def test_closing_an_already_closed_generation_changes_nothing() -> None:
     """The self-loops of GENERATION_TRANSITIONS: the first ending and its reason stand."""
     core, gen = applied_then_queued()
-    core.stop(gen, HoldReason.BUDGET_EXHAUSTED)
+    core.stop(gen, StopReason.BUDGET_EXHAUSTED)
     core.close()
     assert not core.after_checkpoint(gen)
     assert (gen.phase, gen.ending, gen.end_reason) == (
@@ -357,7 +358,7 @@ def _stand(core: SteeringCore, gen: GenerationState, standing: Standing) -> None
     elif standing is Standing.STOPPED:
         core.stop(gen)
     elif standing is Standing.BUDGET_EXHAUSTED:
-        core.stop(gen, HoldReason.BUDGET_EXHAUSTED)
+        core.stop(gen, StopReason.BUDGET_EXHAUSTED)
     elif standing is Standing.RUNTIME_CLOSED:
         core.close()
 
@@ -432,10 +433,10 @@ def test_a_generation_id_is_never_used_twice() -> None:
 
 
 def test_stop_refuses_a_reason_no_stop_gives() -> None:
-    """Only generation-stopped and budget-exhausted are stop reasons; anything else changes nothing."""
+    """Only a StopReason is a stop reason (a HoldReason is a TypeError); anything else changes nothing."""
     core, gen = applied_then_queued()
-    with pytest.raises(ValueError, match="stop reason"):
-        core.stop(gen, HoldReason.RUNTIME_CLOSED)
+    with pytest.raises(TypeError, match="stop reason"):
+        core.stop(gen, HoldReason.RUNTIME_CLOSED)  # type: ignore[arg-type]
     assert gen.phase is Phase.OPEN
     assert core.identities["b"].state is InputState.PENDING
 

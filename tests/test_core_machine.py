@@ -21,7 +21,15 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from live_steering import Disposition, HoldReason, Input, Receipt, RefusalReason, RuntimeClosedError
+from live_steering import (
+    Disposition,
+    HoldReason,
+    Input,
+    Receipt,
+    RefusalReason,
+    RuntimeClosedError,
+    StopReason,
+)
 from live_steering._core import (
     DEFAULT_IDENTITY_LIMIT,
     Ending,
@@ -331,14 +339,15 @@ class CoreMachine(RuleBasedStateMachine):
         gen.pending.clear()
 
     @precondition(lambda self: self.gen is not None)
-    @rule(reason=st.sampled_from([HoldReason.GENERATION_STOPPED, HoldReason.BUDGET_EXHAUSTED]))
-    def stop(self, reason: HoldReason) -> None:
+    @rule(reason=st.sampled_from(list(StopReason)))
+    def stop(self, reason: StopReason) -> None:
         gen = self.gen
         assert gen is not None
         self.core.stop(gen.state, reason)
         if gen.open:  # once admission closed, a stop changes nothing: the first ending stands
-            gen.open, gen.ending, gen.end_reason = False, Ending.STOPPED, reason
-            self.hold_pending(gen, reason)
+            hold = HoldReason(reason.value)
+            gen.open, gen.ending, gen.end_reason = False, Ending.STOPPED, hold
+            self.hold_pending(gen, hold)
 
     @precondition(lambda self: self.gen is not None)
     @rule(how=st.sampled_from(list(Exit)))

@@ -25,6 +25,9 @@ EXPECTED_EXPORTS = {
     "GenerationClosedError",
     "RuntimeClosedError",
     "InvariantError",
+    "StopReason",
+    "GenerationStopped",
+    "CheckpointDecisionWarning",
 }
 
 

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
-from live_steering import Disposition, Generation, HoldReason, Input, LiveRuntime, Receipt
+from live_steering import Disposition, Generation, HoldReason, Input, LiveRuntime, Receipt, StopReason
 
 Op = tuple[Any, ...]
 
@@ -206,8 +206,8 @@ _OPS: list[Op] = [
     ("fail",),
     ("cancel",),
     ("close",),
-    ("stop", HoldReason.GENERATION_STOPPED),
-    ("stop", HoldReason.BUDGET_EXHAUSTED),
+    ("stop", StopReason.GENERATION_STOPPED),
+    ("stop", StopReason.BUDGET_EXHAUSTED),
 ]
 _ops = st.lists(st.sampled_from(_OPS), min_size=10, max_size=60)
 

@@ -16,15 +16,17 @@ from __future__ import annotations
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ._errors import (
+        CheckpointDecisionWarning,
         GenerationClosedError,
         GenerationStateError,
+        GenerationStopped,
         InvariantError,
         LiveSteeringError,
         RuntimeClosedError,
     )
     from ._events import Subscription
     from ._runtime import Generation, LiveRuntime, RuntimeStatistics, WriteBarrier, Writer
-    from ._types import Disposition, HoldReason, Input, Receipt, RefusalReason
+    from ._types import Disposition, HoldReason, Input, Receipt, RefusalReason, StopReason
 
 __version__ = "0.1.0"
 
@@ -35,6 +37,7 @@ __all__ = [
     "Disposition",
     "RefusalReason",
     "HoldReason",
+    "StopReason",
     # the runtime and the engine-side API
     "LiveRuntime",
     "Generation",
@@ -48,6 +51,9 @@ __all__ = [
     "GenerationClosedError",
     "RuntimeClosedError",
     "InvariantError",
+    # the stop signal and the loop author's warning (issue 11)
+    "GenerationStopped",
+    "CheckpointDecisionWarning",
 ]
 
 #: Where each public name lives.
@@ -57,6 +63,7 @@ _HOME = {
     "Disposition": "._types",
     "RefusalReason": "._types",
     "HoldReason": "._types",
+    "StopReason": "._types",
     "LiveRuntime": "._runtime",
     "Generation": "._runtime",
     "Writer": "._runtime",
@@ -68,6 +75,8 @@ _HOME = {
     "GenerationClosedError": "._errors",
     "RuntimeClosedError": "._errors",
     "InvariantError": "._errors",
+    "GenerationStopped": "._errors",
+    "CheckpointDecisionWarning": "._errors",
 }
 
 

@@ -19,7 +19,13 @@ Its decisions, each a table or one function:
 * generation end: ``ENDINGS`` maps how the block was left (``Exit``) and where
   the generation stood (``Standing``) to its ending and hold reason (C17, C19);
 * the write barrier's outcome: ``after_barrier`` (hand the input over, or hold it);
-* the reasons a stop may give: ``STOP_REASONS``.
+* the reasons a stop may give: ``STOP_REASONS`` (``StopReason`` -> the hold reason);
+* what a boundary of a generation whose admission closed raises: ``boundary_refusal``
+  (the stop signal ``GenerationStopped`` after a stop, C17);
+* the check after the checkpoint: ``AFTER_CHECKPOINT`` (continue, finish, or stop
+  for the budget before anything announces a continuation, C16, C17);
+* a block left normally with input pending and no such check: ``UNDECIDED_EXITS``
+  (its terminal event carries ``"warning": "no-checkpoint-decision"``).
 
 State, and the invariants ``_check()`` asserts after any step:
 
@@ -65,11 +71,18 @@ from typing import Any, Final
 
 import attrs
 
-from ._errors import GenerationClosedError, GenerationStateError, InvariantError, RuntimeClosedError
-from ._types import Disposition, HoldReason, Input, Receipt, RefusalReason
+from ._errors import (
+    GenerationClosedError,
+    GenerationStateError,
+    GenerationStopped,
+    InvariantError,
+    RuntimeClosedError,
+)
+from ._types import Disposition, HoldReason, Input, Receipt, RefusalReason, StopReason, build_receipt
 from ._validate import MAX_ID_CHARS, checked_id, event_safe, input_problem
 
 __all__ = [
+    "AFTER_CHECKPOINT",
     "DEFAULT_IDENTITY_LIMIT",
     "DEFAULT_MAX_TEXT_CHARS",
     "DELIVERY",
@@ -78,7 +91,9 @@ __all__ = [
     "INPUT_TRANSITIONS",
     "OPEN",
     "STOP_REASONS",
+    "UNDECIDED_EXITS",
     "Action",
+    "CheckpointDecision",
     "CoreStatistics",
     "Ending",
     "Exit",
@@ -165,6 +180,8 @@ class Phase(enum.Enum):
     CLOSING = "closing"  # admission closed; nothing pending; terminal event not yet published
     ENDED = "ended"  # terminal event published
 
+    __hash__ = object.__hash__  # as InputState's: they key the generation tables
+
 
 class GenerationAction(enum.Enum):
     """What may happen to a generation."""
@@ -173,6 +190,8 @@ class GenerationAction(enum.Enum):
     STOP = "stop"  # ``stop()``: a stop or an exhausted budget (C17)
     CLOSE = "close"  # the runtime closed (C17)
     END = "end"  # its block was left: the terminal event (C19)
+
+    __hash__ = object.__hash__  # as InputState's: they key the generation tables
 
 
 #: The only legal moves of a generation. Closing a generation whose admission is
@@ -207,6 +226,8 @@ class Ending(enum.Enum):
     CANCELLED = "generation.cancelled"
     FAILED = "generation.failed"
 
+    __hash__ = object.__hash__  # as InputState's: they key the generation tables
+
 
 class Exit(enum.Enum):
     """How the engine left a generation's block; the shell tells, ``ENDINGS`` decides."""
@@ -214,12 +235,15 @@ class Exit(enum.Enum):
     RETURNED = "returned"
     """Left normally."""
     STOP_SIGNAL = "stop-signal"
-    """Left by the library's own refusal of a boundary (``GenerationClosedError``,
-    ``RuntimeClosedError``): how a loop runs into a stop made by another task."""
+    """Left by the library's own refusal of a boundary: the stop signal
+    (``GenerationStopped``), ``RuntimeClosedError`` or ``GenerationClosedError``: how
+    a loop runs into a stop made by another task."""
     CANCELLED = "cancelled"
     """Left by the backend's cancellation (also a group of nothing else)."""
     RAISED = "raised"
     """Left by any other exception."""
+
+    __hash__ = object.__hash__  # as InputState's: they key the generation tables
 
 
 class Standing(enum.Enum):
@@ -237,6 +261,8 @@ class Standing(enum.Enum):
     """``stop(HoldReason.BUDGET_EXHAUSTED)`` closed admission."""
     RUNTIME_CLOSED = "runtime-closed"
     """The runtime's close closed admission."""
+
+    __hash__ = object.__hash__  # as InputState's: they key the generation tables
 
 
 def _endings() -> dict[tuple[Exit, Standing], tuple[Ending, HoldReason | None]]:
@@ -265,8 +291,45 @@ def _endings() -> dict[tuple[Exit, Standing], tuple[Ending, HoldReason | None]]:
 #: generation ended, except that a runtime's close keeps its reason.
 ENDINGS: Final = _endings()
 
-#: The reasons ``stop()`` may give (C17); ``runtime-closed`` is the runtime's close.
-STOP_REASONS: Final = frozenset({HoldReason.GENERATION_STOPPED, HoldReason.BUDGET_EXHAUSTED})
+#: The reasons ``stop()`` may give (C17) -> the reason the pending inputs are held with
+#: (the same string); ``runtime-closed`` is the runtime's close, not a stop.
+STOP_REASONS: Final[dict[StopReason, HoldReason]] = {
+    StopReason.GENERATION_STOPPED: HoldReason.GENERATION_STOPPED,
+    StopReason.BUDGET_EXHAUSTED: HoldReason.BUDGET_EXHAUSTED,
+}
+_STOP_OF_HOLD: Final = {hold: stop for stop, hold in STOP_REASONS.items()}
+
+#: How the block was left x where it stood, for the endings that mean the loop forgot
+#: the after-checkpoint decision: it returned with input pending, so that input is
+#: held (``generation-stopped``) rather than continued. The terminal event says so
+#: (``"warning": "no-checkpoint-decision"``) and the shell warns
+#: (``CheckpointDecisionWarning``).
+UNDECIDED_EXITS: Final = frozenset({(Exit.RETURNED, Standing.OPEN_PENDING)})
+UNDECIDED_WARNING: Final = "no-checkpoint-decision"
+
+
+class CheckpointDecision(enum.Enum):
+    """What the check after the checkpoint decides (``AFTER_CHECKPOINT``)."""
+
+    CONTINUE = "continue"
+    """Input is pending and a model call may still be made: ``generation.continued``."""
+    FINISH = "finish"
+    """Nothing is pending: admission closes, the generation finishes."""
+    STOP_BUDGET = "stop-budget"
+    """Input is pending but no model call may be made: stopped ``budget-exhausted``,
+    decided before any ``generation.continued`` (C17)."""
+
+    __hash__ = object.__hash__  # as InputState's: they key the generation tables
+
+
+#: The check after the checkpoint (C16, C17): (input pending, a model call may still be
+#: made) -> the decision. Nothing is ever announced as continued that then cannot run.
+AFTER_CHECKPOINT: Final[dict[tuple[bool, bool], CheckpointDecision]] = {
+    (True, True): CheckpointDecision.CONTINUE,
+    (True, False): CheckpointDecision.STOP_BUDGET,
+    (False, True): CheckpointDecision.FINISH,
+    (False, False): CheckpointDecision.FINISH,
+}
 
 _STANDING_OF_STOP: Final = {
     HoldReason.GENERATION_STOPPED: Standing.STOPPED,
@@ -294,7 +357,7 @@ def exit_of(exc: BaseException | None, *, cancelled: bool) -> Exit:
         return Exit.RETURNED
     if cancelled:
         return Exit.CANCELLED
-    if isinstance(exc, (GenerationClosedError, RuntimeClosedError)):
+    if isinstance(exc, (GenerationStopped, GenerationClosedError, RuntimeClosedError)):
         return Exit.STOP_SIGNAL
     return Exit.RAISED
 
@@ -329,7 +392,7 @@ class InputRecord:
         """The current receipt of this input. O(1); one ``Receipt`` per state, however often asked."""
         receipt = self._receipt
         if receipt is None:
-            receipt = Receipt(
+            receipt = build_receipt(
                 True, self.input.id, self.generation_id, _DISPOSITION_OF[self.state], self.reason
             )
             self._receipt = receipt
@@ -718,15 +781,36 @@ class SteeringCore:
             raise GenerationClosedError(f"generation {gen.id!r} has ended; cannot {doing}")
 
     def begin_boundary(self, gen: GenerationState) -> None:
-        """Start a boundary: the caller will drain with ``next_write`` until it returns None."""
-        self._require_current(gen, "run a boundary")
-        if gen.phase is not Phase.OPEN:
-            if self.closed:
-                raise RuntimeClosedError(f"the runtime is closed; generation {gen.id!r} must end")
-            raise GenerationClosedError(f"generation {gen.id!r} has closed admission; no boundary")
-        if gen.boundary_active:
+        """Start a boundary: the caller will drain with ``next_write`` until it returns None.
+
+        One test on the path of every boundary (an open generation is neither ended nor
+        closing; ``OPEN`` is the module's name, not a read off the class); the reason
+        for a refusal is found only when there is one.
+        """
+        if gen.phase is not OPEN or self.current is not gen or gen.boundary_active:
+            self._require_current(gen, "run a boundary")
+            if gen.phase is not OPEN:
+                raise self.boundary_refusal(gen)
             raise GenerationStateError(f"a boundary of generation {gen.id!r} is already running")
         gen.boundary_active = True
+
+    def boundary_refusal(self, gen: GenerationState) -> Exception:
+        """What a boundary of ``gen``, whose admission closed, raises.
+
+        After a stop, the stop signal ``GenerationStopped`` (C17): the loop ends and
+        leaving the block absorbs it. After the runtime's close, ``RuntimeClosedError``;
+        after the check after the checkpoint closed admission, ``GenerationClosedError``
+        (a boundary after ``continue_after_checkpoint()`` returned False is a misuse).
+        """
+        reason = gen.end_reason
+        stop = _STOP_OF_HOLD.get(reason) if gen.ending is Ending.STOPPED and reason is not None else None
+        if stop is not None:
+            signal = GenerationStopped(gen.id, stop.value)
+            signal._origin = gen
+            return signal
+        if self.closed:
+            return RuntimeClosedError(f"the runtime is closed; generation {gen.id!r} must end")
+        return GenerationClosedError(f"generation {gen.id!r} has closed admission; no boundary")
 
     def next_write(self, gen: GenerationState) -> InputRecord | None:
         """Hand the oldest pending input to the writer, or ``None`` when drained. O(1)."""
@@ -763,7 +847,10 @@ class SteeringCore:
 
     def confirm_write(self, gen: GenerationState, record: InputRecord) -> Receipt:
         """The writer returned: the input is applied (C14)."""
-        self._take_writing(gen, record)
+        if gen.writing is record:  # ``_take_writing``, whose checks run only when it is not
+            gen.writing = None
+        else:
+            self._take_writing(gen, record)  # raises
         self._move(record, _CONFIRM)  # publishes an owed acceptance first
         gen.applied_ids.append(record.input.id)
         # The two events of C14, with one clock reading: this runs once per input written.
@@ -784,41 +871,61 @@ class SteeringCore:
 
     def _take_writing(self, gen: GenerationState, record: InputRecord) -> None:
         if gen.writing is not record:
+            if gen.phase is Phase.ENDED and record.state is InputState.UNKNOWN:
+                # The block was left (by another task) while this boundary was writing:
+                # the end made the write unknown (C15); its boundary must not carry on.
+                raise GenerationStateError(
+                    f"the block of generation {gen.id!r} was left while a boundary was writing "
+                    f"input {record.input.id!r}, which is now unknown (write-interrupted): "
+                    "leave the block only after its boundaries have returned"
+                )
             raise InvariantError(f"input {record.input.id!r} is not the one being written")
         gen.writing = None
 
     def end_boundary(self, gen: GenerationState) -> None:
         gen.boundary_active = False
 
-    def after_checkpoint(self, gen: GenerationState) -> bool:
-        """The once-more check after the durable checkpoint (C16).
+    def after_checkpoint(self, gen: GenerationState, may_call: bool = True) -> bool:
+        """The once-more check after the durable checkpoint (C16, C17): ``AFTER_CHECKPOINT``.
 
-        Pending input: the same generation continues (``generation.continued``),
-        returns True. Nothing pending: admission closes in this same synchronous
-        step, returns False; a later submit is refused ``finishing``.
+        ``may_call``: whether the loop may still make a model call (False once its
+        call budget is spent). Pending input and ``may_call``: the same generation
+        continues (``generation.continued``), returns True. Pending input and no call
+        left: stopped ``budget-exhausted`` (the input is held), returns False, and
+        nothing announced a continuation. Nothing pending: admission closes in this
+        same synchronous step, returns False; a later submit is refused ``finishing``.
         """
+        if type(may_call) is not bool:
+            raise TypeError(f"may_call must be a bool, got {type(may_call).__name__}")
         self._require_current(gen, "check after the checkpoint")
         if gen.boundary_active:
             raise GenerationStateError("continue_after_checkpoint() while a boundary is running")
-        if gen.phase is OPEN and gen.pending:
+        decision = AFTER_CHECKPOINT[gen.phase is OPEN and bool(gen.pending), may_call]
+        if decision is CheckpointDecision.CONTINUE:
             gen.continuations += 1
             self._emit("generation.continued", {"generation_id": gen.id})
             return True
-        self._close_admission(gen, GenerationAction.FINISH, Ending.FINISHED, None)
+        if decision is CheckpointDecision.STOP_BUDGET:
+            self._close_admission(gen, GenerationAction.STOP, Ending.STOPPED, HoldReason.BUDGET_EXHAUSTED)
+        else:
+            self._close_admission(gen, GenerationAction.FINISH, Ending.FINISHED, None)
         return False
 
-    def stop(self, gen: GenerationState, reason: HoldReason = HoldReason.GENERATION_STOPPED) -> None:
+    def stop(self, gen: GenerationState, reason: StopReason = StopReason.GENERATION_STOPPED) -> None:
         """Close admission and hold every pending input (C17).
 
-        ``reason`` is one of ``STOP_REASONS`` (``ValueError`` otherwise). Once
-        admission is closed (an earlier stop, the runtime's close, or the
+        ``reason`` is a ``StopReason`` (``TypeError`` otherwise, changing nothing).
+        Once admission is closed (an earlier stop, the runtime's close, or the
         after-checkpoint decision to finish) there is nothing left to stop: the call
         changes nothing, so the first ending and its reason stand.
         """
-        if reason not in STOP_REASONS:
-            raise ValueError(f"stop reason must be one of {sorted(r.value for r in STOP_REASONS)}")
+        hold = STOP_REASONS.get(reason) if type(reason) is StopReason else None
+        if hold is None:
+            raise TypeError(
+                f"a stop reason is a StopReason ({', '.join(r.value for r in STOP_REASONS)}), got {reason!r}"
+            )
         self._require_current(gen, "stop")
-        self._close_admission(gen, GenerationAction.STOP, Ending.STOPPED, reason)
+        self._close_admission(gen, GenerationAction.STOP, Ending.STOPPED, hold)
 
     def standing(self, gen: GenerationState) -> Standing:
         """Where ``gen`` stands, as ``ENDINGS`` reads it."""
@@ -840,7 +947,8 @@ class SteeringCore:
         ``error`` (the exception's type name) rides on a ``generation.failed``.
         """
         self._require_current(gen, "end")
-        ending, reason = ENDINGS[how, self.standing(gen)]
+        standing = self.standing(gen)
+        ending, reason = ENDINGS[how, standing]
         if gen.writing is not None:
             self.interrupt_write(gen, gen.writing)
         if reason is not None:
@@ -860,6 +968,8 @@ class SteeringCore:
             terminal["reason"] = reason.value
         if error is not None and ending is Ending.FAILED:
             terminal["error"] = error
+        if (how, standing) in UNDECIDED_EXITS:
+            terminal["warning"] = UNDECIDED_WARNING
         self._emit(ending.value, terminal)
         return terminal
 

@@ -16,14 +16,18 @@ one task, so it parks on the backend's bare primitive instead:
 
 Callers check their condition before parking and after waking: ``unpark`` with no
 task parked does nothing, and a parked task also wakes when cancelled.
+
+``checkpoint_if_cancelled`` is the start of every boundary: anyio's function of that
+name looks the backend up (``sniffio``) on each call, about as long as the rest of a
+one-input boundary, so each parker binds its backend's own once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import types
-from collections.abc import Awaitable, Generator
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Generator
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import trio.lowlevel
@@ -83,16 +87,79 @@ class Parker:
         """
         raise NotImplementedError
 
+    def checkpoint_if_cancelled(self) -> Awaitable[None]:
+        """``anyio.lowlevel.checkpoint_if_cancelled()`` without its backend lookup.
+
+        Raises the backend's cancellation if an enclosing cancel scope was cancelled;
+        otherwise returns without letting another task run. Await the result at once.
+        """
+        raise NotImplementedError
+
+
+_checkpoints_if_cancelled: dict[str, Callable[[], Awaitable[None]]] = {}
+"""Each backend's, looked up once per process: a generation is entered per agent run."""
+
+
+def _backend_checkpoint_if_cancelled(name: str) -> Callable[[], Awaitable[None]]:
+    """The backend's own ``checkpoint_if_cancelled``, the one ``anyio.lowlevel`` looks up per call."""
+    found = _checkpoints_if_cancelled.get(name)
+    if found is None:
+        try:
+            from anyio._core._eventloop import get_async_backend
+        except ImportError:  # pragma: no cover - anyio moved it: take the public path, slower
+            import anyio.lowlevel
+
+            found = anyio.lowlevel.checkpoint_if_cancelled
+        else:
+            found = get_async_backend(name).checkpoint_if_cancelled
+        _checkpoints_if_cancelled[name] = found
+    return found
+
 
 def _occupied() -> RuntimeError:
     return RuntimeError("another task is already parked here")
 
 
+def _anyio_asyncio_task_states() -> Any:
+    """anyio's asyncio table of task -> its cancel scopes, if it has the shape this module reads.
+
+    ``_AsyncioParker.checkpoint_if_cancelled`` walks it as anyio's own function does, but
+    without that function's per-call lookups; with any other shape (another anyio), the
+    parker calls anyio's function instead.
+    """
+    try:
+        from anyio._backends._asyncio import CancelScope, TaskState, _task_states
+    except ImportError:  # pragma: no cover - another anyio
+        return None
+    probe = CancelScope()
+    if not all(hasattr(probe, name) for name in ("_cancel_called", "_shield", "_parent_scope")):
+        return None  # pragma: no cover - another anyio
+    if "cancel_scope" not in getattr(TaskState, "__slots__", ()):
+        return None  # pragma: no cover - another anyio
+    return _task_states
+
+
+_TASK_STATES: Any = None
+_TASK_STATES_READ = False
+
+
 class _AsyncioParker(Parker):
-    __slots__ = ("_done", "_future", "_loop")
+    __slots__ = ("_done", "_future", "_loop", "_state", "_task", "_task_states", "checkpoint_if_cancelled")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        global _TASK_STATES, _TASK_STATES_READ
         self._loop = loop
+        if not _TASK_STATES_READ:
+            _TASK_STATES, _TASK_STATES_READ = _anyio_asyncio_task_states(), True
+        self._task_states = _TASK_STATES
+        self._task: asyncio.Task[Any] | None = None
+        self._state: Any = None
+        """anyio's state of ``_task`` (one object for a task's whole life), read once."""
+        # anyio's asyncio backend: its cancel scopes are anyio's own, so they are walked.
+        if self._task_states is None:  # pragma: no cover - another anyio
+            self.checkpoint_if_cancelled = _backend_checkpoint_if_cancelled("asyncio")  # type: ignore[method-assign]
+        else:
+            self.checkpoint_if_cancelled = self._checkpoint_if_cancelled  # type: ignore[method-assign]
         self._future: asyncio.Future[None] | None = None
         self._done: asyncio.Future[None] = loop.create_future()
         """Resolved once and shared by every ``yield_shielded``: a task awaiting a done
@@ -123,6 +190,28 @@ class _AsyncioParker(Parker):
             return False
         future.set_result(None)  # schedules the parked task's wake-up
         return True
+
+    def _checkpoint_if_cancelled(self) -> Awaitable[None]:
+        # What anyio's asyncio ``checkpoint_if_cancelled`` does (walk the task's cancel
+        # scopes from the innermost: a cancelled one means a checkpoint, which raises; a
+        # shielded one ends the walk), with the task's state read once per task: anyio
+        # makes it when the task starts (or enters its first scope) and drops it when the
+        # task ends, so a live task keeps one.
+        task = asyncio.current_task(self._loop)
+        state = self._state if task is self._task else None
+        if state is None:
+            state = self._task_states.get(task)
+            if state is None:
+                return self._done
+            self._task, self._state = task, state
+        scope = state.cancel_scope
+        while scope is not None:
+            if scope._cancel_called:  # the rare path: anyio's own, which yields until it raises
+                return _backend_checkpoint_if_cancelled("asyncio")()
+            if scope._shield:
+                break
+            scope = scope._parent_scope
+        return self._done  # awaiting a done future returns at once, without suspending
 
     @types.coroutine
     def yield_shielded(self) -> Generator[asyncio.Future[None], None, None]:
@@ -159,6 +248,7 @@ class _TrioParker(Parker):
         "_resumes",
         "_task",
         "_wait",
+        "checkpoint_if_cancelled",
     )
 
     def __init__(self) -> None:
@@ -182,6 +272,8 @@ class _TrioParker(Parker):
         self._wait = trio.lowlevel.wait_task_rescheduled
         self._reschedule = trio.lowlevel.reschedule
         self._checkpoint = trio.lowlevel.cancel_shielded_checkpoint
+        # anyio's trio backend calls trio's own, which is public: bind that.
+        self.checkpoint_if_cancelled = trio.lowlevel.checkpoint_if_cancelled  # type: ignore[method-assign]
 
     @property
     def occupied(self) -> bool:

@@ -14,11 +14,15 @@ touches ``LiveRuntime._core`` or the core's attributes.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import os
 import time
 import uuid
+import warnings
+import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from types import TracebackType
+from types import CoroutineType, MethodType, TracebackType
 from typing import Any, Final, Protocol
 
 import anyio
@@ -31,15 +35,16 @@ from ._core import (
     DELIVERY,
     OPEN,
     CoreStatistics,
+    Exit,
     GenerationState,
     InputRecord,
     SteeringCore,
     exit_of,
 )
-from ._errors import GenerationStateError, InvariantError
+from ._errors import CheckpointDecisionWarning, GenerationStateError, GenerationStopped, InvariantError
 from ._events import DEFAULT_LOG_SIZE, DEFAULT_SUBSCRIPTION_BUFFER, Event, EventHub, Listener, Subscription
 from ._parking import Parker
-from ._types import Disposition, HoldReason, Input, Receipt
+from ._types import Disposition, HoldReason, Input, Receipt, StopReason
 from ._validate import input_problem
 
 __all__ = [
@@ -55,7 +60,9 @@ __all__ = [
 
 #: A context writer: called once per input, in admission order, with the input and
 #: the metadata its context entry must carry. May be sync or async. When it returns,
-#: the input is applied; if it raises or is cancelled, the input is unknown.
+#: the input is applied; if it raises or is cancelled, the input is unknown. A writer
+#: that cannot be called with those two arguments is refused (``TypeError``) before
+#: the boundary takes any input.
 Writer = Callable[[Input, Mapping[str, Any]], Awaitable[None] | None]
 
 #: An optional write-ahead hook (see ``LiveRuntime.set_write_barrier``): awaited with the
@@ -293,7 +300,9 @@ class LiveRuntime:
         used before in this runtime.
         """
         if generation_id is None:
-            generation_id = f"gen-{uuid.uuid4().hex}"
+            # 128 random bits, as a uuid4's hex but without building a UUID (an agent run
+            # opens a generation); valid by construction, and the core checks it on entry.
+            return Generation(self, f"gen-{os.urandom(16).hex()}")
         return Generation(self, self._core.check_generation_id(generation_id))
 
     def _check(self) -> None:
@@ -348,6 +357,64 @@ def _only_cancellation(exc: BaseException) -> bool:
     return isinstance(exc, cancelled)
 
 
+def _own_stop(exc: BaseException, state: GenerationState) -> bool:
+    """True for the stop signal of ``state`` (also a group of nothing else): the block absorbs it.
+
+    A stop signal of another generation (another runtime's, raised inside this block)
+    is not this block's to absorb.
+    """
+
+    def own(error: BaseException) -> bool:
+        return isinstance(error, GenerationStopped) and error._origin is state
+
+    if isinstance(exc, BaseExceptionGroup):
+        match, rest = exc.split(own)
+        return match is not None and rest is None
+    return own(exc)
+
+
+_NO_WRITER: Final = object()
+"""``Generation._writer`` before any writer was checked (``None`` is a writer to refuse)."""
+_CALLABLE_WRITERS: weakref.WeakKeyDictionary[object, bool] = weakref.WeakKeyDictionary()
+"""Callables already found callable as writers: reading a
+signature costs more than a whole boundary, and a loop passes the same writer to every
+generation. Weak: a writer's function is not kept alive by having been checked."""
+_CALLABLE_METHODS: weakref.WeakKeyDictionary[object, bool] = weakref.WeakKeyDictionary()
+"""The same for bound methods, by their ``__func__`` (bound, it takes one argument less)."""
+
+
+def _check_writer(writer: object) -> None:
+    """Raise ``TypeError`` unless ``writer`` can be called as ``writer(input, metadata)``."""
+    func = getattr(writer, "__func__", None)  # a bound method is made anew at each access
+    key, known = (writer, _CALLABLE_WRITERS) if func is None else (func, _CALLABLE_METHODS)
+    try:
+        if key in known:
+            return
+    except TypeError:  # unhashable or not weakly referable: checked every time
+        key = None
+    problem = _writer_problem(writer)
+    if problem is not None:
+        raise TypeError(problem)
+    if key is not None:
+        with contextlib.suppress(TypeError):
+            known[key] = True
+
+
+def _writer_problem(writer: object) -> str | None:
+    """Why ``writer`` cannot be called as ``writer(input, metadata)``, or ``None``."""
+    if not callable(writer):
+        return f"the writer must be callable as writer(input, metadata), got {type(writer).__name__}"
+    try:
+        signature = inspect.signature(writer)
+    except (TypeError, ValueError):  # no signature to read (some builtins): it is called as is
+        return None
+    try:
+        signature.bind(None, None)
+    except TypeError as exc:
+        return f"the writer must be callable as writer(input, metadata); {writer!r} is not: {exc}"
+    return None
+
+
 class Generation:
     """The engine's handle on one generation; made by ``LiveRuntime.open_generation``.
 
@@ -362,7 +429,9 @@ class Generation:
 
     Leaving the block normally publishes ``generation.finished``; with an exception
     ``generation.failed``; cancelled, ``generation.cancelled``. ``stop()`` holds what
-    is pending and makes the block's exit publish ``generation.stopped``.
+    is pending and makes the block's exit publish ``generation.stopped``; once stopped,
+    ``boundary()`` raises the stop signal ``GenerationStopped``, which the block's exit
+    absorbs, so a loop stopped from another task ends cleanly.
     """
 
     def __init__(self, runtime: LiveRuntime, generation_id: str) -> None:
@@ -372,6 +441,8 @@ class Generation:
         self._parker: Parker | None = None
         """Where the engine waits for input; made for the running backend on entry."""
         self._terminal: Event | None = None
+        self._writer: object = _NO_WRITER
+        """The last writer found callable as ``writer(input, metadata)`` (checked once)."""
 
     def _require(self) -> GenerationState:
         if self._state is None:
@@ -395,18 +466,33 @@ class Generation:
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> None:
+    ) -> bool:
         state = self._require()
         # How the block was left; the core's ENDINGS table decides what that means (a
-        # loop running into a stop ends stopped, not failed). The exception propagates.
-        how = exit_of(exc, cancelled=exc is not None and _only_cancellation(exc))
-        error = None if exc is None else type(exc).__name__
-        self._terminal = self._runtime._core.end_generation(state, how, error)
+        # loop running into a stop ends stopped, not failed). This generation's stop
+        # signal is absorbed; any other exception propagates.
+        absorbed = exc is not None and _own_stop(exc, state)
+        if absorbed:
+            how, error = Exit.STOP_SIGNAL, None
+        else:
+            how = exit_of(exc, cancelled=exc is not None and _only_cancellation(exc))
+            error = None if exc is None else type(exc).__name__
+        terminal = self._terminal = self._runtime._core.end_generation(state, how, error)
         self._runtime._active = None
         self._runtime._hub.owed = None  # nothing is owed once the terminal event is out
         self._wake()
         if self._runtime.closed:  # aclose() left the hub open for this generation's last events
             self._runtime._hub.close()
+        if "warning" in terminal:  # the last step: under -W error the warning raises here
+            warnings.warn(
+                CheckpointDecisionWarning(
+                    f"generation {self.id!r} was left with input pending and no "
+                    "gen.continue_after_checkpoint() decision: it is held (generation-stopped) "
+                    "instead of continued; call gen.stop() to end it on purpose"
+                ),
+                stacklevel=2,
+            )
+        return absorbed
 
     # -- state ----------------------------------------------------------------------------
 
@@ -425,6 +511,15 @@ class Generation:
         """The fields of the terminal event, once the block was left."""
         return self._terminal
 
+    @property
+    def end_reason(self) -> HoldReason | None:
+        """Once the block was left: the reason the generation ended with (the ``reason`` of
+        its terminal event), ``None`` if it finished; ``None`` while it runs."""
+        state = self._state
+        if state is None or self._terminal is None:
+            return None
+        return state.end_reason
+
     # -- the loop's calls -----------------------------------------------------------------
 
     async def boundary(self, writer: Writer) -> list[Receipt]:
@@ -439,11 +534,26 @@ class Generation:
 
         With a write barrier (``LiveRuntime.set_write_barrier``) each input is
         announced to it, on its own, right before it is handed to the writer.
+
+        Raises the stop signal ``GenerationStopped`` once the generation was stopped
+        (leaving the block absorbs it), ``TypeError`` for a writer that cannot be
+        called as ``writer(input, metadata)`` (before any input is taken), and
+        ``GenerationStateError`` for a misuse (two boundaries at once, a boundary
+        after the decision to finish, the block left while this boundary wrote).
         """
-        state = self._require()
+        state = self._state
+        if state is None:
+            state = self._require()  # raises
+        last = self._writer
+        # (``context.add_steer`` is a new bound method at each access, equal to the last one)
+        if writer is not last and not (type(writer) is MethodType and writer == last):
+            _check_writer(writer)
+            self._writer = writer
         runtime = self._runtime
         core = runtime._core
-        await anyio.lowlevel.checkpoint_if_cancelled()
+        parker = self._parker
+        assert parker is not None  # entered: _require() passed
+        await parker.checkpoint_if_cancelled()
         core.begin_boundary(state)
         applied: list[Receipt] = []
         try:
@@ -468,7 +578,8 @@ class Generation:
                 }
                 try:
                     result = writer(record.input, metadata)
-                    if inspect.isawaitable(result):
+                    # an ``async def`` writer's coroutine without ``inspect.isawaitable``'s call
+                    if type(result) is CoroutineType or (result is not None and inspect.isawaitable(result)):
                         await result
                 except BaseException:
                     core.interrupt_write(state, record)
@@ -499,20 +610,25 @@ class Generation:
             await parker.park()  # the checkpoint of this call: it parked
         return True
 
-    def continue_after_checkpoint(self) -> bool:
+    def continue_after_checkpoint(self, *, may_call: bool = True) -> bool:
         """Call after the loop's durable checkpoint: True means run again, same generation (C16).
 
-        False means admission closed in this very call (nothing was pending), and the
-        loop should leave the block; submits from now on are refused ``finishing``.
+        ``may_call=False`` tells it the loop may make no further model call (its call
+        budget is spent): pending input is then held ``budget-exhausted`` and the
+        generation stops, without a ``generation.continued`` first (C17).
+        False means admission closed in this very call, and the loop should leave the
+        block; submits from now on are refused ``finishing``.
         """
-        return self._runtime._core.after_checkpoint(self._require())
+        return self._runtime._core.after_checkpoint(self._require(), may_call)
 
-    def stop(self, reason: HoldReason = HoldReason.GENERATION_STOPPED) -> None:
+    def stop(self, reason: StopReason = StopReason.GENERATION_STOPPED) -> None:
         """Stop the generation: close admission and hold what is pending (C17).
 
-        ``reason`` is ``HoldReason.GENERATION_STOPPED`` or ``HoldReason.BUDGET_EXHAUSTED``.
-        Leave the block afterwards; its exit publishes ``generation.stopped``.
-        Safe to call from another task; a write already handed to the writer completes.
+        ``reason`` is a ``StopReason`` (``TypeError`` otherwise). Safe to call from
+        another task: the engine's next ``boundary()`` raises ``GenerationStopped``,
+        which leaving the block absorbs; its exit publishes ``generation.stopped``. A
+        write already handed to the writer completes. Stopping a generation whose
+        admission already closed changes nothing.
         """
         self._runtime._core.stop(self._require(), reason)
         self._wake()

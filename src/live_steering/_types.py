@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import enum
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Final
 
 import attrs
 
@@ -21,6 +22,7 @@ __all__ = [
     "Input",
     "Receipt",
     "RefusalReason",
+    "StopReason",
 ]
 
 
@@ -93,6 +95,24 @@ class HoldReason(enum.StrEnum):
     """Set by the receipt journal's recovery after process loss (C23)."""
 
 
+class StopReason(enum.StrEnum):
+    """Why an engine or a host stops a generation (``Generation.stop``, C17). Pinned strings.
+
+    Each is also the ``HoldReason`` its pending inputs are held with, and the
+    ``reason`` of its ``generation.stopped``: the values are the same strings.
+    """
+
+    GENERATION_STOPPED = "generation-stopped"
+    """Stopped on purpose (by the engine, or by a host)."""
+    BUDGET_EXHAUSTED = "budget-exhausted"
+    """The loop may make no further model call (its call budget is spent)."""
+
+    @property
+    def hold_reason(self) -> HoldReason:
+        """The ``HoldReason`` the generation's pending inputs are held with."""
+        return HoldReason(self.value)
+
+
 @attrs.frozen
 class Receipt:
     """The answer to one submission (C4).
@@ -127,3 +147,29 @@ class Receipt:
         if self.reason is not None:
             wire["reason"] = str(self.reason)
         return wire
+
+
+def _receipt_builder() -> Callable[[bool, str, str, Disposition | None, str | None], Receipt]:
+    new = object.__new__
+    set_accepted, set_input_id, set_generation_id, set_disposition, set_reason = (
+        Receipt.__dict__[field.name].__set__ for field in attrs.fields(Receipt)
+    )
+
+    def build_receipt(
+        accepted: bool, input_id: str, generation_id: str, disposition: Disposition | None, reason: str | None
+    ) -> Receipt:
+        receipt: Receipt = new(Receipt)
+        set_accepted(receipt, accepted)
+        set_input_id(receipt, input_id)
+        set_generation_id(receipt, generation_id)
+        set_disposition(receipt, disposition)
+        set_reason(receipt, reason)
+        return receipt
+
+    return build_receipt
+
+
+#: ``Receipt(accepted, input_id, generation_id, disposition, reason)`` for the library's own
+#: hot paths (a receipt per input written): the same object, built through its slots in
+#: well under half the time of the frozen class's ``__init__`` (docs/performance.md).
+build_receipt: Final = _receipt_builder()

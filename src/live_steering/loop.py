@@ -14,20 +14,22 @@ no steering state of its own: everything about inputs is the runtime's.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import anyio
 import attrs
 
 from ._runtime import LiveRuntime
-from ._types import HoldReason, Input
+from ._types import HoldReason, Input, StopReason
 
 __all__ = [
     "AgentLoop",
     "Context",
     "ContextEntry",
     "FunctionTools",
+    "LoopOutcome",
     "LoopResult",
     "Provider",
     "Reply",
@@ -114,13 +116,33 @@ class FunctionTools:
         return await tool(**call.arguments)
 
 
+class LoopOutcome(enum.StrEnum):
+    """How one ``AgentLoop.run`` ended (failure and cancellation raise instead)."""
+
+    FINISHED = "finished"
+    """The model stopped calling tools and nothing was pending after the checkpoint."""
+    STOPPED = "stopped"
+    """``stop()`` (or a host's stop), or the runtime closed: pending steers are held."""
+    BUDGET_EXHAUSTED = "budget-exhausted"
+    """The call budget was spent: pending steers are held ``budget-exhausted``."""
+
+
+#: The generation's end reason (``Generation.end_reason``; ``None``: finished) -> the outcome.
+_OUTCOMES: Final[dict[HoldReason | None, LoopOutcome]] = {
+    None: LoopOutcome.FINISHED,
+    HoldReason.BUDGET_EXHAUSTED: LoopOutcome.BUDGET_EXHAUSTED,
+    HoldReason.GENERATION_STOPPED: LoopOutcome.STOPPED,
+    HoldReason.RUNTIME_CLOSED: LoopOutcome.STOPPED,
+}
+
+
 @attrs.frozen
 class LoopResult:
     """What one ``AgentLoop.run`` did."""
 
     generation_id: str
-    outcome: str
-    """``"finished"``, ``"stopped"`` or ``"budget-exhausted"`` (failure and cancellation raise)."""
+    outcome: LoopOutcome
+    """``finished``, ``stopped`` or ``budget-exhausted`` (a ``StrEnum``: compares equal to those strings)."""
     text: str
     """The last assistant text."""
     provider_calls: int
@@ -196,7 +218,7 @@ class AgentLoop:
                     # Budget first: a steer that no request will ever carry is held
                     # (budget-exhausted), not written into a context nobody sends.
                     if calls == self.call_budget:
-                        gen.stop(HoldReason.BUDGET_EXHAUSTED)
+                        gen.stop(StopReason.BUDGET_EXHAUSTED)
                         break
                     # The request boundary: before every provider request.
                     await gen.boundary(self.context.add_steer)
@@ -216,24 +238,19 @@ class AgentLoop:
                     if reply.tool_calls:
                         continue
                     await self.checkpoint(self.context)
-                    if not gen.continue_after_checkpoint():
+                    # Budget before continuation: with no call left, pending steers are
+                    # held budget-exhausted and no generation.continued is published (C17).
+                    if not gen.continue_after_checkpoint(may_call=calls < self.call_budget):
                         break
             finally:
                 self._stop = None
         terminal = gen.terminal_event or {}
         return LoopResult(
             generation_id=gen.id,
-            outcome=_OUTCOMES.get(terminal.get("reason"), "finished"),
+            outcome=_OUTCOMES[gen.end_reason],
             text=text,
             provider_calls=calls,
             applied_input_ids=tuple(terminal.get("input_ids", ())),
             held_input_ids=tuple(terminal.get("accepted_input_ids", ())),
         )
 
-
-#: Terminal ``reason`` -> ``LoopResult.outcome`` (no reason: finished).
-_OUTCOMES: dict[Any, str] = {
-    HoldReason.BUDGET_EXHAUSTED.value: "budget-exhausted",
-    HoldReason.GENERATION_STOPPED.value: "stopped",
-    HoldReason.RUNTIME_CLOSED.value: "stopped",
-}

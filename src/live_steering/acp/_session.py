@@ -178,9 +178,14 @@ class SteeringSession:
                     with anyio.CancelScope() as turn._scope:
                         if not record.cancelled:
                             returned = await self._run_turn(turn)
+                    if gen.pending and gen.accepting:
+                        # run_turn returned without the checkpoint decision (a refusal, say):
+                        # what is pending is held, on purpose (no CheckpointDecisionWarning).
+                        gen.stop()
             except (GenerationClosedError, RuntimeClosedError):
-                # The stop signal of a cancelled or exhausted turn: how a stopped turn ends.
-                # Anything else (a boundary after the turn finished) is the author's bug: raised.
+                # A closed runtime's refusal ends the turn stopped (a stopped turn's own
+                # signal, GenerationStopped, is absorbed by the block). Anything else (a
+                # boundary after the turn finished) is the author's bug: raised.
                 terminal = gen.terminal_event or {}
                 if "error" in terminal or terminal.get("reason") is None:
                     raise

@@ -18,7 +18,7 @@ import attrs
 
 from .._errors import LiveSteeringError
 from .._runtime import Generation, Writer
-from .._types import Disposition, HoldReason, Receipt
+from .._types import Disposition, Receipt, StopReason
 
 if TYPE_CHECKING:
     from ._session import SteeringSession
@@ -137,12 +137,12 @@ class Turn:
         """The request boundary: write pending steers in admission order, then publish them applied.
 
         ``writer(input, metadata)`` appends one steer to the author's context; see
-        ``Generation.boundary``. Raises the stop signal (``GenerationClosedError``)
+        ``Generation.boundary``. Raises the stop signal (``GenerationStopped``)
         once the turn was cancelled or ran out of requests; ``run_turn`` need not
         catch it: the library ends the turn with the right stop reason.
         """
         if self.requests >= self.session.max_requests and self.generation.accepting:
-            self.generation.stop(HoldReason.BUDGET_EXHAUSTED)
+            self.generation.stop(StopReason.BUDGET_EXHAUSTED)
         self._in_boundary = True
         try:
             applied = await self.generation.boundary(writer)

@@ -27,7 +27,7 @@ from typing import Any, Final
 
 from live_steering._extras import install_hint
 from live_steering._runtime import LiveRuntime
-from live_steering._types import HoldReason, Input
+from live_steering._types import Input, StopReason
 from live_steering.integrations._bridge import EventBridge
 
 try:
@@ -151,7 +151,7 @@ class LiveSteeringOrchestrator:
                         gen.stop()  # Amplifier's cooperative cancel: pending steers are held
                         status = "cancelled"
                     elif self.max_iterations != -1 and iterations >= self.max_iterations:
-                        gen.stop(HoldReason.BUDGET_EXHAUSTED)
+                        gen.stop(StopReason.BUDGET_EXHAUSTED)
                         status = "max_iterations"
                     if not gen.accepting:  # stopped here, by a host, or the runtime was closed
                         status = "cancelled" if status == "success" else status

@@ -34,9 +34,10 @@ from typing import Any, Final
 
 import attrs
 
+from .._errors import GenerationClosedError
 from .._extras import install_hint
 from .._runtime import Generation, LiveRuntime
-from .._types import HoldReason, Input
+from .._types import Input, StopReason
 
 try:
     from agents import Agent, MaxTurnsExceeded, RunConfig, Runner, RunResult, RunResultStreaming, RunState
@@ -161,12 +162,15 @@ class LiveSteering:
                         agent, input, max_turns=turns_left, run_config=self._config(config, segment), **kwargs
                     )
                 except MaxTurnsExceeded:
-                    gen.stop(HoldReason.BUDGET_EXHAUSTED)
+                    gen.stop(StopReason.BUDGET_EXHAUSTED)
                     raise
                 turns_left -= segment.calls
                 if not self._continues(gen, turns_left, result):
                     return result
                 input, agent = self.to_input_list(result), result.last_agent
+        # Reached only if the block absorbed this generation's stop signal, which no
+        # boundary here raises: each runs only while the generation accepts.
+        raise GenerationClosedError(f"generation {gen.id!r} was stopped before the run returned")
 
     async def stream(
         self,
@@ -201,7 +205,7 @@ class LiveSteering:
                     result.cancel()
                     return
                 except MaxTurnsExceeded:
-                    gen.stop(HoldReason.BUDGET_EXHAUSTED)
+                    gen.stop(StopReason.BUDGET_EXHAUSTED)
                     raise
                 except BaseException:  # cancelled, or the run failed: leave no SDK task running
                     result.cancel()
@@ -231,10 +235,12 @@ class LiveSteering:
         """The checkpoint after a final output: True to run again, same generation (C16, C17)."""
         if result.interruptions:
             # Paused for a tool approval: the caller decides, so the generation ends here
-            # (a steer still pending is held when the block is left).
+            # and a steer still pending is held (generation-stopped).
+            if gen.pending:
+                gen.stop()
             return False
         if turns_left <= 0 and gen.pending:
-            gen.stop(HoldReason.BUDGET_EXHAUSTED)  # decided before any generation.continued
+            gen.stop(StopReason.BUDGET_EXHAUSTED)  # decided before any generation.continued
             return False
         return gen.continue_after_checkpoint()
 

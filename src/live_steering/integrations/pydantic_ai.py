@@ -22,9 +22,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._errors import GenerationClosedError
 from .._extras import install_hint
 from .._runtime import Generation, LiveRuntime
-from .._types import HoldReason, Input
+from .._types import Input, StopReason
 
 try:
     from pydantic_ai import DeferredToolRequests, RunContext
@@ -78,12 +79,18 @@ class LiveSteering(AbstractCapability[Any]):
             key = _run_key(ctx)
             self._generations[key] = gen
             try:
-                return await handler()
+                result = await handler()
+                if gen.pending:  # ended without the checkpoint (deferred tools): held, not continued
+                    gen.stop()
+                return result
             except UsageLimitExceeded:
-                gen.stop(HoldReason.BUDGET_EXHAUSTED)  # the request budget is spent: hold, don't fail them
+                gen.stop(StopReason.BUDGET_EXHAUSTED)  # the request budget is spent: hold, don't fail them
                 raise
             finally:
                 del self._generations[key]
+        # Reached only if the block absorbed this generation's stop signal, which no
+        # boundary here raises: each runs only while the generation accepts.
+        raise GenerationClosedError(f"generation {gen.id!r} was stopped before the run returned")
 
     async def before_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
