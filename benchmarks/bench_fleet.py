@@ -221,7 +221,7 @@ async def _measure(
         make("bench-owner") as owner,
         make("bench-host") as host,
         owner.own(LiveRuntime(session_id=session, identity_limit=1_000_000)) as runtime,
-        runtime.open_generation("g1"),
+        runtime.open_generation("g1") as gen,
         bare.running() as round_trip,
     ):
         counter = iter(range(10**9))
@@ -279,6 +279,7 @@ async def _measure(
                 higher=True,
             )
         )
+        gen.stop()  # the steers were never meant to be written: end the generation on purpose
     return rows
 
 
