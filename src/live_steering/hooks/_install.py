@@ -48,8 +48,12 @@ def moments(vendor: str) -> list[str]:
     return wired
 
 
-def hook_command(vendor: str, store: str | None) -> str:
-    """The shell command the vendor runs: the installed ``live-steering`` script, absolute."""
+def hook_command(vendor: str, store: str | None, dsn: str | None = None) -> str:
+    """The shell command the vendor runs: the installed ``live-steering`` script, absolute.
+
+    ``dsn``: a PostgreSQL store, baked in as ``--dsn`` (mind a password in it: prefer a
+    passfile or ``$LIVE_STEERING_STORE_DSN``, see docs/hooks.md).
+    """
     script = shutil.which("live-steering")
     if script is None:
         candidate = os.path.join(os.path.dirname(sys.executable), "live-steering")
@@ -59,6 +63,8 @@ def hook_command(vendor: str, store: str | None) -> str:
     )
     if store is not None:
         argv += ["--store", os.path.abspath(store)]
+    if dsn is not None:
+        argv += ["--dsn", dsn]
     return shlex.join(argv)
 
 
@@ -73,11 +79,11 @@ def _entry(vendor: str, command: str) -> dict[str, Any]:
     return {"type": "command", "command": command, "timeout": HOOK_TIMEOUT_SECONDS}
 
 
-def config_block(vendor: str, store: str | None) -> dict[str, Any] | str:
+def config_block(vendor: str, store: str | None, dsn: str | None = None) -> dict[str, Any] | str:
     """The vendor's config: a JSON object, or for Hermes the YAML text of its ``hooks:`` section."""
     if vendor not in _vendors.FACTS:
         raise ValueError(f"unknown vendor {vendor!r}; expected one of {', '.join(_vendors.FACTS)}")
-    command = hook_command(vendor, store)
+    command = hook_command(vendor, store, dsn)
     if vendor == "hermes":
         lines = ["hooks:"]
         for moment in moments(vendor):
@@ -116,12 +122,12 @@ def _replace(path: str, text: str) -> None:
     os.replace(tmp, path)
 
 
-def merge_into(path: str, vendor: str, store: str | None) -> str | None:
+def merge_into(path: str, vendor: str, store: str | None, dsn: str | None = None) -> str | None:
     """Merge the vendor's block into the config file at ``path``; returns the backup's path.
 
     Raises ``InstallError`` (and changes nothing) when the file cannot be merged safely.
     """
-    block = config_block(vendor, store)
+    block = config_block(vendor, store, dsn)
     existing = ""
     if os.path.exists(path):
         with open(path, encoding="utf-8") as f:
