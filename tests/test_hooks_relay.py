@@ -1,4 +1,4 @@
-"""The hook relay in one process: its store (SQLite, PostgreSQL), the hook command, instruct, install (C26b)."""
+"""The hook relay in one process: its store (SQLite, PostgreSQL), the hook command, instruct, install."""
 
 from __future__ import annotations
 
