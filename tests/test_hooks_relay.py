@@ -15,6 +15,7 @@ from live_steering import Disposition
 from live_steering.hooks import (
     PROFILES,
     InstructionRefusal,
+    SqliteHookStore,
     StoreError,
     Vendor,
     _install,
@@ -554,3 +555,55 @@ def test_install_hermes_yaml_appends_or_refuses(tmp_path: pathlib.Path, path: st
     with pytest.raises(_install.InstallError, match="already has a hooks"):
         _install.merge_into(str(config), "hermes", path)
     assert config.read_text() == text
+
+
+def test_open_store_picks_path_then_dsn_then_the_environment(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, postgres_dsn: str
+) -> None:
+    """--store wins, then --dsn, then $LIVE_STEERING_STORE_DSN, then the SQLite default; both is an error."""
+    from live_steering.hooks import HookStore, open_store
+
+    monkeypatch.setenv("LIVE_STEERING_STORE", str(tmp_path / "default.db"))
+    monkeypatch.delenv("LIVE_STEERING_STORE_DSN", raising=False)
+    with open_store() as s:
+        assert isinstance(s, SqliteHookStore)
+        assert s.path == str(tmp_path / "default.db")
+    monkeypatch.setenv("LIVE_STEERING_STORE_DSN", postgres_dsn)
+    with open_store() as s:
+        assert isinstance(s, PostgresHookStore)
+    with open_store(str(tmp_path / "explicit.db")) as s:
+        assert isinstance(s, SqliteHookStore)
+        assert not isinstance(s, PostgresHookStore)
+    with pytest.raises(ValueError, match="not both"):
+        open_store(str(tmp_path / "x.db"), dsn=postgres_dsn)
+    with SqliteHookStore(tmp_path / "y.db") as opened:
+        store: HookStore = opened
+        with pytest.raises(ValueError, match="not both"):
+            instruct("s", "t", store=store, dsn=postgres_dsn)
+    assert not (tmp_path / "x.db").exists()
+
+
+def test_a_postgres_claimant_on_another_connection_is_alive_until_it_goes(postgres_dsn: str) -> None:
+    """A claim held by another live connection (another machine's hook) stays delivering; once that
+    connection is gone, recover finalises it unknown and it is never claimed again."""
+    import uuid
+
+    import psycopg
+
+    schema = f"hooks_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    where = HookWhere("postgres", dsn=f"{postgres_dsn} options='-c search_path={schema}'")
+    instruct("s", "t", id="c", dsn=where.dsn)
+    claimant, watcher = PostgresHookStore(str(where.dsn)), PostgresHookStore(str(where.dsn))
+    try:
+        assert claimant.claim("claude-code", "s", "PostToolUse").delivered == ("c",)
+        assert watcher.recover() == []
+        assert watcher.claim("claude-code", "s", "PostToolUse").delivered == ()
+        claimant._pg.raw.close()  # the claimant's process dies: the server ends its session
+        assert watcher.recover() == ["c"]
+        assert watcher.claim("claude-code", "s", "PostToolUse").delivered == ()
+        assert watcher.receipt("s", "c").state == "unknown"  # type: ignore[union-attr]
+    finally:
+        claimant.close()
+        watcher.close()

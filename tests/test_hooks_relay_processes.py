@@ -393,12 +393,12 @@ def test_console_script_is_installed() -> None:
 
 
 def test_hook_command_imports_only_what_it_needs(tmp_path: pathlib.Path) -> None:
-    """The console script's hook path loads no anyio, attrs, argparse, typing or runtime module."""
+    """The console script's hook path loads no anyio, attrs, argparse, typing, psycopg or runtime module."""
     probe = (
         "import sys\n"
         "from live_steering._cli import main\n"
         "code = main(['hook', 'claude-code', '--store', sys.argv[1]])\n"
-        "heavy = {'anyio', 'attrs', 'argparse', 'typing', 'sortedcontainers'}\n"
+        "heavy = {'anyio', 'attrs', 'argparse', 'typing', 'sortedcontainers', 'psycopg'}\n"
         "runtime = ('live_steering._runtime', 'live_steering._core', 'live_steering._events')\n"
         "loaded = sorted(m for m in sys.modules if m.split('.')[0] in heavy or m in runtime)\n"
         "print(repr(loaded), file=sys.stderr)\n"
