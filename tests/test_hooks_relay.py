@@ -474,10 +474,11 @@ def test_install_merge_keeps_the_users_hooks_and_is_idempotent(tmp_path: pathlib
     settings = tmp_path / "settings.json"
     mine = {"matcher": "Bash", "hooks": [{"type": "command", "command": "./my-guard.sh"}]}
     settings.write_text(json.dumps({"model": "opus", "hooks": {"PreToolUse": [mine]}}))
-    backup = _install.merge_into(str(settings), "claude-code", path)
+    backup = _install.merge_into(str(settings), "claude-code", path).backup
     assert backup == str(settings) + ".bak"
     assert json.loads(pathlib.Path(backup).read_text())["hooks"]["PreToolUse"] == [mine]
-    _install.merge_into(str(settings), "claude-code", path)  # twice: still one live-steering entry
+    again = _install.merge_into(str(settings), "claude-code", path)  # twice: still one live-steering entry
+    assert (again.changed, again.backup) == (False, None)
     merged = json.loads(settings.read_text())
     assert merged["model"] == "opus"
     assert merged["hooks"]["PreToolUse"][0] == mine
@@ -544,17 +545,23 @@ def test_session_id_sqlite_cannot_store_is_a_value_error(store: HookWhere) -> No
         assert s.instructions() == []
 
 
-def test_install_hermes_yaml_appends_or_refuses(tmp_path: pathlib.Path, path: str) -> None:
-    """Hermes' config.yaml gets the hooks: section appended; one that has hooks already is left alone."""
+def test_install_hermes_yaml_appends_once_and_refuses_a_section_of_the_users(
+    tmp_path: pathlib.Path, path: str
+) -> None:
+    """Hermes' config.yaml gets our hooks: section once; a hooks: section of the user's is left alone."""
     config = tmp_path / "config.yaml"
     config.write_text("model: anthropic/claude-sonnet-4\n")
     _install.merge_into(str(config), "hermes", path)
     text = config.read_text()
     assert text.startswith("model: anthropic/claude-sonnet-4\nhooks:\n")
     assert (tmp_path / "config.yaml.bak").read_text() == "model: anthropic/claude-sonnet-4\n"
-    with pytest.raises(_install.InstallError, match="already has a hooks"):
-        _install.merge_into(str(config), "hermes", path)
+    assert not _install.merge_into(str(config), "hermes", path).changed  # ours already: idempotent
     assert config.read_text() == text
+    users = tmp_path / "users.yaml"
+    users.write_text('hooks:\n  post_tool_call:\n    - command: "notify-send done"\n')
+    with pytest.raises(_install.InstallError, match="already has a hooks: section of its own"):
+        _install.merge_into(str(users), "hermes", path)
+    assert users.read_text() == 'hooks:\n  post_tool_call:\n    - command: "notify-send done"\n'
 
 
 def test_open_store_picks_path_then_dsn_then_the_environment(

@@ -471,11 +471,16 @@ def test_hooks_install_write_sessions_and_recover_commands(tmp_path: pathlib.Pat
 
 
 @pytest.mark.parametrize("args", [[], ["--store"], ["claude-code", "extra"]])
-def test_hook_usage_error_never_blocks_the_agent(args: list[str]) -> None:
-    """A mistyped hook config exits 0 (2 would block the tool call): usage on stderr, nothing on stdout."""
-    done = run([*CLI, "hook", *args], b'{"session_id": "s", "hook_event_name": "PreToolUse"}')
+def test_hook_usage_error_never_blocks_the_agent(tmp_path: pathlib.Path, args: list[str]) -> None:
+    """A mistyped hook config exits 0 (2 would block the tool call): usage on stderr, recorded, no stdout."""
+    store = str(tmp_path / "hooks.db")
+    env = {**os.environ, "LIVE_STEERING_STORE": store}
+    done = run([*CLI, "hook", *args], b'{"session_id": "s", "hook_event_name": "PreToolUse"}', env)
     assert (done.returncode, done.stdout) == (0, b"")
     assert b"usage: live-steering hook VENDOR" in done.stderr
+    with SqliteHookStore(store) as s:
+        failed = [e for e in s.events() if e["type"] == "hook.failed"]
+    assert [e["reason"] for e in failed] == ["usage-error"]
 
 
 def test_dsn_selects_postgres_for_every_relay_command(tmp_path: pathlib.Path, postgres_dsn: str) -> None:

@@ -53,8 +53,14 @@ def _option(args: list[str], name: str) -> tuple[bool, str | None]:
     return True, None
 
 
-def _usage() -> int:
+def _usage(argv: Sequence[str], store: str | None = None, dsn: str | None = None) -> int:
     sys.stderr.write(USAGE)
+    from ..hooks._command import record_failure
+
+    shown = " ".join(argv) if argv else "(no arguments)"
+    record_failure(
+        None, "usage-error", f"live-steering hook {shown[:200]}: {USAGE.strip()}", store_path=store, dsn=dsn
+    )
     try:  # read the vendor's JSON to its end, so its write never fails on a closed pipe
         if not sys.stdin.isatty():
             while sys.stdin.buffer.read(1 << 20):
@@ -69,7 +75,9 @@ def main(argv: Sequence[str]) -> int:
 
     Vendors read exit codes: Claude Code, Qwen Code and the VS Code agent treat 2 as a
     blocking error (the tool call is refused), others as a warning. A hook config with a
-    typo must not do that to the agent, so the usage goes to stderr and the exit is 0.
+    typo must not do that to the agent, so the usage goes to stderr, the failure is recorded
+    in the store (``hook.failed {reason: "usage-error"}``; the given ``--store`` if any, else
+    the default one), and the exit is 0.
     """
     args = list(argv)
     if args[:1] in (["-h"], ["--help"]):
@@ -77,8 +85,10 @@ def main(argv: Sequence[str]) -> int:
         return 0
     ok_store, store = _option(args, "--store")
     ok_dsn, dsn = _option(args, "--dsn")
-    if not (ok_store and ok_dsn) or len(args) != 1:
-        return _usage()
+    if not (ok_store and ok_dsn):
+        return _usage(argv)
+    if len(args) != 1:
+        return _usage(argv, store, dsn)
     from ..hooks._command import run_hook
 
     return run_hook(args[0], store_path=store, dsn=dsn)

@@ -4,8 +4,9 @@
   audit events, oldest first; ``--follow`` keeps printing new ones until interrupted.
   Instruction text reads ``[redacted]`` unless ``--show-text``.
 * ``hooks install VENDOR [--write PATH]``: print the vendor's hook config (every
-  eligible moment plus its session-end moment), with ``--store`` (or ``--dsn``) baked in; ``--write``
-  merges it into PATH (the user's other hooks stay; a backup goes to ``PATH.bak``).
+  eligible moment plus its session-end moment), with ``--store`` (or ``--dsn``) baked in;
+  ``--write`` merges it into PATH (the user's other hooks stay; the first backup goes to
+  ``PATH.bak``, later ones to ``PATH.bak.1``, ...; an unchanged file is left alone).
 * ``hooks sessions [--json]``: the sessions the store has seen (the ids to instruct).
 * ``hooks recover [--session S]``: finalise ``unknown`` what dead hook processes left
   ``delivering``.
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import sys
 import time
 from typing import Any
@@ -45,7 +47,11 @@ def register(subparsers: Any) -> None:
 
     install = commands.add_parser("install", help="print (or --write) a vendor's hook config")
     install.add_argument("vendor", metavar="VENDOR", choices=VENDORS, help=f"one of {', '.join(VENDORS)}")
-    install.add_argument("--write", metavar="PATH", help="merge the config into PATH (backup in PATH.bak)")
+    install.add_argument(
+        "--write",
+        metavar="PATH",
+        help="merge the config into PATH (backup in PATH.bak, or PATH.bak.N if that exists)",
+    )
     install.add_argument(
         "--plugin",
         metavar="DIR",
@@ -144,8 +150,22 @@ def run_install(args: argparse.Namespace) -> int:
         if args.vendor != "hermes":
             print("live-steering hooks install: --plugin is for hermes only", file=sys.stderr)
             return 2
-        for path in write_hermes_plugin(args.plugin, args.store):
+        if args.write is not None:
+            print(
+                "live-steering hooks install: --plugin DIR and --write PATH cannot be combined "
+                "(the plugin goes into DIR; --write is for config.yaml shell hooks)",
+                file=sys.stderr,
+            )
+            return 2
+        try:
+            written = write_hermes_plugin(args.plugin, args.store)
+        except OSError as exc:
+            print(f"live-steering hooks install: {exc}", file=sys.stderr)
+            return 1
+        for path in written:
             print(f"wrote {path}")
+        if not written:
+            print(f"the plugin in {args.plugin} is already up to date; nothing was changed")
         print("enable it in ~/.hermes/config.yaml:  plugins: {enabled: [live-steering]}")
         return 0
     block = config_block(args.vendor, args.store, args.dsn)
@@ -153,12 +173,16 @@ def run_install(args: argparse.Namespace) -> int:
         sys.stdout.write(block if isinstance(block, str) else json.dumps(block, indent=2) + "\n")
         return 0
     try:
-        backup = merge_into(args.write, args.vendor, args.store, args.dsn)
+        merged = merge_into(args.write, args.vendor, args.store, args.dsn)
     except (InstallError, OSError) as exc:
         print(f"live-steering hooks install: {exc}", file=sys.stderr)
         return 1
-    saved = f" (the previous file is in {backup})" if backup else ""
-    print(f"wrote the {args.vendor} hooks into {args.write}{saved}")
+    if not merged.changed:
+        print(f"{args.write} already has these {args.vendor} hooks; nothing was changed")
+        return 0
+    where = args.write if merged.path == os.path.abspath(args.write) else f"{args.write} (-> {merged.path})"
+    saved = f"; the previous file is in {merged.backup}" if merged.backup else ""
+    print(f"wrote the {args.vendor} hooks into {where}{saved}")
     return 0
 
 
@@ -174,6 +198,9 @@ def run_sessions(args: argparse.Namespace) -> int:
     except StoreError as exc:
         print(f"live-steering hooks sessions: {exc}", file=sys.stderr)
         return 2
+    if not rows and not args.json:
+        print("no sessions yet: a session appears when its vendor first runs `live-steering hook`")
+        return 0
     for row in rows:
         if args.json:
             print(json.dumps(row))

@@ -25,7 +25,9 @@ def register(subparsers: Any) -> None:
         ),
     )
     parser.add_argument("session", metavar="SESSION", help="the vendor's session id")
-    parser.add_argument("text", metavar="TEXT", help="the instruction; '-' reads it from stdin")
+    parser.add_argument(
+        "text", metavar="TEXT", help="the instruction; '-' reads it from stdin (one trailing newline removed)"
+    )
     parser.add_argument(
         "--id", metavar="ID", help="command id (makes a retry idempotent); default: a new UUID"
     )
@@ -43,7 +45,10 @@ def run(args: argparse.Namespace) -> int:
     from ..hooks._relay import instruct
     from ..hooks._store import StoreError
 
-    text = sys.stdin.read() if args.text == "-" else args.text
+    text = args.text
+    if text == "-":  # stdin, less one trailing newline (what `echo` and heredocs add)
+        text = sys.stdin.read()
+        text = text[:-2] if text.endswith("\r\n") else text.removesuffix("\n")
     try:
         receipt = instruct(args.session, text, id=args.id, vendor=args.vendor, store=args.store, dsn=args.dsn)
     except (StoreError, ValueError) as exc:

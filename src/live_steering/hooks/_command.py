@@ -28,7 +28,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import IO
 
-__all__ = ["MAX_STDIN_BYTES", "encode_reply", "run_hook"]
+__all__ = ["MAX_STDIN_BYTES", "encode_reply", "record_failure", "run_hook"]
 
 #: Larger stdin is refused (audited, no reply): 8 MiB.
 MAX_STDIN_BYTES = 8 * 1024 * 1024
@@ -248,5 +248,33 @@ def deliver_in_process(
     except Exception as exc:
         _record(store, vendor, "internal-error", repr(exc), None, err)
         return None
+    finally:
+        store.close()
+
+
+def record_failure(
+    vendor: str | None,
+    reason: str,
+    detail: str,
+    *,
+    session_id: str | None = None,
+    store_path: str | None = None,
+    dsn: str | None = None,
+    stderr: IO[str] | None = None,
+) -> None:
+    """Record a failure found before a moment could be handled (``hook.failed``). Never raises.
+
+    For callers that have no store open yet: the Hermes plugin called without a
+    session id, a hook config that runs ``live-steering hook`` without its VENDOR.
+    When the store itself cannot be used, the failure goes to stderr only.
+    """
+    err = stderr if stderr is not None else sys.stderr
+    try:
+        store = open_store(store_path, dsn=dsn, busy_timeout=HOOK_BUSY_TIMEOUT)
+    except Exception as exc:
+        _say(err, f"{reason}: {detail} (and it could not be recorded: {exc})")
+        return
+    try:
+        _record(store, vendor, reason, detail, session_id, err)
     finally:
         store.close()
