@@ -111,7 +111,8 @@ def _line(event: dict[str, Any]) -> str:
 
 
 def run_events(args: argparse.Namespace) -> int:
-    from ..hooks._store import StoreError, open_store
+    from ..hooks._open import open_store
+    from ..hooks._store import StoreError
 
     try:
         store = open_store(args.store, dsn=args.dsn)
@@ -187,7 +188,8 @@ def run_install(args: argparse.Namespace) -> int:
 
 
 def run_sessions(args: argparse.Namespace) -> int:
-    from ..hooks._store import StoreError, open_store
+    from ..hooks._open import open_store
+    from ..hooks._store import StoreError
 
     try:
         store = open_store(args.store, dsn=args.dsn)
@@ -214,7 +216,8 @@ def run_sessions(args: argparse.Namespace) -> int:
 
 
 def run_recover(args: argparse.Namespace) -> int:
-    from ..hooks._store import StoreError, open_store
+    from ..hooks._open import open_store
+    from ..hooks._store import StoreError
 
     try:
         store = open_store(args.store, dsn=args.dsn)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from ._open import open_store
     from ._postgres import PostgresHookStore
     from ._relay import instruct, instruct_async
     from ._session import (
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
         StoredReceipt,
         StoreError,
         default_store_path,
-        open_store,
     )
 
 __all__ = [
@@ -87,7 +87,6 @@ _STORE = (
     "Claim",
     "StoreError",
     "default_store_path",
-    "open_store",
 )
 
 
@@ -96,6 +95,8 @@ def __getattr__(name: str) -> object:
         raise AttributeError(f"module 'live_steering.hooks' has no attribute {name!r}")
     if name == "PostgresHookStore":  # needs the postgres extra: imported only when named
         home = "_postgres"
+    elif name == "open_store":
+        home = "_open"
     else:
         home = "_relay" if name in _RELAY else "_store" if name in _STORE else "_session"
     value = getattr(__import__(f"{__name__}.{home}", fromlist=[name]), name)

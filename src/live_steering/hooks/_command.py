@@ -21,7 +21,8 @@ import sys
 from collections.abc import Callable
 
 from . import _vendors
-from ._store import HOOK_BUSY_TIMEOUT, Claim, HookStore, StoreError, open_store
+from ._open import open_store
+from ._store import HOOK_BUSY_TIMEOUT, Claim, HookStore, StoreError
 
 # ``typing`` costs this process 2 ms; mypy reads this constant as typing.TYPE_CHECKING.
 TYPE_CHECKING = False

@@ -13,8 +13,9 @@ import os
 import uuid
 
 from .._types import Disposition
+from ._open import open_store
 from ._session import InstructionReceipt
-from ._store import DEFAULT_BUSY_TIMEOUT, HookStore, StoredReceipt, open_store
+from ._store import DEFAULT_BUSY_TIMEOUT, HookStore, StoredReceipt
 
 __all__ = ["instruct", "instruct_async", "to_instruction_receipt"]
 

@@ -57,7 +57,6 @@ __all__ = [
     "StoreError",
     "StoredReceipt",
     "default_store_path",
-    "open_store",
 ]
 
 DEFAULT_QUEUE_CAPACITY = 20
@@ -70,8 +69,6 @@ DEFAULT_BUSY_TIMEOUT = 5.0
 #: vendor lets a hook run that long (their defaults are 30 to 600 seconds).
 MAX_CLAIM_SECONDS = 900.0
 STORE_ENV = "LIVE_STEERING_STORE"
-#: A PostgreSQL DSN: when set (and no ``--store``/``--dsn`` is given), the relay's store.
-DSN_ENV = "LIVE_STEERING_STORE_DSN"
 
 QUEUED = "queued"
 DELIVERING = "delivering"
@@ -143,35 +140,6 @@ def default_store_path() -> str:
         return explicit
     state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
     return os.path.join(state, "live-steering", "hooks.db")
-
-
-def open_store(
-    path: str | os.PathLike[str] | None = None,
-    *,
-    dsn: str | None = None,
-    busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
-    trace: Callable[[str], None] | None = None,
-) -> HookStore:
-    """The store a command names: ``path`` (SQLite), else ``dsn`` (PostgreSQL), else the environment.
-
-    With neither: ``$LIVE_STEERING_STORE_DSN`` if set, else the SQLite file at
-    ``default_store_path()``. Giving both is a ``ValueError``. psycopg is imported
-    only on the PostgreSQL path; without it, ``StoreError`` names the extra to install.
-    """
-    if path is not None and dsn is not None:
-        raise ValueError("give a store path or a DSN, not both")
-    if path is None and dsn is None:
-        dsn = os.environ.get(DSN_ENV) or None
-    if dsn is None:
-        return SqliteHookStore(path, busy_timeout=busy_timeout, trace=trace)
-    try:
-        from ._postgres import PostgresHookStore
-    except ImportError as exc:
-        from .._extras import install_hint
-
-        hint = install_hint("a PostgreSQL hook store (--dsn)", "postgres", "psycopg[binary]")
-        raise StoreError(f"{hint} ({exc})") from exc
-    return PostgresHookStore(dsn, busy_timeout=busy_timeout, trace=trace)
 
 
 class StoredReceipt:

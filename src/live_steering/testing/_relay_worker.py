@@ -46,11 +46,10 @@ def _where(store: str) -> tuple[str | None, str | None]:
 def _delivered(store: str) -> int:
     _, dsn = _where(store)
     if dsn is not None:
-        import psycopg
+        from ..hooks._open import open_store
 
-        with psycopg.connect(dsn, connect_timeout=5) as pg:
-            row = pg.execute("SELECT COUNT(*) FROM ls_hook_instructions WHERE state = 'delivered'").fetchone()
-            return int(row[0]) if row is not None else 0
+        with open_store(dsn=dsn) as opened:
+            return sum(1 for row in opened.instructions() if row["state"] == "delivered")
     conn = sqlite3.connect(store, timeout=5.0)
     try:
         return int(conn.execute("SELECT COUNT(*) FROM instructions WHERE state = 'delivered'").fetchone()[0])
@@ -78,7 +77,7 @@ def hooks_loop(vendor: str, store: str, payloads: list[dict[str, object]], total
 
 
 def instruct_loop(store: str, plan: list[list[str]], switch: KillSwitch) -> None:
-    from ..hooks._store import open_store
+    from ..hooks._open import open_store
 
     path, dsn = _where(store)
     opened = open_store(path, dsn=dsn, trace=switch)
