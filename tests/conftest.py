@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from fleet_helpers import FleetStore
+from hooks_helpers import HookWhere
 
 
 @pytest.fixture(params=["asyncio", "trio"])
@@ -67,3 +68,22 @@ def fleet_store(request: pytest.FixtureRequest, tmp_path: Path) -> FleetStore:
         return FleetStore("sqlite", str(tmp_path / "fleet.db"))
     dsn: str = request.getfixturevalue("postgres_dsn")
     return FleetStore("postgres", dsn)
+
+
+# -- the hook relay (tests/test_hooks_relay*.py): its store on SQLite and on PostgreSQL ------
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def hook_store(request: pytest.FixtureRequest, tmp_path: Path) -> HookWhere:
+    """Each relay conformance test once on a SQLite file and once on PostgreSQL (a fresh schema)."""
+    if request.param == "sqlite":
+        return HookWhere("sqlite", path=str(tmp_path / "hooks.db"))
+    import uuid
+
+    import psycopg
+
+    dsn: str = request.getfixturevalue("postgres_dsn")
+    schema = f"hooks_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    return HookWhere("postgres", dsn=f"{dsn} options='-c search_path={schema}'")

@@ -47,6 +47,10 @@ OPTIONAL = frozenset(
     {"acp", "httpx", "psycopg", "amplifier_core", "pydantic_ai", "agents", "claude_agent_sdk"}
 )
 
+#: An extra that serves several wings, each importing it only behind its own door: PostgreSQL
+#: (the ``postgres`` extra) is the fleet's store and the hook relay's (``hooks._postgres``).
+SHARED_OPTIONAL = {"psycopg": frozenset({f"{PACKAGE}.fleet", f"{PACKAGE}.hooks"})}
+
 Graph = dict[str, set[str]]
 
 
@@ -199,7 +203,9 @@ def misplaced_optional_imports(externals: Mapping[str, Iterable[str]]) -> list[s
             elif wing != CLI:  # the CLI starts wings, so it may check that their extra is installed
                 wings.setdefault(name, set()).add(wing)
     wrong += [
-        f"{name} is imported by several wings: {sorted(w)}" for name, w in sorted(wings.items()) if len(w) > 1
+        f"{name} is imported by several wings: {sorted(w)}"
+        for name, w in sorted(wings.items())
+        if len(w) > 1 and not w <= SHARED_OPTIONAL.get(name, frozenset())
     ]
     return wrong
 

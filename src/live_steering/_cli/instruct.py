@@ -34,9 +34,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--vendor", metavar="V", choices=VENDORS, help=f"the session's vendor: {', '.join(VENDORS)}"
     )
-    parser.add_argument(
-        "--store", metavar="PATH", help="the hook store (default: $LIVE_STEERING_STORE or XDG)"
-    )
+    from .hooks import store_options
+
+    store_options(parser)
     parser.add_argument("--json", action="store_true", help="print the receipt as one JSON object")
     parser.set_defaults(handler=run)
 
@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
         text = sys.stdin.read()
         text = text[:-2] if text.endswith("\r\n") else text.removesuffix("\n")
     try:
-        receipt = instruct(args.session, text, id=args.id, vendor=args.vendor, store=args.store)
+        receipt = instruct(args.session, text, id=args.id, vendor=args.vendor, store=args.store, dsn=args.dsn)
     except (StoreError, ValueError) as exc:
         print(f"live-steering instruct: {exc}", file=sys.stderr)
         return 2

@@ -52,6 +52,11 @@ class PostgresConnection(StoreConnection):
     lock_pending = " FOR UPDATE SKIP LOCKED"
     lock_lease = " FOR UPDATE"
     now_sql = "extract(epoch FROM clock_timestamp())::float8"
+    # channel(owner_node_id), computed by the server: the same sha256 hex prefix
+    notify_owner_sql = (
+        "pg_notify('ls_' || left(encode(sha256(convert_to(owner_node_id, 'UTF8')), 'hex'), 40), "
+        "'w' || session_id)"
+    )
 
     def __init__(self, dsn: str) -> None:
         super().__init__()

@@ -301,6 +301,10 @@ class StoreConnection(abc.ABC):
     lock_lease: str = ""
     #: the store's clock in SQL, seconds since the epoch (leases are judged on it)
     now_sql: str = "((julianday('now') - 2440587.5) * 86400.0)"
+    #: a SQL expression that wakes the row's ``owner_node_id`` for its ``session_id`` inside the
+    #: statement (PostgreSQL: ``pg_notify``, so a submit's insert, wake-up and commit travel in
+    #: one round trip); ``None``: the wake-up is owed with ``notify`` after the insert
+    notify_owner_sql: str | None = None
 
     def __init__(self) -> None:
         self.nudges: list[tuple[str, str]] = []
@@ -741,17 +745,26 @@ class StoreConnection(abc.ABC):
         anything new ``stale-generation`` (no generation runs). Each owner is woken once.
         """
         now = time.time()  # a record only: liveness is judged on the store's clock
+        insert = (
+            "INSERT INTO ls_requests (session_id, input_id, anchor, input, digest, node_id, "
+            "owner_node_id, state, created_at) "
+            "SELECT ?, ?, ?, ?, ?, ?, l.node_id, 'pending', ? FROM ls_leases l "
+            "WHERE l.session_id = ? AND l.node_id IS NOT NULL "
+            f"AND l.expires_at >= {self.now_sql} "
+            "RETURNING request_no, owner_node_id"
+        )
+        woken = self.notify_owner_sql is not None
+        if woken:  # the wake-up rides in the insert, and the commit in its round trip
+            insert = (
+                f"WITH inserted AS ({insert}, session_id) "
+                f"SELECT request_no, owner_node_id, {self.notify_owner_sql} IS NULL FROM inserted"
+            )
         try:
-            with self.pipeline():  # PostgreSQL: BEGIN and the inserts in one round trip
+            with self.pipeline():  # PostgreSQL: BEGIN and the inserts (and the commit) in one round trip
                 self.begin()
                 cursors = [
                     self.execute(
-                        "INSERT INTO ls_requests (session_id, input_id, anchor, input, digest, node_id, "
-                        "owner_node_id, state, created_at) "
-                        "SELECT ?, ?, ?, ?, ?, ?, l.node_id, 'pending', ? FROM ls_leases l "
-                        "WHERE l.session_id = ? AND l.node_id IS NOT NULL "
-                        f"AND l.expires_at >= {self.now_sql} "
-                        "RETURNING request_no, owner_node_id",
+                        insert,
                         (
                             item.session_id,
                             printable(item.input.id),
@@ -765,6 +778,8 @@ class StoreConnection(abc.ABC):
                     )
                     for item in items
                 ]
+                if woken:
+                    self.commit()
             rows = [cursor.fetchall() for cursor in cursors]
             results: list[Receipt | int] = []
             owners: dict[str, str] = {}
@@ -774,10 +789,11 @@ class StoreConnection(abc.ABC):
                     owners[item.session_id] = found[0][1]
                 else:
                     results.append(self._answer_without_owner(item))
-            with self.pipeline():
-                for session_id, owner in owners.items():
-                    self.notify(owner, f"w{session_id}")
-                self.commit()
+            if not woken:
+                with self.pipeline():
+                    for session_id, owner in owners.items():
+                        self.notify(owner, f"w{session_id}")
+                    self.commit()
         except BaseException:
             self.rollback()
             raise

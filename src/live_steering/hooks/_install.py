@@ -77,11 +77,17 @@ def _script() -> list[str]:
     return [sys.executable, "-m", "live_steering._cli"]
 
 
-def hook_command(vendor: str, store: str | None) -> str:
-    """The shell command the vendor runs: the running installation's ``live-steering``, absolute."""
+def hook_command(vendor: str, store: str | None, dsn: str | None = None) -> str:
+    """The shell command the vendor runs: the running installation's ``live-steering``, absolute.
+
+    ``dsn``: a PostgreSQL store, baked in as ``--dsn`` (mind a password in it: prefer a
+    passfile or ``$LIVE_STEERING_STORE_DSN``, see docs/hooks.md).
+    """
     argv = [*_script(), "hook", vendor]
     if store is not None:
         argv += ["--store", os.path.abspath(store)]
+    if dsn is not None:
+        argv += ["--dsn", dsn]
     return shlex.join(argv)
 
 
@@ -96,11 +102,11 @@ def _entry(vendor: str, command: str) -> dict[str, Any]:
     return {"type": "command", "command": command, "timeout": HOOK_TIMEOUT_SECONDS}
 
 
-def config_block(vendor: str, store: str | None) -> dict[str, Any] | str:
+def config_block(vendor: str, store: str | None, dsn: str | None = None) -> dict[str, Any] | str:
     """The vendor's config: a JSON object, or for Hermes the YAML text of its ``hooks:`` section."""
     if vendor not in _vendors.FACTS:
         raise ValueError(f"unknown vendor {vendor!r}; expected one of {', '.join(_vendors.FACTS)}")
-    command = hook_command(vendor, store)
+    command = hook_command(vendor, store, dsn)
     if vendor == "hermes":
         lines = ["hooks:"]
         for moment in moments(vendor):
@@ -233,13 +239,13 @@ def _merge_hermes(path: str, existing: str, block: str) -> str:
     return "\n".join(merged) + "\n"
 
 
-def merge_into(path: str, vendor: str, store: str | None) -> Merged:
+def merge_into(path: str, vendor: str, store: str | None, dsn: str | None = None) -> Merged:
     """Merge the vendor's block into the config file at ``path`` (symlinks followed).
 
     Raises ``InstallError`` (and changes nothing) when the file cannot be merged safely.
     A file that already holds exactly this config is left untouched (``changed=False``).
     """
-    block = config_block(vendor, store)
+    block = config_block(vendor, store, dsn)
     target = os.path.realpath(path)
     existing = ""
     if os.path.exists(target):

@@ -277,6 +277,12 @@ class HookStore(abc.ABC):
     def close(self) -> None:
         """Release the store's resources. Idempotent."""
 
+    def __enter__(self) -> HookStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
 
 def _alive(pid: int) -> bool:
     if pid == os.getpid():
@@ -343,6 +349,10 @@ class SqliteHookStore(HookStore):
         except sqlite3.Error as exc:
             self._conn.close()
             raise StoreError(f"cannot use the hook store {self.path}: {exc}") from exc
+
+    def _new_token(self) -> str:
+        """The claim token: names this process (its pid, for recovery) and this claim."""
+        return f"{os.getpid()}-{os.urandom(6).hex()}"
 
     def _point(self, name: str) -> None:
         if self._trace is not None:
@@ -566,7 +576,7 @@ class SqliteHookStore(HookStore):
     def claim(self, vendor: str, session_id: str, moment: str, *, reply_would_be_empty: bool = True) -> Claim:
         """Decide one hook moment of ``vendor`` for ``session_id``; see the module docs. O(claimed)."""
         facts = _vendors.FACTS[vendor]
-        token = f"{os.getpid()}-{os.urandom(6).hex()}"
+        token = self._new_token()
         if self._nothing_to_do(facts, session_id, moment):
             eligible = _vendors.ineligibility(
                 facts.context_moments,
