@@ -36,6 +36,7 @@ This module is imported only when a DSN is given: the SQLite path never loads ps
 
 from __future__ import annotations
 
+import atexit
 import math
 import os
 import re
@@ -102,6 +103,13 @@ _SCHEMA = (
 #: the store locked, retried at this process's next moment): kept open, so their liveness
 #: lock says what a pid says on SQLite, that the claimant lives, until this process ends.
 _PARKED: list[psycopg.Connection[Any]] = []
+
+
+@atexit.register
+def _close_parked() -> None:
+    """The process ends: its parked claims' liveness locks go with it (as a pid does on SQLite)."""
+    while _PARKED:
+        _PARKED.pop().close()
 _TABLES = re.compile(r"(?<![\w.])(sessions|instructions|events)(?!\w)")
 _TRANSLATED: dict[str, str] = {}
 
