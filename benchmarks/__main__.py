@@ -32,6 +32,16 @@ def _parser() -> argparse.ArgumentParser:
         help='print one JSON object {"figures": [...]} on stdout instead of a table',
     )
     parser.add_argument(
+        "--fleet",
+        action="store_true",
+        help="run the fleet group instead: remote submits, SQLite and PostgreSQL (benchmarks/bench_fleet.py)",
+    )
+    parser.add_argument(
+        "--dsn",
+        metavar="DSN",
+        help="with --fleet: the PostgreSQL to measure (default: a throwaway cluster, if installed)",
+    )
+    parser.add_argument(
         "--backend",
         choices=BACKENDS,
         action="append",
@@ -72,6 +82,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = TINY if args.tiny else QUICK if args.quick else FULL
     backends = tuple(args.backend) if args.backend else BACKENDS
     started = time.monotonic()
+    if args.fleet:
+        from . import bench_fleet
+
+        rows = bench_fleet.run(backends, dsn=args.dsn, quick=args.quick, tiny=args.tiny)
+        elapsed = time.monotonic() - started
+        if args.json:
+            print(json.dumps({"fleet": rows}))
+        else:
+            print(bench_fleet.table(rows))
+            print(f"\n{len(rows)} fleet figures in {elapsed:.1f} s")
+        print(f"benchmarks: {elapsed:.1f} s", file=sys.stderr)
+        return 0 if all(row["ok"] for row in rows) else 1
     groups = tuple(args.group) if args.group else GROUPS
     figures, floors = run(settings, backends, groups)
     elapsed = time.monotonic() - started

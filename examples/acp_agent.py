@@ -32,7 +32,7 @@ async def run_turn(turn: Turn) -> None:
                 raise TurnError(f"the model answered HTTP {response.status_code}")
             answer = response.json()["choices"][0]["message"]["content"]
             messages.append({"role": "assistant", "content": answer})
-            await turn.say(answer)
+            await turn.say(answer, message_id=turn.message_id())  # each reply its own message
             if not turn.continue_after_checkpoint():  # no steer arrived meanwhile: the turn is done
                 break
 

@@ -2,8 +2,8 @@
 
 Run it from a checkout with the ``acp`` extra installed::
 
-    python examples/acp_client.py            # about 3 seconds
-    python examples/acp_client.py --step-delay 0.05
+    .venv/bin/python examples/acp_client.py            # about 4 seconds
+    .venv/bin/python examples/acp_client.py --step-delay 0.05
 
 It prints every session update as it arrives, the steer's outcome, and the agent
 message of the request in which the steer landed. Exits 1 if the steer did not land.
@@ -12,6 +12,8 @@ message of the request in which the steer landed. Exits 1 if the steer did not l
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import sys
 from collections.abc import Callable
 from typing import Any, cast
@@ -62,17 +64,20 @@ def received(update: Any) -> list[dict[str, Any]]:
     return cast("list[dict[str, Any]]", update.field_meta["liveSteering"]["received"])
 
 
+def agent_command() -> list[str]:
+    """The ``live-steering`` console script next to this Python (its venv), else the same via ``-m``."""
+    script = shutil.which("live-steering", path=os.path.dirname(sys.executable))
+    return [script] if script else [sys.executable, "-m", "live_steering._cli"]
+
+
 async def main(step_delay: float, steps: int) -> int:
     client = Client()
-    command = [
-        sys.executable,
-        "-m",
-        "live_steering._cli",
-        "acp",
-        f"--steps={steps}",
-        f"--step-delay={step_delay}",
-    ]
-    async with acp.spawn_agent_process(cast("acp.Client", client), *command) as (conn, _process):
+    command = [*agent_command(), "acp", f"--steps={steps}", f"--step-delay={step_delay}"]
+    # The SDK gives the agent only HOME, LOGNAME, PATH, SHELL, TERM and USER unless env= says
+    # more: pass what your agent reads (an API key for --api-key-env, OPENAI_BASE_URL, MODEL).
+    env = {name: os.environ[name] for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MODEL")
+           if name in os.environ}  # fmt: skip
+    async with acp.spawn_agent_process(cast("acp.Client", client), *command, env=env) as (conn, _process):
         init = await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
         print(f"initialize: _meta.steering = {(init.field_meta or {}).get('steering')}")
         session = await conn.new_session(cwd=".", mcp_servers=[])
@@ -107,7 +112,7 @@ async def main(step_delay: float, steps: int) -> int:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--step-delay", type=float, default=0.5)
+    parser.add_argument("--step-delay", type=float, default=0.2)
     parser.add_argument("--steps", type=int, default=6)
     args = parser.parse_args()
     sys.exit(anyio.run(main, args.step_delay, args.steps, backend="asyncio"))

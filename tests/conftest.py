@@ -3,7 +3,14 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
+
+from fleet_helpers import FleetStore
+from hooks_helpers import HookWhere
 
 
 @pytest.fixture(params=["asyncio", "trio"])
@@ -29,3 +36,54 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip_slow)
+
+
+# -- fleet (tests/test_fleet*.py): a throwaway PostgreSQL cluster and the two stores --------
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn() -> Iterator[str]:
+    """A PostgreSQL cluster started for this run (initdb + postgres on a Unix socket), stopped by pid.
+
+    Skips when PostgreSQL is not installed, unless ``LIVE_STEERING_REQUIRE_PG=1`` (CI): then fails.
+    """
+    from live_steering.testing._postgres import PostgresCluster, find_binaries
+
+    if find_binaries() is None:
+        message = "PostgreSQL is not installed (/usr/lib/postgresql/*/bin)"
+        if os.environ.get("LIVE_STEERING_REQUIRE_PG") == "1":
+            pytest.fail(f"{message}, and LIVE_STEERING_REQUIRE_PG=1")
+        pytest.skip(message)
+    cluster = PostgresCluster.start()
+    try:
+        yield cluster.dsn
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def fleet_store(request: pytest.FixtureRequest, tmp_path: Path) -> FleetStore:
+    """Each fleet test once on a SQLite file and once on the PostgreSQL cluster."""
+    if request.param == "sqlite":
+        return FleetStore("sqlite", str(tmp_path / "fleet.db"))
+    dsn: str = request.getfixturevalue("postgres_dsn")
+    return FleetStore("postgres", dsn)
+
+
+# -- the hook relay (tests/test_hooks_relay*.py): its store on SQLite and on PostgreSQL ------
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def hook_store(request: pytest.FixtureRequest, tmp_path: Path) -> HookWhere:
+    """Each relay conformance test once on a SQLite file and once on PostgreSQL (a fresh schema)."""
+    if request.param == "sqlite":
+        return HookWhere("sqlite", path=str(tmp_path / "hooks.db"))
+    import uuid
+
+    import psycopg
+
+    dsn: str = request.getfixturevalue("postgres_dsn")
+    schema = f"hooks_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    return HookWhere("postgres", dsn=f"{dsn} options='-c search_path={schema}'")

@@ -342,14 +342,6 @@ def test_json_rpc_id_repeat_is_one_steer() -> None:
         {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}},
         {"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": "/", "mcpServers": []}},
     ]
-    steer = {
-        "jsonrpc": "2.0",
-        "id": 3,
-        "method": "_session/steering",
-        "params": {"sessionId": "sess-1", "prompt": [{"type": "text", "text": "Once"}]},
-    }
-    other = {**steer, "id": 4}
-    stdin = "".join(json.dumps(f) + "\n" for f in [*frames, steer])
     proc = subprocess.Popen(
         [sys.executable, "-m", "live_steering._cli", "acp", "--client-paced", "--steps=1"],
         stdin=subprocess.PIPE,
@@ -368,7 +360,17 @@ def test_json_rpc_id_repeat_is_one_steer() -> None:
         return answers[request_id]
 
     try:
-        proc.stdin.write(stdin)
+        proc.stdin.write("".join(json.dumps(f) + "\n" for f in frames))
+        proc.stdin.flush()
+        session_id = answer(2)["result"]["sessionId"]
+        steer = {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "_session/steering",
+            "params": {"sessionId": session_id, "prompt": [{"type": "text", "text": "Once"}]},
+        }
+        other = {**steer, "id": 4}
+        proc.stdin.write(json.dumps(steer) + "\n")
         proc.stdin.flush()
         first = answer(3)["result"]
         del answers[3]
@@ -418,3 +420,27 @@ def test_docs_show_the_example_verbatim() -> None:
     """docs/acp.md embeds examples/acp_client.py exactly, so the documented client is the tested one."""
     example = (ROOT / "examples" / "acp_client.py").read_text()
     assert f"```python\n{example}```" in (ROOT / "docs" / "acp.md").read_text()
+
+
+async def test_session_ids_differ_across_agents_so_input_ids_do_too() -> None:
+    """Each agent (each process) names sessions sess-<uuid>: one request id never repeats an input id."""
+    import uuid
+
+    from live_steering.acp import SteeringAgent
+    from live_steering.acp._wire import steer_input_id
+
+    async def run_turn(turn: Any) -> None:
+        """Never called: no turn runs here."""
+
+    ids: list[str] = []
+    async with anyio.create_task_group() as tg:
+        for _ in range(2):  # two agent processes, as two restarts of one would be
+            restarted = SteeringAgent(run_turn)
+            restarted.on_connect(cast("acp.Client", object()))
+            restarted.bind(tg)
+            ids.append((await restarted.new_session(cwd="/")).session_id)
+            await restarted.aclose()
+    assert all(sid.startswith("sess-") and uuid.UUID(sid.removeprefix("sess-")) for sid in ids)
+    assert ids[0] != ids[1]
+    digests = {steer_input_id(sid, steer_id=None, request_id=3) for sid in ids}
+    assert len(digests) == 2  # retries within a session: test_json_rpc_id_repeat_is_one_steer

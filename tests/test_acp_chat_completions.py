@@ -40,6 +40,7 @@ from acp.schema import (
     ToolCallStart,
 )
 
+from live_steering.acp.chat_completions import DEFAULT_SYSTEM_PROMPT, api_key_from_env
 from live_steering.testing import Gate
 
 pytestmark = pytest.mark.anyio
@@ -225,6 +226,10 @@ class EditorClient:
     def text(self) -> str:
         return "".join(u.content.text for u in self.updates if isinstance(u, AgentMessageChunk))
 
+    def message_ids(self) -> list[str | None]:
+        """The ``messageId`` of every agent message chunk, in order."""
+        return [u.message_id for u in self.updates if isinstance(u, AgentMessageChunk)]
+
 
 class Agent:
     def __init__(self, conn: Any, client: EditorClient, process: Any) -> None:
@@ -240,9 +245,10 @@ class Agent:
         return cast("dict[str, Any]", await self.conn.ext_method("session/steering", params))
 
 
-def _agent_command(port: int, *extra: str) -> tuple[str, ...]:
+def _agent_command(port: int, *extra: str, key_env: str | None = "LIVE_STEERING_TEST_KEY") -> tuple[str, ...]:
+    key = (f"--api-key-env={key_env}",) if key_env else ()
     return (sys.executable, "-m", "live_steering._cli", "acp", f"--openai-base-url=http://127.0.0.1:{port}/v1",
-            "--model=test-model", "--api-key-env=LIVE_STEERING_TEST_KEY", *extra)  # fmt: skip
+            "--model=test-model", *key, *extra)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -304,12 +310,16 @@ async def test_streaming_reply_and_a_steer_during_the_stream(server: ChatServer,
     first, second = server.requests
     assert first["stream"] is True
     assert first["model"] == "test-model"
+    assert first["messages"][0] == {"role": "system", "content": DEFAULT_SYSTEM_PROMPT}
     assert [m["role"] for m in first["messages"]] == ["system", "user"]
     assert second["messages"][-2:] == [
         {"role": "assistant", "content": "Hello"},
         {"role": "user", "content": "Use British spelling"},
     ]
-    assert agent.client.text() == "HelloNoted"
+    # The two replies of the turn are two messages: their own messageIds, and a blank line between
+    # them for clients that show a turn's chunks as one text.
+    assert agent.client.text() == "Hello\n\nNoted"
+    assert agent.client.message_ids() == [f"{sid}-turn-1-reply-1"] * 2 + [f"{sid}-turn-1-reply-2"] * 2
     assert {"inputId": input_id, "turnId": f"{sid}-turn-1", "disposition": "applied"} in [
         _settled(u) for u in agent.client.updates
     ]
@@ -469,17 +479,56 @@ async def test_connection_refused_is_a_clear_error_and_the_key_never_shows(serve
     assert KEY.encode() not in await process.stderr.read()
 
 
-def test_missing_key_variable_exits_2_without_serving(capsys: pytest.CaptureFixture[str]) -> None:
-    """--api-key-env naming an unset variable: a one-line error naming it, exit 2, nothing on stdout."""
-    from live_steering._cli import main
+async def test_missing_key_variable_is_an_acp_error_naming_it() -> None:
+    """Spawned by the SDK without env= (the key left behind): initialize and session/new say why; exit 2."""
+    client = EditorClient({})
+    command = _agent_command(9, key_env="LIVE_STEERING_UNSET_KEY")
+    async with acp.spawn_agent_process(cast("acp.Client", client), *command) as (conn, process):
+        with pytest.raises(acp.RequestError) as init:
+            await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+        with pytest.raises(acp.RequestError) as new:
+            await conn.new_session(cwd="/project", mcp_servers=[])
+    for caught in (init, new):
+        assert isinstance(caught.value.data, dict)
+        details = caught.value.data["details"]
+        assert "environment variable LIVE_STEERING_UNSET_KEY is not set" in details
+        assert "env=" in details  # what the spawning client must do about it
+    assert process.returncode == 2
+    assert process.stderr is not None
+    assert b"LIVE_STEERING_UNSET_KEY is not set" in await process.stderr.read()
 
-    os.environ.pop("LIVE_STEERING_UNSET_KEY", None)
-    code = main(["acp", "--openai-base-url=http://127.0.0.1:9/v1", "--model=m",
-                 "--api-key-env=LIVE_STEERING_UNSET_KEY"])  # fmt: skip
-    captured = capsys.readouterr()
-    assert code == 2
-    assert captured.out == ""
-    assert "LIVE_STEERING_UNSET_KEY is not set" in captured.err
+
+def test_key_variable_set_but_empty_is_said_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NOPE_KEY= is not 'not set': the message says the variable is set but empty."""
+    monkeypatch.setenv("LIVE_STEERING_EMPTY_KEY", "")
+    with pytest.raises(KeyError) as empty:
+        api_key_from_env("LIVE_STEERING_EMPTY_KEY")
+    assert empty.value.args[0] == "environment variable LIVE_STEERING_EMPTY_KEY is set but empty"
+    monkeypatch.delenv("LIVE_STEERING_EMPTY_KEY")
+    with pytest.raises(KeyError) as unset:
+        api_key_from_env("LIVE_STEERING_EMPTY_KEY")
+    assert unset.value.args[0] == "environment variable LIVE_STEERING_EMPTY_KEY is not set"
+    monkeypatch.setenv("LIVE_STEERING_EMPTY_KEY", KEY)
+    assert api_key_from_env("LIVE_STEERING_EMPTY_KEY") == KEY
+
+
+@pytest.mark.parametrize(("option", "expected"), [("Answer in French.", "Answer in French."), ("", None)])
+async def test_system_prompt_can_be_changed_or_dropped(
+    server: ChatServer, option: str, expected: str | None
+) -> None:
+    """--system-prompt TEXT replaces the system message; --system-prompt '' sends none."""
+    server.replies.append(Reply(chunk("Oui"), chunk(finish="stop")))
+    client = EditorClient({})
+    command = _agent_command(server.port, f"--system-prompt={option}", key_env=None)
+    async with acp.spawn_agent_process(cast("acp.Client", client), *command) as (conn, _process):
+        await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+        sid = (await conn.new_session(cwd="/project", mcp_servers=[])).session_id
+        await conn.prompt(session_id=sid, prompt=[acp.text_block("Hello")])
+    messages = server.requests[0]["messages"]
+    if expected is None:
+        assert messages == [{"role": "user", "content": "Hello"}]
+    else:
+        assert messages == [{"role": "system", "content": expected}, {"role": "user", "content": "Hello"}]
 
 
 def test_url_and_model_go_together(capsys: pytest.CaptureFixture[str]) -> None:
@@ -526,6 +575,7 @@ async def test_example_agent_is_steerable(server: ChatServer) -> None:
     ]
     assert [m["content"] for m in server.requests[1]["messages"]] == ["Greet me", "Hi", "Be brief"]
     assert client.text() == "HiShorter: hi"
+    assert client.message_ids() == [f"{sid}-turn-1-reply-1", f"{sid}-turn-1-reply-2"]
     assert process.returncode == 0
 
 

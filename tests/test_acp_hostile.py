@@ -370,14 +370,14 @@ async def test_client_disconnect_mid_turn_exits_cleanly(raw: RawAgent) -> None:
 
 async def test_sigterm_mid_turn_answers_cancelled_and_holds(raw: RawAgent) -> None:
     """SIGTERM mid-turn: the prompt is answered cancelled, the pending steer held and said so, exit 0."""
-    _, input_id = await _mid_turn_with_a_pending_steer(raw)
+    sid, input_id = await _mid_turn_with_a_pending_steer(raw)
     raw.process.send_signal(signal.SIGTERM)
     response = await raw.answer(3)
     assert response["result"]["stopReason"] == "cancelled"
     assert response["result"]["_meta"]["liveSteering"]["heldInputIds"] == [input_id]
     settled = await raw.update(lambda u: "steer" in (u.get("_meta") or {}).get("liveSteering", {}))
     assert settled["params"]["update"]["_meta"]["liveSteering"]["steer"] == {
-        "inputId": input_id, "turnId": "sess-1-turn-1", "disposition": "held", "reason": "generation-stopped"
+        "inputId": input_id, "turnId": f"{sid}-turn-1", "disposition": "held", "reason": "generation-stopped"
     }  # fmt: skip
     assert await raw.wait_exit() == 0
     assert "Traceback" not in await raw.errors()

@@ -189,11 +189,11 @@ class Channel:
         self.changed.set()
         self.changed = anyio.Event()
 
-    async def thought(self, text: str, meta: dict[str, Any] | None) -> None:
+    async def thought(self, text: str, meta: dict[str, Any] | None, message_id: str | None = None) -> None:
         assert meta is not None
         self._record("request", meta["liveSteering"]["request"])
 
-    async def message(self, text: str, meta: dict[str, Any] | None) -> None:
+    async def message(self, text: str, meta: dict[str, Any] | None, message_id: str | None = None) -> None:
         self._record("message", text if meta is None else meta["liveSteering"])
 
     async def update(self, update: Any) -> None:

@@ -35,8 +35,9 @@ LAYERS: Mapping[str, int] = {
     f"{PACKAGE}.journal": 5,
     f"{PACKAGE}.hooks": 5,
     f"{PACKAGE}.acp": 5,
-    f"{PACKAGE}.testing": 6,
-    f"{PACKAGE}._cli": 7,
+    f"{PACKAGE}.fleet": 6,  # the receipt journal across processes: built on journal/'s changes
+    f"{PACKAGE}.testing": 7,
+    f"{PACKAGE}._cli": 8,
 }
 WING_LAYER = 5
 CLI = f"{PACKAGE}._cli"
@@ -45,6 +46,10 @@ CLI = f"{PACKAGE}._cli"
 OPTIONAL = frozenset(
     {"acp", "httpx", "psycopg", "amplifier_core", "pydantic_ai", "agents", "claude_agent_sdk"}
 )
+
+#: An extra that serves several wings, each importing it only behind its own door: PostgreSQL
+#: (the ``postgres`` extra) is the fleet's store and the hook relay's (``hooks._postgres``).
+SHARED_OPTIONAL = {"psycopg": frozenset({f"{PACKAGE}.fleet", f"{PACKAGE}.hooks"})}
 
 Graph = dict[str, set[str]]
 
@@ -126,11 +131,13 @@ def wing_of(module: str) -> str | None:
 
 
 def layer_of(module: str) -> int:
-    for name in (module, *(module.rsplit(".", n)[0] for n in range(1, module.count(".") + 1))):
+    for name in (module, *(module.rsplit(".", n)[0] for n in range(1, module.count(".")))):
         if name in LAYERS:
             return LAYERS[name]
-    if wing_of(module) is not None:
+    if wing_of(module) is not None:  # a wing not named in LAYERS: a wing like journal/
         return WING_LAYER
+    if module == PACKAGE:
+        return LAYERS[PACKAGE]
     raise AssertionError(
         f"{module} is a new top-level module: give it a layer in LAYERS and docs/architecture.md"
     )
@@ -196,7 +203,9 @@ def misplaced_optional_imports(externals: Mapping[str, Iterable[str]]) -> list[s
             elif wing != CLI:  # the CLI starts wings, so it may check that their extra is installed
                 wings.setdefault(name, set()).add(wing)
     wrong += [
-        f"{name} is imported by several wings: {sorted(w)}" for name, w in sorted(wings.items()) if len(w) > 1
+        f"{name} is imported by several wings: {sorted(w)}"
+        for name, w in sorted(wings.items())
+        if len(w) > 1 and not w <= SHARED_OPTIONAL.get(name, frozenset())
     ]
     return wrong
 

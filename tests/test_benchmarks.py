@@ -151,3 +151,25 @@ def test_help_documents_the_exit_code(capsys: pytest.CaptureFixture[str]) -> Non
         main(["--help"])
     assert exit_info.value.code == 0
     assert "1 when any figure is not ok" in " ".join(capsys.readouterr().out.split())
+
+
+# -- the fleet group (python -m benchmarks --fleet) --------------------------------------------
+
+FLEET_FIGURES = {"remote_submit", "remote_submit_p99", "throughput", "decisions_per_commit", "takeover"}
+
+
+def test_fleet_group_reports_every_figure_with_its_rule() -> None:
+    """--fleet on SQLite: each figure once, ratio = value/floor where there is one, ok by its target."""
+    from benchmarks import bench_fleet
+
+    rows = bench_fleet.run(("asyncio",), dsn=None, quick=False, tiny=True, postgres=False)
+    assert sorted(r["name"] for r in rows) == sorted(FLEET_FIGURES)
+    for row in rows:
+        assert (row["backend"], row["store"]) == ("asyncio", "sqlite")
+        assert row["value"] > 0
+        if row["floor"] is not None:
+            assert math.isclose(row["ratio"], row["value"] / row["floor"], rel_tol=1e-2)
+        higher = row["name"] in {"throughput", "decisions_per_commit"}
+        measured = row["value"] if row["ratio"] is None else row["ratio"]
+        assert row["ok"] is (measured >= row["target"] if higher else measured <= row["target"])
+    assert "remote_submit" in bench_fleet.table(rows)

@@ -345,7 +345,12 @@ def test_demo_journal_failing_mid_run_is_one_line(
 
 @pytest.mark.parametrize(
     "argv",
-    [["bogus"], ["receipts"], ["demo", "--backend", "curio"], ["acp", "--steps", "0"]],
+    [
+        ["bogus"],
+        ["receipts", "--disposition", "bogus"],
+        ["demo", "--backend", "curio"],
+        ["acp", "--steps", "0"],
+    ],
 )
 def test_every_usage_error_is_one_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     """A usage error of any subcommand is one line on stderr naming --help, exit 2, nothing on stdout."""

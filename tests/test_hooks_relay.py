@@ -1,4 +1,4 @@
-"""The hook relay in one process: the SQLite store, the hook command's body, instruct, install (C26b)."""
+"""The hook relay in one process: its store (SQLite, PostgreSQL), the hook command, instruct, install."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import sqlite3
 
 import pytest
 
+from hooks_helpers import HookWhere
 from live_steering import Disposition
 from live_steering.hooks import (
     PROFILES,
@@ -23,6 +24,7 @@ from live_steering.hooks import (
     instruct_async,
 )
 from live_steering.hooks._command import MAX_STDIN_BYTES, encode_reply, run_hook
+from live_steering.hooks._postgres import PostgresHookStore
 from live_steering.hooks._store import default_store_path
 
 FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures" / "hooks"
@@ -43,21 +45,30 @@ def session_of(vendor: str) -> str:
     return value
 
 
-def hook(store: str, vendor: str, payload: dict[str, object] | bytes) -> tuple[bytes, str]:
+def hook(store: HookWhere | str, vendor: str, payload: dict[str, object] | bytes) -> tuple[bytes, str]:
     """Run the hook command's body in process; returns (stdout bytes, stderr text)."""
+    where = store if isinstance(store, HookWhere) else HookWhere("sqlite", path=store)
     data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
     out, err = io.BytesIO(), io.StringIO()
-    assert run_hook(vendor, store_path=store, stdin=io.BytesIO(data), stdout=out, stderr=err) == 0
+    stdin = io.BytesIO(data)
+    assert run_hook(vendor, store_path=where.path, dsn=where.dsn, stdin=stdin, stdout=out, stderr=err) == 0
     return out.getvalue(), err.getvalue()
 
 
 @pytest.fixture
-def store(tmp_path: pathlib.Path) -> str:
+def store(hook_store: HookWhere) -> HookWhere:
+    """The store under test: every test that takes it runs on SQLite and on PostgreSQL."""
+    return hook_store
+
+
+@pytest.fixture
+def path(tmp_path: pathlib.Path) -> str:
+    """A SQLite store path, for what is SQLite's alone (files, install blocks)."""
     return str(tmp_path / "hooks.db")
 
 
-def types_of(path: str, session: str | None = None) -> list[str]:
-    with SqliteHookStore(path) as s:
+def types_of(store: HookWhere, session: str | None = None) -> list[str]:
+    with store.open() as s:
         return [str(e["type"]) for e in s.events(session_id=session)]
 
 
@@ -77,10 +88,12 @@ def test_fixtures_cover_every_eligible_and_end_moment() -> None:
 
 
 @pytest.mark.parametrize(("vendor", "moment"), all_fixtures())
-def test_each_fixture_gets_the_reply_its_profile_promises(store: str, vendor: str, moment: str) -> None:
+def test_each_fixture_gets_the_reply_its_profile_promises(store: HookWhere, vendor: str, moment: str) -> None:
     """An eligible moment replies with the queued text in the vendor's shape, byte for byte; others: none."""
     session = session_of(vendor)
-    assert instruct(session, "Use the corrected path", id="cmd-1", vendor=vendor, store=store).accepted
+    assert instruct(
+        session, "Use the corrected path", id="cmd-1", vendor=vendor, store=store.path, dsn=store.dsn
+    ).accepted
     out, err = hook(store, vendor, fixture(vendor, moment))
     assert err == ""
     facts = _vendors.FACTS[vendor]
@@ -94,12 +107,14 @@ def test_each_fixture_gets_the_reply_its_profile_promises(store: str, vendor: st
             )
         assert out == expected
         assert (
-            instruct(session, "Use the corrected path", id="cmd-1", store=store).disposition
+            instruct(
+                session, "Use the corrected path", id="cmd-1", store=store.path, dsn=store.dsn
+            ).disposition
             is Disposition.APPLIED
         )
     else:
         assert out == b""
-        receipt = instruct(session, "Use the corrected path", id="cmd-1", store=store)
+        receipt = instruct(session, "Use the corrected path", id="cmd-1", store=store.path, dsn=store.dsn)
         expected_disposition = Disposition.HELD if moment == facts.session_end_moment else Disposition.QUEUED
         assert receipt.disposition is expected_disposition
 
@@ -107,10 +122,10 @@ def test_each_fixture_gets_the_reply_its_profile_promises(store: str, vendor: st
 # -- the store: FIFO, caps, admission -------------------------------------------------------
 
 
-def test_instructions_join_in_arrival_order_and_are_delivered_once(store: str) -> None:
+def test_instructions_join_in_arrival_order_and_are_delivered_once(store: HookWhere) -> None:
     """Two queued instructions ride one reply joined in arrival order; the next moment carries nothing."""
     for n, text in enumerate(["First", "Second"]):
-        instruct("s", text, id=f"c{n}", store=store)
+        instruct("s", text, id=f"c{n}", store=store.path, dsn=store.dsn)
     out, _ = hook(store, "claude-code", {"session_id": "s", "hook_event_name": "PostToolUse"})
     assert json.loads(out)["hookSpecificOutput"]["additionalContext"] == "First\n\nSecond"
     again, _ = hook(store, "claude-code", {"session_id": "s", "hook_event_name": "PostToolUse"})
@@ -118,13 +133,17 @@ def test_instructions_join_in_arrival_order_and_are_delivered_once(store: str) -
     assert types_of(store).count("x.claude-code.instruction.delivered") == 2
 
 
-def test_claude_cap_counts_utf16_code_units(store: str) -> None:
+def test_claude_cap_counts_utf16_code_units(store: HookWhere) -> None:
     """10,000 emoji are 20,000 UTF-16 code units: over Claude Code's cap, refused; 5,000 fit exactly."""
-    too_long = instruct("s", "\U0001f600" * 10_000, id="big", vendor="claude-code", store=store)
+    too_long = instruct(
+        "s", "\U0001f600" * 10_000, id="big", vendor="claude-code", store=store.path, dsn=store.dsn
+    )
     assert (too_long.accepted, too_long.reason) == (False, InstructionRefusal.INVALID_INPUT.value)
     assert "UTF-16" in (too_long.detail or "")
-    assert instruct("s", "\U0001f600" * 5_000, id="fits", vendor="claude-code", store=store).accepted
-    assert instruct("s", "x", id="next", store=store).accepted
+    assert instruct(
+        "s", "\U0001f600" * 5_000, id="fits", vendor="claude-code", store=store.path, dsn=store.dsn
+    ).accepted
+    assert instruct("s", "x", id="next", store=store.path, dsn=store.dsn).accepted
     out, _ = hook(store, "claude-code", {"session_id": "s", "hook_event_name": "Stop"})
     context = json.loads(out)["hookSpecificOutput"]["additionalContext"]
     assert context == "\U0001f600" * 5_000  # the second does not fit with it: it waits, in order
@@ -132,34 +151,34 @@ def test_claude_cap_counts_utf16_code_units(store: str) -> None:
     assert json.loads(out)["hookSpecificOutput"]["additionalContext"] == "x"
 
 
-def test_unknown_vendor_gets_text_every_vendor_can_carry(store: str) -> None:
+def test_unknown_vendor_gets_text_every_vendor_can_carry(store: HookWhere) -> None:
     """With no vendor known for the session, text is bounded by the strictest cap (Claude Code's)."""
-    receipt = instruct("s", "y" * 10_001, id="c", store=store)
+    receipt = instruct("s", "y" * 10_001, id="c", store=store.path, dsn=store.dsn)
     assert (receipt.accepted, receipt.reason) == (False, "invalid-input")
-    assert instruct("s", "y" * 10_001, id="c", vendor="codex", store=store).accepted
+    assert instruct("s", "y" * 10_001, id="c", vendor="codex", store=store.path, dsn=store.dsn).accepted
 
 
-def test_queue_full_at_twenty_refuses_and_changes_nothing(store: str) -> None:
+def test_queue_full_at_twenty_refuses_and_changes_nothing(store: HookWhere) -> None:
     """The 21st undelivered instruction is refused queue-full; the twenty stay queued, in order."""
     for n in range(20):
-        assert instruct("s", f"t{n}", id=f"c{n}", store=store).accepted
-    refused = instruct("s", "t20", id="c20", store=store)
+        assert instruct("s", f"t{n}", id=f"c{n}", store=store.path, dsn=store.dsn).accepted
+    refused = instruct("s", "t20", id="c20", store=store.path, dsn=store.dsn)
     assert (refused.accepted, refused.reason, refused.disposition) == (False, "queue-full", None)
-    with SqliteHookStore(store) as s:
+    with store.open() as s:
         rows = s.instructions("s")
     assert [r["command_id"] for r in rows] == [f"c{n}" for n in range(20)]
     assert types_of(store).count("control.rejected") == 1
 
 
-def test_identity_repeat_and_conflict(store: str) -> None:
+def test_identity_repeat_and_conflict(store: HookWhere) -> None:
     """An identical repeat answers the current state; the same id with other text is identity-conflict."""
-    first = instruct("s", "Use the corrected path", id="c1", store=store)
-    repeat = instruct("s", "Use the corrected path", id="c1", store=store)
+    first = instruct("s", "Use the corrected path", id="c1", store=store.path, dsn=store.dsn)
+    repeat = instruct("s", "Use the corrected path", id="c1", store=store.path, dsn=store.dsn)
     assert (repeat.accepted, repeat.repeated, repeat.disposition) == (True, True, Disposition.QUEUED)
-    conflict = instruct("s", "Other text", id="c1", store=store)
+    conflict = instruct("s", "Other text", id="c1", store=store.path, dsn=store.dsn)
     assert (conflict.accepted, conflict.reason) == (False, "identity-conflict")
     assert first.to_dict() == {"accepted": True, "commandId": "c1", "sessionId": "s", "disposition": "queued"}
-    with SqliteHookStore(store) as s:
+    with store.open() as s:
         assert len(s.instructions("s")) == 1
 
 
@@ -175,59 +194,59 @@ def test_identity_repeat_and_conflict(store: str) -> None:
         ("ok", "\ud800"),
     ],
 )
-def test_invalid_input_is_refused_and_audited(store: str, text: str, command_id: str) -> None:
+def test_invalid_input_is_refused_and_audited(store: HookWhere, text: str, command_id: str) -> None:
     """Blank, NUL, lone-surrogate text and bad command ids are refused invalid-input; nothing is queued."""
-    receipt = instruct("s", text, id=command_id, store=store)
+    receipt = instruct("s", text, id=command_id, store=store.path, dsn=store.dsn)
     assert (receipt.accepted, receipt.reason) == (False, "invalid-input")
-    with SqliteHookStore(store) as s:
+    with store.open() as s:
         assert s.instructions() == []
         (event,) = s.events()
     assert event["type"] == "control.rejected"
 
 
-def test_wrong_types_raise_type_error(store: str) -> None:
+def test_wrong_types_raise_type_error(store: HookWhere) -> None:
     """Only a caller's type error raises; an unknown vendor is a ValueError."""
     with pytest.raises(TypeError):
-        instruct("s", 3, store=store)  # type: ignore[arg-type]
+        instruct("s", 3, store=store.path, dsn=store.dsn)  # type: ignore[arg-type]
     with pytest.raises(TypeError):
-        instruct(None, "t", store=store)  # type: ignore[arg-type]
+        instruct(None, "t", store=store.path, dsn=store.dsn)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="unknown vendor"):
-        instruct("s", "t", vendor="emacs", store=store)
+        instruct("s", "t", vendor="emacs", store=store.path, dsn=store.dsn)
 
 
 # -- session end, epochs ------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("vendor", [v for v in ALL_VENDORS if _vendors.FACTS[v].session_end_moment])
-def test_session_end_drops_each_queued_instruction_audited(store: str, vendor: str) -> None:
+def test_session_end_drops_each_queued_instruction_audited(store: HookWhere, vendor: str) -> None:
     """At the session-end moment every queued instruction is dropped {reason: session-ended}, cause-linked."""
     session = session_of(vendor)
     end = _vendors.FACTS[vendor].session_end_moment
     assert end is not None
     for n in range(3):
-        instruct(session, f"t{n}", id=f"c{n}", vendor=vendor, store=store)
+        instruct(session, f"t{n}", id=f"c{n}", vendor=vendor, store=store.path, dsn=store.dsn)
     out, _ = hook(store, vendor, fixture(vendor, end))
     assert out == b""
-    with SqliteHookStore(store) as s:
+    with store.open() as s:
         dropped = [e for e in s.events() if e["type"] == f"x.{vendor}.instruction.dropped"]
     assert [(e["cause"], e["reason"]) for e in dropped] == [(f"c{n}", "session-ended") for n in range(3)]
-    refused = instruct(session, "late", id="c9", store=store)
+    refused = instruct(session, "late", id="c9", store=store.path, dsn=store.dsn)
     assert (refused.accepted, refused.reason) == (False, "session-ended")
-    repeat = instruct(session, "t0", id="c0", store=store)
+    repeat = instruct(session, "t0", id="c0", store=store.path, dsn=store.dsn)
     assert (repeat.repeated, repeat.disposition, repeat.reason) == (True, Disposition.HELD, "session-ended")
 
 
-def test_resumed_claude_session_opens_a_new_epoch(store: str) -> None:
+def test_resumed_claude_session_opens_a_new_epoch(store: HookWhere) -> None:
     """claude --resume reuses the id: after SessionEnd, a SessionStart reopens the session (epoch 2)."""
     session = session_of("claude-code")
     hook(store, "claude-code", fixture("claude-code", "SessionEnd"))
-    assert instruct(session, "early", id="c0", store=store).reason == "session-ended"
+    assert instruct(session, "early", id="c0", store=store.path, dsn=store.dsn).reason == "session-ended"
     resumed = dict(fixture("claude-code", "SessionStart"), source="resume")
     assert hook(store, "claude-code", resumed)[0] == b""
-    assert instruct(session, "Use the corrected path", id="c1", store=store).accepted
+    assert instruct(session, "Use the corrected path", id="c1", store=store.path, dsn=store.dsn).accepted
     out, _ = hook(store, "claude-code", fixture("claude-code", "UserPromptSubmit"))
     assert json.loads(out)["hookSpecificOutput"]["additionalContext"] == "Use the corrected path"
-    with SqliteHookStore(store) as s:
+    with store.open() as s:
         (row,) = s.instructions(session)
         types = [e["type"] for e in s.events(session_id=session)]
     assert row["epoch"] == 2
@@ -235,10 +254,10 @@ def test_resumed_claude_session_opens_a_new_epoch(store: str) -> None:
 
 
 @pytest.mark.parametrize("vendor", ["codex", "vscode"])
-def test_vendor_without_session_end_keeps_its_queue(store: str, vendor: str) -> None:
+def test_vendor_without_session_end_keeps_its_queue(store: HookWhere, vendor: str) -> None:
     """Codex and the VS Code agent have no session-end moment: the queue waits for the next eligible one."""
     session = session_of(vendor)
-    instruct(session, "t", id="c", vendor=vendor, store=store)
+    instruct(session, "t", id="c", vendor=vendor, store=store.path, dsn=store.dsn)
     for name in ("Stop", "SessionEnd"):  # moments these vendors do not offer, or offer with no surface
         hook(
             store, vendor, {**fixture(vendor, "SessionStart"), "hook_event_name": name, "hookEventName": name}
@@ -250,44 +269,52 @@ def test_vendor_without_session_end_keeps_its_queue(store: str, vendor: str) -> 
 # -- crash recovery in one process ----------------------------------------------------------
 
 
-def test_dead_claimant_is_finalised_unknown_never_redelivered(store: str) -> None:
+def test_dead_claimant_is_finalised_unknown_never_redelivered(store: HookWhere) -> None:
     """A claim whose process is gone becomes unknown at the next command of the session."""
-    instruct("s", "t", id="c", store=store)
-    with SqliteHookStore(store) as s:
+    instruct("s", "t", id="c", store=store.path, dsn=store.dsn)
+    with store.open() as s:
         claim = s.claim("claude-code", "s", "PostToolUse")
         assert claim.delivered == ("c",)
-    conn = sqlite3.connect(store)
-    conn.execute("UPDATE instructions SET claim_pid = ? WHERE command_id = 'c'", (2**22 + 12345,))
-    conn.commit()
-    conn.close()
+        if isinstance(s, PostgresHookStore):  # the claimant's connection dies, as with its process
+            s._pg.raw.close()
+    if store.path is not None:  # SQLite: a claimant is named by its pid; make it one that is gone
+        conn = sqlite3.connect(store.path)
+        conn.execute("UPDATE instructions SET claim_pid = ? WHERE command_id = 'c'", (2**22 + 12345,))
+        conn.commit()
+        conn.close()
     out, _ = hook(store, "claude-code", {"session_id": "s", "hook_event_name": "PostToolUse"})
     assert out == b""
-    assert instruct("s", "t", id="c", store=store).disposition is Disposition.UNKNOWN
+    assert instruct("s", "t", id="c", store=store.path, dsn=store.dsn).disposition is Disposition.UNKNOWN
     assert "x.claude-code.instruction.unknown" in types_of(store)
 
 
-def test_live_claimant_is_left_alone_and_recover_counts_dead_ones(store: str) -> None:
+def test_live_claimant_is_left_alone_and_recover_counts_dead_ones(store: HookWhere) -> None:
     """A claim held by a live process stays delivering; hooks recover finalises only dead claimants."""
-    instruct("s", "t", id="c", store=store)
-    with SqliteHookStore(store) as s:
+    instruct("s", "t", id="c", store=store.path, dsn=store.dsn)
+    with store.open() as s:
         s.claim("claude-code", "s", "PostToolUse")
         assert s.recover() == []
         assert s.receipt("s", "c") is not None
         assert s.receipt("s", "c").state == "delivering"  # type: ignore[union-attr]
 
 
-def test_reply_that_cannot_be_written_is_unknown(store: str) -> None:
+def test_reply_that_cannot_be_written_is_unknown(store: HookWhere) -> None:
     """A broken stdout is not a delivery: the claimed instructions are unknown, not delivered."""
 
     class Broken(io.BytesIO):
         def write(self, data: object) -> int:
             raise BrokenPipeError("the vendor went away")
 
-    instruct("s", "t", id="c", store=store)
+    instruct("s", "t", id="c", store=store.path, dsn=store.dsn)
     err = io.StringIO()
     payload = io.BytesIO(b'{"session_id": "s", "hook_event_name": "Stop"}')
-    assert run_hook("claude-code", store_path=store, stdin=payload, stdout=Broken(), stderr=err) == 0
-    assert instruct("s", "t", id="c", store=store).disposition is Disposition.UNKNOWN
+    assert (
+        run_hook(
+            "claude-code", store_path=store.path, dsn=store.dsn, stdin=payload, stdout=Broken(), stderr=err
+        )
+        == 0
+    )
+    assert instruct("s", "t", id="c", store=store.path, dsn=store.dsn).disposition is Disposition.UNKNOWN
     assert "could not be written" in err.getvalue()
 
 
@@ -309,31 +336,34 @@ def test_reply_that_cannot_be_written_is_unknown(store: str) -> None:
         (b'{"session_id": "' + b"x" * 100_000 + b'", "hook_event_name": "Stop"}', "invalid-session-id"),
     ],
 )
-def test_bad_input_says_nothing_and_is_recorded(store: str, data: bytes, reason: str) -> None:
+def test_bad_input_says_nothing_and_is_recorded(store: HookWhere, data: bytes, reason: str) -> None:
     """Bad stdin: no reply, exit 0, a hook.failed event naming the reason; queued instructions stay."""
-    instruct("s", "t", id="c", store=store)
+    instruct("s", "t", id="c", store=store.path, dsn=store.dsn)
     out, _ = hook(store, "claude-code", data)
     assert out == b""
-    with SqliteHookStore(store) as s:
+    with store.open() as s:
         failed = [e for e in s.events() if str(e["type"]).endswith("hook.failed")]
         assert s.receipt("s", "c").state == "queued"  # type: ignore[union-attr]
     assert [e["reason"] for e in failed] == [reason]
 
 
 @pytest.mark.parametrize("session_id", ["\ud800", "s\x00", "x" * 100_000, ""])
-def test_instruct_refuses_a_session_id_outside_the_id_rules(store: str, session_id: str) -> None:
+def test_instruct_refuses_a_session_id_outside_the_id_rules(store: HookWhere, session_id: str) -> None:
     """A session id the runtime would refuse is a ValueError from instruct() (as HookSession raises),
     and the store is left without a row or an event."""
     with pytest.raises(ValueError, match="session"):
-        instruct(session_id, "t", id="c", store=store)
+        instruct(session_id, "t", id="c", store=store.path, dsn=store.dsn)
     assert types_of(store) == []
 
 
-def test_oversized_stdin_is_refused_and_drained(store: str) -> None:
+def test_oversized_stdin_is_refused_and_drained(store: HookWhere) -> None:
     """Over 8 MiB of stdin is refused stdin-too-large and read to its end (the vendor's write never fails)."""
     stdin = io.BytesIO(b" " * (MAX_STDIN_BYTES + 5_000_000))
     out, err = io.BytesIO(), io.StringIO()
-    assert run_hook("claude-code", store_path=store, stdin=stdin, stdout=out, stderr=err) == 0
+    assert (
+        run_hook("claude-code", store_path=store.path, dsn=store.dsn, stdin=stdin, stdout=out, stderr=err)
+        == 0
+    )
     assert stdin.tell() == len(stdin.getvalue())
     assert out.getvalue() == b""
     assert types_of(store) == ["x.claude-code.hook.failed"]
@@ -366,16 +396,16 @@ def test_encode_reply_is_ascii_json_that_decodes_to_the_text() -> None:
 # -- the Python API --------------------------------------------------------------------------
 
 
-async def test_instruct_async_runs_off_the_event_loop(anyio_backend: str, store: str) -> None:
+async def test_instruct_async_runs_off_the_event_loop(anyio_backend: str, store: HookWhere) -> None:
     """instruct_async returns the same receipt as instruct, on asyncio and trio."""
-    receipt = await instruct_async("s", "Use the corrected path", id="c1", store=store)
+    receipt = await instruct_async("s", "Use the corrected path", id="c1", store=store.path, dsn=store.dsn)
     assert receipt.to_dict() == {
         "accepted": True,
         "commandId": "c1",
         "sessionId": "s",
         "disposition": "queued",
     }
-    repeat = await instruct_async("s", "Use the corrected path", id="c1", store=store)
+    repeat = await instruct_async("s", "Use the corrected path", id="c1", store=store.path, dsn=store.dsn)
     assert repeat.repeated
 
 
@@ -393,12 +423,12 @@ def test_default_store_path_follows_env_then_xdg(
     assert default_store_path() == str(tmp_path / "home" / ".local" / "state" / "live-steering" / "hooks.db")
 
 
-def test_events_redact_text_unless_asked(store: str) -> None:
+def test_events_redact_text_unless_asked(store: HookWhere) -> None:
     """Text reads [redacted] on the stream by default; show_text reveals it; the reply never hides it."""
-    instruct("s", "secret plan", id="c", store=store)
+    instruct("s", "secret plan", id="c", store=store.path, dsn=store.dsn)
     out, _ = hook(store, "claude-code", {"session_id": "s", "hook_event_name": "Stop"})
     assert b"secret plan" in out
-    with SqliteHookStore(store) as s:
+    with store.open() as s:
         redacted = s.events()
         shown = s.events(show_text=True)
     assert {e["text"] for e in redacted} == {"[redacted]"}
@@ -420,34 +450,35 @@ def test_profiles_and_facts_are_one_table() -> None:
 
 
 @pytest.mark.parametrize("vendor", [v for v in ALL_VENDORS if v != "hermes"])
-def test_install_block_wires_every_eligible_moment_and_the_end(vendor: str, store: str) -> None:
+def test_install_block_wires_every_eligible_moment_and_the_end(vendor: str, path: str) -> None:
     """The printed config runs the hook command with --store at every eligible moment plus the session end."""
-    block = _install.config_block(vendor, store)
+    block = _install.config_block(vendor, path)
     assert isinstance(block, dict)
     facts = _vendors.FACTS[vendor]
     assert set(block["hooks"]) == set(facts.context_moments) | ({facts.session_end_moment} - {None})
     text = json.dumps(block)
-    assert f"hook {vendor} --store {os.path.abspath(store)}" in text
+    assert f"hook {vendor} --store {os.path.abspath(path)}" in text
 
 
-def test_install_hermes_prints_its_yaml_hooks_section(store: str) -> None:
+def test_install_hermes_prints_its_yaml_hooks_section(path: str) -> None:
     """Hermes reads hooks from config.yaml: the block is its YAML hooks: section (pre_llm_call, the end)."""
-    block = _install.config_block("hermes", store)
+    block = _install.config_block("hermes", path)
     assert isinstance(block, str)
     assert block.startswith("hooks:\n")
     assert "  pre_llm_call:\n" in block
     assert "  on_session_finalize:\n" in block
 
 
-def test_install_merge_keeps_the_users_hooks_and_is_idempotent(tmp_path: pathlib.Path, store: str) -> None:
+def test_install_merge_keeps_the_users_hooks_and_is_idempotent(tmp_path: pathlib.Path, path: str) -> None:
     """--write keeps other settings and hooks, replaces earlier live-steering entries, backs the file up."""
     settings = tmp_path / "settings.json"
     mine = {"matcher": "Bash", "hooks": [{"type": "command", "command": "./my-guard.sh"}]}
     settings.write_text(json.dumps({"model": "opus", "hooks": {"PreToolUse": [mine]}}))
-    backup = _install.merge_into(str(settings), "claude-code", store)
+    backup = _install.merge_into(str(settings), "claude-code", path).backup
     assert backup == str(settings) + ".bak"
     assert json.loads(pathlib.Path(backup).read_text())["hooks"]["PreToolUse"] == [mine]
-    _install.merge_into(str(settings), "claude-code", store)  # twice: still one live-steering entry
+    again = _install.merge_into(str(settings), "claude-code", path)  # twice: still one live-steering entry
+    assert (again.changed, again.backup) == (False, None)
     merged = json.loads(settings.read_text())
     assert merged["model"] == "opus"
     assert merged["hooks"]["PreToolUse"][0] == mine
@@ -466,12 +497,12 @@ def test_install_refuses_a_file_it_cannot_merge(tmp_path: pathlib.Path) -> None:
 
 
 def test_confirm_that_finds_the_store_locked_is_retried_by_the_same_process(
-    store: str, monkeypatch: pytest.MonkeyPatch
+    store: HookWhere, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A reply written but not confirmed (lock timeout) is confirmed at this process's next moment."""
     from live_steering.hooks import _command, _store
 
-    instruct("s", "t", id="c", store=store)
+    instruct("s", "t", id="c", store=store.path, dsn=store.dsn)
     real_confirm = _store.SqliteHookStore.confirm
     calls = []
 
@@ -485,9 +516,11 @@ def test_confirm_that_finds_the_store_locked_is_retried_by_the_same_process(
     out, err = hook(store, "claude-code", {"session_id": "s", "hook_event_name": "Stop"})
     assert b'"additionalContext":"t"' in out
     assert "locked" in err
-    assert instruct("s", "t", id="c", store=store).disposition is Disposition.QUEUED  # still delivering
+    assert (
+        instruct("s", "t", id="c", store=store.path, dsn=store.dsn).disposition is Disposition.QUEUED
+    )  # still delivering
     assert hook(store, "claude-code", {"session_id": "other", "hook_event_name": "Stop"})[0] == b""
-    assert instruct("s", "t", id="c", store=store).disposition is Disposition.APPLIED
+    assert instruct("s", "t", id="c", store=store.path, dsn=store.dsn).disposition is Disposition.APPLIED
     assert _command._UNCONFIRMED == []
 
 
@@ -504,22 +537,80 @@ def test_docs_show_the_relay_example_and_the_commands() -> None:
         assert command in readme, command
 
 
-def test_session_id_sqlite_cannot_store_is_a_value_error(store: str) -> None:
+def test_session_id_sqlite_cannot_store_is_a_value_error(store: HookWhere) -> None:
     """A session id with a lone surrogate (undecodable argv bytes) is a ValueError, not a traceback."""
     with pytest.raises(ValueError, match="session_id"):
-        instruct("s\udcff", "t", store=store)
-    with SqliteHookStore(store) as s:
+        instruct("s\udcff", "t", store=store.path, dsn=store.dsn)
+    with store.open() as s:
         assert s.instructions() == []
 
 
-def test_install_hermes_yaml_appends_or_refuses(tmp_path: pathlib.Path, store: str) -> None:
-    """Hermes' config.yaml gets the hooks: section appended; one that has hooks already is left alone."""
+def test_install_hermes_yaml_appends_once_and_refuses_a_section_of_the_users(
+    tmp_path: pathlib.Path, path: str
+) -> None:
+    """Hermes' config.yaml gets our hooks: section once; a hooks: section of the user's is left alone."""
     config = tmp_path / "config.yaml"
     config.write_text("model: anthropic/claude-sonnet-4\n")
-    _install.merge_into(str(config), "hermes", store)
+    _install.merge_into(str(config), "hermes", path)
     text = config.read_text()
     assert text.startswith("model: anthropic/claude-sonnet-4\nhooks:\n")
     assert (tmp_path / "config.yaml.bak").read_text() == "model: anthropic/claude-sonnet-4\n"
-    with pytest.raises(_install.InstallError, match="already has a hooks"):
-        _install.merge_into(str(config), "hermes", store)
+    assert not _install.merge_into(str(config), "hermes", path).changed  # ours already: idempotent
     assert config.read_text() == text
+    users = tmp_path / "users.yaml"
+    users.write_text('hooks:\n  post_tool_call:\n    - command: "notify-send done"\n')
+    with pytest.raises(_install.InstallError, match="already has a hooks: section of its own"):
+        _install.merge_into(str(users), "hermes", path)
+    assert users.read_text() == 'hooks:\n  post_tool_call:\n    - command: "notify-send done"\n'
+
+
+def test_open_store_picks_path_then_dsn_then_the_environment(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, postgres_dsn: str
+) -> None:
+    """--store wins, then --dsn, then $LIVE_STEERING_STORE_DSN, then the SQLite default; both is an error."""
+    from live_steering.hooks import HookStore, open_store
+
+    monkeypatch.setenv("LIVE_STEERING_STORE", str(tmp_path / "default.db"))
+    monkeypatch.delenv("LIVE_STEERING_STORE_DSN", raising=False)
+    with open_store() as s:
+        assert isinstance(s, SqliteHookStore)
+        assert s.path == str(tmp_path / "default.db")
+    monkeypatch.setenv("LIVE_STEERING_STORE_DSN", postgres_dsn)
+    with open_store() as s:
+        assert isinstance(s, PostgresHookStore)
+    with open_store(str(tmp_path / "explicit.db")) as s:
+        assert isinstance(s, SqliteHookStore)
+        assert not isinstance(s, PostgresHookStore)
+    with pytest.raises(ValueError, match="not both"):
+        open_store(str(tmp_path / "x.db"), dsn=postgres_dsn)
+    with SqliteHookStore(tmp_path / "y.db") as opened:
+        store: HookStore = opened
+        with pytest.raises(ValueError, match="not both"):
+            instruct("s", "t", store=store, dsn=postgres_dsn)
+    assert not (tmp_path / "x.db").exists()
+
+
+def test_a_postgres_claimant_on_another_connection_is_alive_until_it_goes(postgres_dsn: str) -> None:
+    """A claim held by another live connection (another machine's hook) stays delivering; once that
+    connection is gone, recover finalises it unknown and it is never claimed again."""
+    import uuid
+
+    import psycopg
+
+    schema = f"hooks_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    where = HookWhere("postgres", dsn=f"{postgres_dsn} options='-c search_path={schema}'")
+    instruct("s", "t", id="c", dsn=where.dsn)
+    claimant, watcher = PostgresHookStore(str(where.dsn)), PostgresHookStore(str(where.dsn))
+    try:
+        assert claimant.claim("claude-code", "s", "PostToolUse").delivered == ("c",)
+        assert watcher.recover() == []
+        assert watcher.claim("claude-code", "s", "PostToolUse").delivered == ()
+        claimant._pg.raw.close()  # the claimant's process dies: the server ends its session
+        assert watcher.recover() == ["c"]
+        assert watcher.claim("claude-code", "s", "PostToolUse").delivered == ()
+        assert watcher.receipt("s", "c").state == "unknown"  # type: ignore[union-attr]
+    finally:
+        claimant.close()
+        watcher.close()

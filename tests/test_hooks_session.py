@@ -190,6 +190,8 @@ def test_public_exports() -> None:
         "instruct_async",
         "HookStore",
         "SqliteHookStore",
+        "PostgresHookStore",
+        "open_store",
         "StoredReceipt",
         "Claim",
         "StoreError",

@@ -141,10 +141,14 @@ def test_a_hook_text_over_the_vendors_cap_names_the_cap() -> None:
     receipt = session.enqueue("c1", "x" * 10_001)
     assert not receipt.accepted
     assert receipt.reason == "invalid-input"
-    assert "text is over 10,000" in session.recent_events()[-1]["detail"]
+    assert (
+        "text is over Claude Code's cap of 10,000 UTF-16 code units" in session.recent_events()[-1]["detail"]
+    )
     emoji = session.enqueue("c2", "\N{GRINNING FACE}" * 5_001)  # 5,001 characters, 10,002 UTF-16 units
     assert emoji.reason == "invalid-input"
-    assert "Claude Code's 10,000-UTF-16 code unit cap" in session.recent_events()[-1]["detail"]
+    assert (
+        "text is over Claude Code's cap of 10,000 UTF-16 code units" in session.recent_events()[-1]["detail"]
+    )
 
 
 @pytest.mark.parametrize("name", sorted(BAD_IDS))

@@ -14,9 +14,14 @@ import argparse
 import logging
 import math
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._extras import install_hint
+
+if TYPE_CHECKING:
+    from acp.schema import InitializeResponse, NewSessionResponse
+
+    from ..acp import SteeringAgent, Turn
 
 __all__ = ["register", "run"]
 
@@ -56,6 +61,35 @@ class _OneLineProtocolErrors(logging.Filter):
         return True
 
 
+_ENV_HINT = (
+    "A client that spawns the agent must pass the variable in the child's environment: the ACP "
+    "Python SDK's spawn_agent_process gives the child only HOME, LOGNAME, PATH, SHELL, TERM and "
+    "USER unless it is called with env=."
+)
+
+
+def _refusing_agent(problem: str) -> SteeringAgent:
+    """An agent that answers ``initialize`` and ``session/new`` with a JSON-RPC error saying ``problem``."""
+    import acp
+
+    from ..acp import SteeringAgent
+
+    data = {"details": f"live-steering acp cannot serve: {problem}"}
+
+    class _Refusing(SteeringAgent):
+        async def initialize(self, protocol_version: int, client_capabilities: Any = None,
+                             **kwargs: Any) -> InitializeResponse:  # fmt: skip
+            raise acp.RequestError.internal_error(data)
+
+        async def new_session(self, cwd: str, **kwargs: Any) -> NewSessionResponse:
+            raise acp.RequestError.internal_error(data)
+
+    async def no_turn(turn: Turn) -> None:
+        raise acp.RequestError.internal_error(data)  # pragma: no cover - no session, no turn
+
+    return _Refusing(no_turn)
+
+
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "acp",
@@ -76,6 +110,12 @@ def register(subparsers: Any) -> None:
         "--api-key-env",
         metavar="VAR",
         help="read the API key from this environment variable (never logged); default: no key",
+    )
+    real.add_argument(
+        "--system-prompt",
+        metavar="TEXT",
+        help="the system message that opens every conversation ('' for none; default: a short "
+        "coding-assistant prompt that says corrections arrive as extra user messages)",
     )
     real.add_argument(
         "--timeout",
@@ -123,25 +163,37 @@ def run(args: argparse.Namespace) -> int:
         return 2
     import anyio
 
-    from ..acp import SteeringAgent, serve_stdio
+    from ..acp import serve_stdio
 
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="live-steering acp: %(message)s")
     for handler in logging.getLogger().handlers:
         handler.addFilter(_OneLineProtocolErrors())
     agent: SteeringAgent
     if args.openai_base_url is not None:
-        from ..acp.chat_completions import ChatCompletionsAgent, ChatCompletionsConfig, api_key_from_env
+        from ..acp.chat_completions import (
+            DEFAULT_SYSTEM_PROMPT,
+            ChatCompletionsAgent,
+            ChatCompletionsConfig,
+            api_key_from_env,
+        )
 
         api_key = None
         if args.api_key_env:
             try:
                 api_key = api_key_from_env(args.api_key_env)
             except KeyError as error:
-                print(f"live-steering acp: {error.args[0]}", file=sys.stderr)
+                # Serve the protocol anyway and refuse it with the reason: a client that spawned
+                # the agent reads its stderr rarely (the SDK pipes it away), and an agent that
+                # exits before initialize is only "Connection closed" to it.
+                problem = f"{error.args[0]} (--api-key-env {args.api_key_env}). {_ENV_HINT}"
+                print(f"live-steering acp: {problem}", file=sys.stderr)
+                anyio.run(serve_stdio, _refusing_agent(problem), backend="asyncio")
                 return 2
+        system_prompt = DEFAULT_SYSTEM_PROMPT if args.system_prompt is None else args.system_prompt
         config = ChatCompletionsConfig(
-            args.openai_base_url, args.model, api_key=api_key, timeout=args.timeout
-        )
+            args.openai_base_url, args.model, api_key=api_key, timeout=args.timeout,
+            system_prompt=system_prompt or None,
+        )  # fmt: skip
         agent = ChatCompletionsAgent(config, max_requests=args.max_requests)
     else:
         from ..acp.scripted import ScriptedAgent

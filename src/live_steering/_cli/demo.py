@@ -55,6 +55,11 @@ def register(subparsers: Any) -> None:
         metavar="N",
         help="instead of the cases, submit N steers over many generations (a long run, for crash tests)",
     )
+    parser.add_argument(
+        "--fleet",
+        action="store_true",
+        help="run an owner and a host in two processes on a temporary SQLite fleet store, with a takeover",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -82,6 +87,15 @@ def run(args: argparse.Namespace) -> int:
     if not any(isinstance(h, logging.NullHandler) for h in journal_log.handlers):
         journal_log.addHandler(logging.NullHandler())
     progress = sys.stderr if steers is not None and steers >= PROGRESS_FROM else None
+    if args.fleet:
+        from ._demo_fleet import FleetDemoError, run_fleet_demo
+
+        try:
+            anyio.run(run_fleet_demo, sys.stdout, args.backend, backend=args.backend)
+        except FleetDemoError as exc:
+            error(_PROG, exc)
+            return 1
+        return 0
     try:
         anyio.run(
             functools.partial(

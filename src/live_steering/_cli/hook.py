@@ -1,4 +1,4 @@
-"""``live-steering hook VENDOR [--store PATH]``: the command a vendor's hook config runs.
+"""``live-steering hook VENDOR [--store PATH | --dsn DSN]``: the command a vendor's hook config runs.
 
 It reads the vendor's hook JSON on stdin and writes the vendor's reply (or nothing)
 on stdout; see ``live_steering.hooks._command``. ``main()`` dispatches here before
@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-USAGE = "usage: live-steering hook VENDOR [--store PATH]\n"
+USAGE = "usage: live-steering hook VENDOR [--store PATH | --dsn DSN]\n"
 VENDORS = ("claude-code", "codex", "qwen-code", "vscode", "hermes")
 
 
@@ -30,10 +30,37 @@ def register(subparsers: object) -> None:
     parser.add_argument(
         "--store", metavar="PATH", help="the hook store (default: $LIVE_STEERING_STORE or XDG)"
     )
+    parser.add_argument(
+        "--dsn",
+        metavar="DSN",
+        help="a PostgreSQL hook store (default: $LIVE_STEERING_STORE_DSN; needs the 'postgres' extra)",
+    )
 
 
-def _usage() -> int:
+def _option(args: list[str], name: str) -> tuple[bool, str | None]:
+    """Take ``--name VALUE`` or ``--name=VALUE`` out of ``args``: (well-formed, value)."""
+    if name in args:
+        at = args.index(name)
+        if at + 1 >= len(args):
+            return False, None
+        value = args[at + 1]
+        del args[at : at + 2]
+        return True, value
+    for i, arg in enumerate(args):
+        if arg.startswith(name + "="):
+            del args[i]
+            return True, arg.partition("=")[2]
+    return True, None
+
+
+def _usage(argv: Sequence[str], store: str | None = None, dsn: str | None = None) -> int:
     sys.stderr.write(USAGE)
+    from ..hooks._command import record_failure
+
+    shown = " ".join(argv) if argv else "(no arguments)"
+    record_failure(
+        None, "usage-error", f"live-steering hook {shown[:200]}: {USAGE.strip()}", store_path=store, dsn=dsn
+    )
     try:  # read the vendor's JSON to its end, so its write never fails on a closed pipe
         if not sys.stdin.isatty():
             while sys.stdin.buffer.read(1 << 20):
@@ -48,27 +75,20 @@ def main(argv: Sequence[str]) -> int:
 
     Vendors read exit codes: Claude Code, Qwen Code and the VS Code agent treat 2 as a
     blocking error (the tool call is refused), others as a warning. A hook config with a
-    typo must not do that to the agent, so the usage goes to stderr and the exit is 0.
+    typo must not do that to the agent, so the usage goes to stderr, the failure is recorded
+    in the store (``hook.failed {reason: "usage-error"}``; the given ``--store`` if any, else
+    the default one), and the exit is 0.
     """
     args = list(argv)
     if args[:1] in (["-h"], ["--help"]):
         sys.stdout.write(USAGE)
         return 0
-    store: str | None = None
-    if "--store" in args:
-        at = args.index("--store")
-        if at + 1 >= len(args):
-            return _usage()
-        store = args[at + 1]
-        del args[at : at + 2]
-    else:
-        for i, arg in enumerate(args):
-            if arg.startswith("--store="):
-                store = arg.partition("=")[2]
-                del args[i]
-                break
+    ok_store, store = _option(args, "--store")
+    ok_dsn, dsn = _option(args, "--dsn")
+    if not (ok_store and ok_dsn):
+        return _usage(argv)
     if len(args) != 1:
-        return _usage()
+        return _usage(argv, store, dsn)
     from ..hooks._command import run_hook
 
-    return run_hook(args[0], store_path=store)
+    return run_hook(args[0], store_path=store, dsn=dsn)

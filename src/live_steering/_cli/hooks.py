@@ -4,8 +4,9 @@
   audit events, oldest first; ``--follow`` keeps printing new ones until interrupted.
   Instruction text reads ``[redacted]`` unless ``--show-text``.
 * ``hooks install VENDOR [--write PATH]``: print the vendor's hook config (every
-  eligible moment plus its session-end moment), with ``--store`` baked in; ``--write``
-  merges it into PATH (the user's other hooks stay; a backup goes to ``PATH.bak``).
+  eligible moment plus its session-end moment), with ``--store`` (or ``--dsn``) baked in;
+  ``--write`` merges it into PATH (the user's other hooks stay; the first backup goes to
+  ``PATH.bak``, later ones to ``PATH.bak.1``, ...; an unchanged file is left alone).
 * ``hooks sessions [--json]``: the sessions the store has seen (the ids to instruct).
 * ``hooks recover [--session S]``: finalise ``unknown`` what dead hook processes left
   ``delivering``.
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import sys
 import time
 from typing import Any
@@ -40,12 +42,16 @@ def register(subparsers: Any) -> None:
         "--show-text", action="store_true", help="show instruction text instead of [redacted]"
     )
     events.add_argument("--after", metavar="N", type=int, default=0, help="only events with sequence > N")
-    _store_option(events)
+    store_options(events)
     events.set_defaults(handler=run_events)
 
     install = commands.add_parser("install", help="print (or --write) a vendor's hook config")
     install.add_argument("vendor", metavar="VENDOR", choices=VENDORS, help=f"one of {', '.join(VENDORS)}")
-    install.add_argument("--write", metavar="PATH", help="merge the config into PATH (backup in PATH.bak)")
+    install.add_argument(
+        "--write",
+        metavar="PATH",
+        help="merge the config into PATH (backup in PATH.bak, or PATH.bak.N if that exists)",
+    )
     install.add_argument(
         "--plugin",
         metavar="DIR",
@@ -53,24 +59,31 @@ def register(subparsers: Any) -> None:
         const="~/.hermes/plugins/live-steering",
         help="hermes only: write the Hermes plugin into DIR (default ~/.hermes/plugins/live-steering)",
     )
-    _store_option(install)
+    store_options(install)
     install.set_defaults(handler=run_install)
 
     sessions = commands.add_parser("sessions", help="list the sessions the store knows (ids to instruct)")
     sessions.add_argument("--json", action="store_true", help="one JSON object per session")
-    _store_option(sessions)
+    store_options(sessions)
     sessions.set_defaults(handler=run_sessions)
 
     recover = commands.add_parser("recover", help="finalise unknown what dead hook processes left delivering")
     recover.add_argument("--session", metavar="S", help="only session S")
     recover.add_argument("--json", action="store_true", help="print the finalised command ids as JSON")
-    _store_option(recover)
+    store_options(recover)
     recover.set_defaults(handler=run_recover)
 
 
-def _store_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
+def store_options(parser: argparse.ArgumentParser) -> None:
+    """``--store PATH`` or ``--dsn DSN`` (one of them), shared by every relay command."""
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
         "--store", metavar="PATH", help="the hook store (default: $LIVE_STEERING_STORE or XDG)"
+    )
+    where.add_argument(
+        "--dsn",
+        metavar="DSN",
+        help="a PostgreSQL hook store (default: $LIVE_STEERING_STORE_DSN; needs the 'postgres' extra)",
     )
 
 
@@ -98,10 +111,11 @@ def _line(event: dict[str, Any]) -> str:
 
 
 def run_events(args: argparse.Namespace) -> int:
-    from ..hooks._store import SqliteHookStore, StoreError
+    from ..hooks._open import open_store
+    from ..hooks._store import StoreError
 
     try:
-        store = SqliteHookStore(args.store)
+        store = open_store(args.store, dsn=args.dsn)
     except StoreError as exc:
         print(f"live-steering hooks events: {exc}", file=sys.stderr)
         return 2
@@ -126,37 +140,69 @@ def run_events(args: argparse.Namespace) -> int:
 def run_install(args: argparse.Namespace) -> int:
     from ..hooks._install import InstallError, config_block, merge_into, write_hermes_plugin
 
+    if args.dsn is not None and args.plugin is not None:
+        print(
+            "live-steering hooks install: --dsn is not baked into the Hermes plugin; use the "
+            "config.yaml hooks (without --plugin) or $LIVE_STEERING_STORE_DSN",
+            file=sys.stderr,
+        )
+        return 2
     if args.plugin is not None:
         if args.vendor != "hermes":
             print("live-steering hooks install: --plugin is for hermes only", file=sys.stderr)
             return 2
-        for path in write_hermes_plugin(args.plugin, args.store):
+        if args.write is not None:
+            print(
+                "live-steering hooks install: --plugin DIR and --write PATH cannot be combined "
+                "(the plugin goes into DIR; --write is for config.yaml shell hooks)",
+                file=sys.stderr,
+            )
+            return 2
+        try:
+            written = write_hermes_plugin(args.plugin, args.store)
+        except OSError as exc:
+            print(f"live-steering hooks install: {exc}", file=sys.stderr)
+            return 1
+        for path in written:
             print(f"wrote {path}")
+        if not written:
+            print(f"the plugin in {args.plugin} is already up to date; nothing was changed")
         print("enable it in ~/.hermes/config.yaml:  plugins: {enabled: [live-steering]}")
         return 0
-    block = config_block(args.vendor, args.store)
+    block = config_block(args.vendor, args.store, args.dsn)
     if args.write is None:
         sys.stdout.write(block if isinstance(block, str) else json.dumps(block, indent=2) + "\n")
         return 0
     try:
-        backup = merge_into(args.write, args.vendor, args.store)
+        merged = merge_into(args.write, args.vendor, args.store, args.dsn)
     except (InstallError, OSError) as exc:
         print(f"live-steering hooks install: {exc}", file=sys.stderr)
         return 1
-    saved = f" (the previous file is in {backup})" if backup else ""
-    print(f"wrote the {args.vendor} hooks into {args.write}{saved}")
+    if not merged.changed:
+        print(f"{args.write} already has these {args.vendor} hooks; nothing was changed")
+        return 0
+    where = args.write if merged.path == os.path.abspath(args.write) else f"{args.write} (-> {merged.path})"
+    saved = f"; the previous file is in {merged.backup}" if merged.backup else ""
+    print(f"wrote the {args.vendor} hooks into {where}{saved}")
     return 0
 
 
 def run_sessions(args: argparse.Namespace) -> int:
-    from ..hooks._store import SqliteHookStore, StoreError
+    from ..hooks._open import open_store
+    from ..hooks._store import StoreError
 
     try:
-        with SqliteHookStore(args.store) as store:
+        store = open_store(args.store, dsn=args.dsn)
+        try:
             rows = store.sessions()
+        finally:
+            store.close()
     except StoreError as exc:
         print(f"live-steering hooks sessions: {exc}", file=sys.stderr)
         return 2
+    if not rows and not args.json:
+        print("no sessions yet: a session appears when its vendor first runs `live-steering hook`")
+        return 0
     for row in rows:
         if args.json:
             print(json.dumps(row))
@@ -170,11 +216,15 @@ def run_sessions(args: argparse.Namespace) -> int:
 
 
 def run_recover(args: argparse.Namespace) -> int:
-    from ..hooks._store import SqliteHookStore, StoreError
+    from ..hooks._open import open_store
+    from ..hooks._store import StoreError
 
     try:
-        with SqliteHookStore(args.store) as store:
+        store = open_store(args.store, dsn=args.dsn)
+        try:
             recovered = store.recover(session_id=args.session)
+        finally:
+            store.close()
     except StoreError as exc:
         print(f"live-steering hooks recover: {exc}", file=sys.stderr)
         return 2

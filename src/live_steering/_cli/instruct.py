@@ -25,16 +25,18 @@ def register(subparsers: Any) -> None:
         ),
     )
     parser.add_argument("session", metavar="SESSION", help="the vendor's session id")
-    parser.add_argument("text", metavar="TEXT", help="the instruction; '-' reads it from stdin")
+    parser.add_argument(
+        "text", metavar="TEXT", help="the instruction; '-' reads it from stdin (one trailing newline removed)"
+    )
     parser.add_argument(
         "--id", metavar="ID", help="command id (makes a retry idempotent); default: a new UUID"
     )
     parser.add_argument(
         "--vendor", metavar="V", choices=VENDORS, help=f"the session's vendor: {', '.join(VENDORS)}"
     )
-    parser.add_argument(
-        "--store", metavar="PATH", help="the hook store (default: $LIVE_STEERING_STORE or XDG)"
-    )
+    from .hooks import store_options
+
+    store_options(parser)
     parser.add_argument("--json", action="store_true", help="print the receipt as one JSON object")
     parser.set_defaults(handler=run)
 
@@ -43,9 +45,12 @@ def run(args: argparse.Namespace) -> int:
     from ..hooks._relay import instruct
     from ..hooks._store import StoreError
 
-    text = sys.stdin.read() if args.text == "-" else args.text
+    text = args.text
+    if text == "-":  # stdin, less one trailing newline (what `echo` and heredocs add)
+        text = sys.stdin.read()
+        text = text[:-2] if text.endswith("\r\n") else text.removesuffix("\n")
     try:
-        receipt = instruct(args.session, text, id=args.id, vendor=args.vendor, store=args.store)
+        receipt = instruct(args.session, text, id=args.id, vendor=args.vendor, store=args.store, dsn=args.dsn)
     except (StoreError, ValueError) as exc:
         print(f"live-steering instruct: {exc}", file=sys.stderr)
         return 2

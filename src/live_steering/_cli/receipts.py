@@ -7,9 +7,15 @@ those whose write-ahead mark is durable (``queued (writing)``: recovery makes th
 ``unknown``, the others ``held``; CONTRACT.md C23). ``--recover`` runs that
 recovery first, by opening the journal, and refuses while a live writer has it.
 
+PATH may also be a SQLite fleet store (told apart by its tables), and ``--dsn``
+reads a PostgreSQL fleet store; there RUNTIME is ``session#epoch``, and what a
+dead owner left ``queued`` is finalised by the node that takes the session over
+or recovers it (``--recover`` is for journals only).
+
 Exit codes: 0 listed; 1 the file is missing or cannot be read or recovered (a
-live writer holds it); 2 the file is damaged or is not a receipt journal (and
-usage errors). Every error is one line on stderr.
+live writer holds it), or the fleet store cannot be reached; 2 the file is
+damaged or is not a receipt journal (and usage errors). Every error is one line
+on stderr.
 """
 
 from __future__ import annotations
@@ -17,12 +23,16 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import sqlite3
 import sys
+from pathlib import Path
 from typing import Any
 
 import anyio
 
+from .._extras import install_hint
 from .._types import Disposition
+from ..fleet._store import read_sqlite_receipts
 from ..journal import (
     JournalBusyError,
     JournalCorruptError,
@@ -48,11 +58,13 @@ _PROG = "live-steering receipts"
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "receipts",
-        help="print the receipts stored in a receipt journal",
-        description="Print the receipts stored in a receipt journal. Read-only unless --recover: "
-        "safe beside a live writer.",
+        help="print the receipts stored in a receipt journal or a fleet store",
+        description="Print the receipts stored in a receipt journal or a fleet store. Read-only unless "
+        "--recover: safe beside a live writer.",
     )
-    parser.add_argument("path", metavar="PATH", help="the journal file")
+    parser.add_argument("path", metavar="PATH", nargs="?", help="a journal file or a SQLite fleet store")
+    parser.add_argument("--dsn", metavar="DSN", help="read a PostgreSQL fleet store instead of PATH")
+    parser.add_argument("--session", metavar="S", help="fleet stores: only session S")
     parser.add_argument("--generation", metavar="G", help="only inputs anchored to generation G")
     parser.add_argument(
         "--disposition",
@@ -143,7 +155,87 @@ def _queued_note(path: str, entries: list[JournalEntry], live: bool | None) -> s
     )
 
 
+def _fleet_entries(args: argparse.Namespace) -> list[JournalEntry] | None:
+    """The receipts of a fleet store (``--dsn``, or PATH when it is a SQLite fleet store), filtered;
+    ``None`` when PATH is not a fleet store (then it is read as a receipt journal)."""
+    if args.dsn is not None:
+        try:
+            from ..fleet._postgres import PostgresConnection
+        except ImportError as exc:
+            hint = install_hint("live-steering receipts --dsn", "postgres", "psycopg[binary]")
+            raise ImportError(hint) from exc
+        conn = PostgresConnection(args.dsn)
+        try:
+            entries = conn.entries(session_id=args.session)
+        finally:
+            conn.close()
+    else:
+        if not Path(args.path).is_file():
+            return None  # the journal path says what is missing
+        try:
+            found = read_sqlite_receipts(args.path, session_id=args.session)
+        except sqlite3.DatabaseError:
+            return None  # not SQLite, or damaged: the journal's reader reports it as corruption
+        if found is None:
+            return None
+        entries = found
+    return [
+        e
+        for e in entries
+        if (args.generation is None or e.generation_id == args.generation)
+        and (args.disposition is None or e.disposition.value == args.disposition)
+    ]
+
+
+def _print(entries: list[JournalEntry], as_json: bool) -> None:
+    if as_json:
+        for entry in entries:
+            wire = entry.to_dict()
+            wire["writing"] = _writing(entry)
+            print(json.dumps(wire, ensure_ascii=False))
+    else:
+        print(_table(entries))
+    sys.stdout.flush()
+
+
+def _run_fleet(args: argparse.Namespace) -> int | None:
+    """List a fleet store; ``None`` when PATH is a receipt journal instead."""
+    try:
+        entries = _fleet_entries(args)
+    except (OSError, sqlite3.Error, ImportError) as exc:
+        error(_PROG, exc)
+        return 1
+    except Exception as exc:  # psycopg's errors, without importing psycopg here
+        if type(exc).__module__.split(".")[0] != "psycopg":
+            raise
+        error(_PROG, exc)
+        return 1
+    if entries is None:
+        return None
+    if args.recover:
+        error(_PROG, "--recover is for receipt journals: a fleet node recovers a session as it takes it over")
+        return 2
+    try:
+        _print(entries, args.json)
+    except BrokenPipeError:
+        stdout_gone()
+    queued = sum(e.disposition is Disposition.QUEUED for e in entries)
+    if queued:
+        print(
+            f"note: {queued} queued: still live, or left by an owner that died "
+            "(finalised when a fleet node takes the session over or recovers it)",
+            file=sys.stderr,
+        )
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if (args.path is None) == (args.dsn is None):
+        error(_PROG, "give a PATH or --dsn DSN (one of them)")
+        return 2
+    fleet = _run_fleet(args)
+    if fleet is not None:
+        return fleet
     path: str = args.path
     try:
         if args.recover:
@@ -167,14 +259,7 @@ def run(args: argparse.Namespace) -> int:
         error(_PROG, exc)
         return 1
     try:
-        if args.json:
-            for entry in entries:
-                wire = entry.to_dict()
-                wire["writing"] = _writing(entry)
-                print(json.dumps(wire, ensure_ascii=False))
-        else:
-            print(_table(entries))
-        sys.stdout.flush()
+        _print(entries, args.json)
     except BrokenPipeError:  # | head: the reader has what it wanted
         stdout_gone()
     note = _queued_note(path, entries, live_writer(path))

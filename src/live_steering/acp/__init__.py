@@ -26,6 +26,7 @@ from __future__ import annotations
 import datetime
 import logging
 import signal
+import uuid
 from collections.abc import Mapping
 from typing import Any, Final, cast
 
@@ -120,14 +121,14 @@ class _Channel:
     async def steer_settled(self, settled: dict[str, Any]) -> None:
         await self._info({"steer": settled})
 
-    async def message(self, text: str, meta: dict[str, Any] | None) -> None:
+    async def message(self, text: str, meta: dict[str, Any] | None, message_id: str | None = None) -> None:
         update = acp.update_agent_message_text(text)
-        update.field_meta = meta
+        update.field_meta, update.message_id = meta, message_id
         await self._conn.session_update(self._session_id, update)
 
-    async def thought(self, text: str, meta: dict[str, Any] | None) -> None:
+    async def thought(self, text: str, meta: dict[str, Any] | None, message_id: str | None = None) -> None:
         update = acp.update_agent_thought_text(text)
-        update.field_meta = meta
+        update.field_meta, update.message_id = meta, message_id
         await self._conn.session_update(self._session_id, update)
 
     async def update(self, update: Any) -> None:
@@ -263,7 +264,9 @@ class SteeringAgent:
     async def new_session(self, cwd: str, **kwargs: Any) -> NewSessionResponse:
         if self._conn is None:
             raise acp.RequestError.internal_error({"details": "not connected"})
-        session_id = f"sess-{len(self._sessions) + 1}"
+        # Unique per process, not a counter: steer input ids are digests of the session id, so
+        # a host keeping receipts across agent restarts never sees two steers share one.
+        session_id = f"sess-{uuid.uuid4()}"
         self._sessions[session_id] = SteeringSession(
             session_id,
             _Channel(self._conn, session_id, self._client_capabilities),

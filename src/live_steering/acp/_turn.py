@@ -60,11 +60,11 @@ class ClientChannel(Protocol):
     async def steer_settled(self, settled: dict[str, Any]) -> None:
         """A steer reached its final disposition (``{inputId, turnId, disposition, reason?}``)."""
 
-    async def message(self, text: str, meta: dict[str, Any] | None) -> None:
-        """An ``agent_message_chunk`` of the turn."""
+    async def message(self, text: str, meta: dict[str, Any] | None, message_id: str | None = None) -> None:
+        """An ``agent_message_chunk`` of the turn (``messageId`` when ``message_id`` is given)."""
 
-    async def thought(self, text: str, meta: dict[str, Any] | None) -> None:
-        """An ``agent_thought_chunk`` of the turn."""
+    async def thought(self, text: str, meta: dict[str, Any] | None, message_id: str | None = None) -> None:
+        """An ``agent_thought_chunk`` of the turn (``messageId`` when ``message_id`` is given)."""
 
     async def update(self, update: Any) -> None:
         """Any other ``session/update`` (an SDK schema object: a tool call, a plan...)."""
@@ -159,13 +159,29 @@ class Turn:
         """True: steers arrived, run the model again in this turn (C16); False: the turn is done."""
         return self.generation.continue_after_checkpoint()
 
-    async def say(self, text: str, meta: dict[str, Any] | None = None) -> None:
-        """Send ``text`` to the client as an ``agent_message_chunk`` (streamed replies: per chunk)."""
-        await self.session.channel.message(text, meta)
+    async def say(
+        self, text: str, meta: dict[str, Any] | None = None, *, message_id: str | None = None
+    ) -> None:
+        """Send ``text`` to the client as an ``agent_message_chunk`` (streamed replies: per chunk).
 
-    async def think(self, text: str, meta: dict[str, Any] | None = None) -> None:
-        """Send ``text`` as an ``agent_thought_chunk``."""
-        await self.session.channel.thought(text, meta)
+        ``message_id`` becomes the chunk's ``messageId`` (ACP v1): chunks with one id are one
+        message, a new id starts another, e.g. one per model reply (``turn.message_id()``).
+        """
+        await self.session.channel.message(text, meta, message_id)
+
+    async def think(
+        self, text: str, meta: dict[str, Any] | None = None, *, message_id: str | None = None
+    ) -> None:
+        """Send ``text`` as an ``agent_thought_chunk`` (``message_id``: as for ``say``)."""
+        await self.session.channel.thought(text, meta, message_id)
+
+    def message_id(self, kind: str = "reply") -> str:
+        """An id for the message of the current model request: ``<turn id>-<kind>-<requests>``.
+
+        Unique across sessions, turns and agent restarts (session ids are ``sess-<uuid>``);
+        use a different ``kind`` for a thought and a reply of the same request.
+        """
+        return f"{self.id}-{kind}-{self.requests}"
 
     async def update(self, update: Any) -> None:
         """Send any ``session/update`` (an SDK object, e.g. ``acp.start_tool_call(...)``)."""

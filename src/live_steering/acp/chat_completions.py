@@ -40,8 +40,17 @@ except ImportError as error:  # pragma: no cover - exercised by installs without
     hint = "live_steering.acp.chat_completions needs httpx: pip install 'live-steering[acp]'"
     raise ImportError(hint) from error
 
-__all__ = ["READ_FILE_TOOL", "ChatCompletionsAgent", "ChatCompletionsConfig", "api_key_from_env"]
+__all__ = [
+    "DEFAULT_SYSTEM_PROMPT",
+    "READ_FILE_TOOL",
+    "REPLY_SEPARATOR",
+    "ChatCompletionsAgent",
+    "ChatCompletionsConfig",
+    "api_key_from_env",
+]
 
+#: The system message that opens every session's conversation (so it is in every request),
+#: unless ``ChatCompletionsConfig.system_prompt`` (``--system-prompt``) says otherwise.
 DEFAULT_SYSTEM_PROMPT: Final = (
     "You are a coding assistant inside an editor. The user may send corrections while you work; "
     "they arrive as extra user messages. Follow the latest one."
@@ -70,10 +79,15 @@ _ALLOW, _REJECT = "allow-once", "reject-once"
 
 
 def api_key_from_env(variable: str) -> str:
-    """The API key in environment variable ``variable``; ``KeyError`` naming it (never the value)."""
+    """The API key in environment variable ``variable``; ``KeyError`` naming it (never the value).
+
+    The message says which: ``... is not set`` or ``... is set but empty``.
+    """
     value = os.environ.get(variable)
-    if not value:
+    if value is None:
         raise KeyError(f"environment variable {variable} is not set")
+    if not value.strip():
+        raise KeyError(f"environment variable {variable} is set but empty")
     return value
 
 
@@ -90,6 +104,7 @@ class ChatCompletionsConfig:
     timeout: float = 120.0
     """Seconds to connect, and between two chunks of a reply."""
     system_prompt: str | None = DEFAULT_SYSTEM_PROMPT
+    """The first message of every conversation, ``role: system``; ``None`` or ``""``: none."""
 
 
 class ChatCompletionsAgent(SteeringAgent):
@@ -133,9 +148,11 @@ class ChatCompletionsAgent(SteeringAgent):
         async def add_steer(steer: Input, metadata: Mapping[str, Any]) -> None:
             messages.append({"role": "user", "content": steer.text})
 
+        said = False  # has a reply of this turn said anything yet (then the next one is set apart)
         while True:
             await turn.boundary(add_steer)
-            reply = await self._complete(turn, messages)
+            reply = await self._complete(turn, messages, _Reply(turn.message_id(), separate=said))
+            said = said or bool(reply.text)
             messages.append(reply.message())
             if reply.tool_calls:
                 for call in reply.tool_calls:
@@ -149,11 +166,10 @@ class ChatCompletionsAgent(SteeringAgent):
             if not turn.continue_after_checkpoint():
                 return None
 
-    async def _complete(self, turn: Turn, messages: list[dict[str, Any]]) -> _Reply:
+    async def _complete(self, turn: Turn, messages: list[dict[str, Any]], reply: _Reply) -> _Reply:
         body: dict[str, Any] = {"model": self.config.model, "messages": messages, "stream": True}
         if turn.can_read_files:
             body["tools"] = [READ_FILE_TOOL]
-        reply = _Reply()
         try:
             async with self._client().stream("POST", "chat/completions", json=body) as response:
                 if response.status_code >= 400:
@@ -256,10 +272,19 @@ class _ToolCall:
     arguments: str = ""
 
 
+#: What sets a reply apart from the previous reply of the same turn, for clients that show
+#: every ``agent_message_chunk`` of a turn as one text (each reply also has its own ``messageId``).
+REPLY_SEPARATOR: Final = "\n\n"
+
+
 @attrs.define
 class _Reply:
-    """One completion, assembled from its streamed chunks."""
+    """One completion, assembled from its streamed chunks; said to the client as one message."""
 
+    message_id: str
+    """The ``messageId`` of its ``agent_message_chunk``s: one message per model reply."""
+    separate: bool = False
+    """Say ``REPLY_SEPARATOR`` before its first text (an earlier reply of the turn said something)."""
     text: list[str] = attrs.field(factory=list)
     calls: dict[int, _ToolCall] = attrs.field(factory=dict)
     finish_reason: str | None = None
@@ -306,8 +331,10 @@ class _Reply:
     async def _add(self, turn: Turn, part: dict[str, Any], *, streamed: bool) -> None:
         content = part.get("content")
         if isinstance(content, str) and content:
+            if self.separate and not self.text:
+                await turn.say(REPLY_SEPARATOR, message_id=self.message_id)
             self.text.append(content)
-            await turn.say(content)
+            await turn.say(content, message_id=self.message_id)
         calls = part.get("tool_calls")
         if calls is None:
             return

@@ -105,16 +105,16 @@ class ScriptedModel:
         self._seen = len(self.context)
         self._step = 1 if any(e.role == "user" for e in new) else self._step + 1
         in_flight = {"liveSteering": {"request": index + 1, "state": "in-flight"}}
-        await turn.think(f"Working on model request {index + 1}", in_flight)
+        working = f"Working on model request {index + 1}"
+        await turn.think(working, in_flight, message_id=turn.message_id("thought"))
         await self.pace(index)
         heard = "; ".join(f"{e.role} {e.text!r}" for e in new) or "nothing new"
         text = f"Step {self._step}/{self.steps} (request {index + 1}) received: {heard}"
         received = [
             {"role": e.role, "text": e.text, **({"inputId": e.input_id} if e.input_id else {})} for e in new
         ]
-        await turn.say(
-            text, {"liveSteering": {"request": index + 1, "step": self._step, "received": received}}
-        )
+        meta = {"liveSteering": {"request": index + 1, "step": self._step, "received": received}}
+        await turn.say(text, meta, message_id=turn.message_id())
         self.context.append(Entry("assistant", text))
         if self._step >= self.steps:
             return True

@@ -1,7 +1,8 @@
 """``live_steering.hooks``: steer agents whose only surface is a hook reply (CONTRACT.md C26, C26b).
 
 Two layers. The relay: ``instruct(session_id, text)`` (and ``instruct_async``) from
-any process puts an instruction into a durable ``SqliteHookStore``; the vendor's hook
+any process puts an instruction into a durable ``SqliteHookStore``
+(or ``PostgresHookStore``, one queue for agents on many machines); the vendor's hook
 command, ``live-steering hook VENDOR``, claims it at the next eligible hook moment
 and writes the vendor's reply. Underneath, the sans-IO ``HookSession``: one
 in-memory queue per live session, ``enqueue`` and ``on_hook``, for a handler that
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from ._open import open_store
+    from ._postgres import PostgresHookStore
     from ._relay import instruct, instruct_async
     from ._session import (
         DEFAULT_QUEUE_CAPACITY,
@@ -34,7 +37,14 @@ if TYPE_CHECKING:
         Vendor,
         VendorProfile,
     )
-    from ._store import Claim, HookStore, SqliteHookStore, StoredReceipt, StoreError, default_store_path
+    from ._store import (
+        Claim,
+        HookStore,
+        SqliteHookStore,
+        StoredReceipt,
+        StoreError,
+        default_store_path,
+    )
 
 __all__ = [
     # the relay: durable queues shared by processes
@@ -42,6 +52,8 @@ __all__ = [
     "instruct_async",
     "HookStore",
     "SqliteHookStore",
+    "PostgresHookStore",
+    "open_store",
     "StoredReceipt",
     "Claim",
     "StoreError",
@@ -68,13 +80,25 @@ __all__ = [
 ]
 
 _RELAY = ("instruct", "instruct_async")
-_STORE = ("HookStore", "SqliteHookStore", "StoredReceipt", "Claim", "StoreError", "default_store_path")
+_STORE = (
+    "HookStore",
+    "SqliteHookStore",
+    "StoredReceipt",
+    "Claim",
+    "StoreError",
+    "default_store_path",
+)
 
 
 def __getattr__(name: str) -> object:
     if name not in __all__:
         raise AttributeError(f"module 'live_steering.hooks' has no attribute {name!r}")
-    home = "_relay" if name in _RELAY else "_store" if name in _STORE else "_session"
+    if name == "PostgresHookStore":  # needs the postgres extra: imported only when named
+        home = "_postgres"
+    elif name == "open_store":
+        home = "_open"
+    else:
+        home = "_relay" if name in _RELAY else "_store" if name in _STORE else "_session"
     value = getattr(__import__(f"{__name__}.{home}", fromlist=[name]), name)
     globals()[name] = value
     return value

@@ -21,14 +21,15 @@ import sys
 from collections.abc import Callable
 
 from . import _vendors
-from ._store import HOOK_BUSY_TIMEOUT, Claim, SqliteHookStore, StoreError
+from ._open import open_store
+from ._store import HOOK_BUSY_TIMEOUT, Claim, HookStore, StoreError
 
 # ``typing`` costs this process 2 ms; mypy reads this constant as typing.TYPE_CHECKING.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import IO
 
-__all__ = ["MAX_STDIN_BYTES", "encode_reply", "run_hook"]
+__all__ = ["MAX_STDIN_BYTES", "encode_reply", "record_failure", "run_hook"]
 
 #: Larger stdin is refused (audited, no reply): 8 MiB.
 MAX_STDIN_BYTES = 8 * 1024 * 1024
@@ -115,12 +116,16 @@ def run_hook(
     vendor: str,
     *,
     store_path: str | None = None,
+    dsn: str | None = None,
     stdin: IO[bytes] | None = None,
     stdout: IO[bytes] | None = None,
     stderr: IO[str] | None = None,
     trace: Callable[[str], None] | None = None,
 ) -> int:
-    """Handle one hook moment of ``vendor``; always returns 0 (see the module docs)."""
+    """Handle one hook moment of ``vendor``; always returns 0 (see the module docs).
+
+    The store: ``store_path`` (SQLite), ``dsn`` (PostgreSQL), else as ``open_store``.
+    """
     err = stderr if stderr is not None else sys.stderr
     try:
         data = _read_stdin(stdin if stdin is not None else sys.stdin.buffer)
@@ -128,12 +133,12 @@ def run_hook(
         data = b""
         _say(err, f"cannot read stdin: {exc}")
     try:
-        store = SqliteHookStore(store_path, busy_timeout=HOOK_BUSY_TIMEOUT, trace=trace)
-    except StoreError as exc:
+        store = open_store(store_path, dsn=dsn, busy_timeout=HOOK_BUSY_TIMEOUT, trace=trace)
+    except (StoreError, ValueError) as exc:
         _say(err, str(exc))
         return 0
     try:
-        _handle(store, vendor, data, stdout if stdout is not None else sys.stdout.buffer, err)
+        _handle(store, vendor, data, stdout if stdout is not None else sys.stdout.buffer, err, trace)
     except StoreError as exc:  # locked past the bounded wait: recording it would wait again
         _say(err, str(exc))
     except Exception as exc:
@@ -144,7 +149,7 @@ def run_hook(
 
 
 def _record(
-    store: SqliteHookStore, vendor: str | None, reason: str, detail: str, session_id: str | None, err: IO[str]
+    store: HookStore, vendor: str | None, reason: str, detail: str, session_id: str | None, err: IO[str]
 ) -> None:
     try:
         store.record_failure(vendor, reason, detail, session_id=session_id)
@@ -152,7 +157,14 @@ def _record(
         _say(err, f"{reason}: {detail} (and it could not be recorded: {exc})")
 
 
-def _handle(store: SqliteHookStore, vendor: str, data: bytes, out: IO[bytes], err: IO[str]) -> None:
+def _handle(
+    store: HookStore,
+    vendor: str,
+    data: bytes,
+    out: IO[bytes],
+    err: IO[str],
+    trace: Callable[[str], None] | None = None,
+) -> None:
     while _UNCONFIRMED:
         store.confirm(_UNCONFIRMED[0])
         del _UNCONFIRMED[0]
@@ -188,8 +200,8 @@ def _handle(store: SqliteHookStore, vendor: str, data: bytes, out: IO[bytes], er
             _say(err, f"the reply could not be written: {exc}")
             return
         raise
-    if store._trace is not None:  # crash tests: the reply is out, the delivery not yet confirmed
-        store._point("replied")
+    if trace is not None:  # crash tests: the reply is out, the delivery not yet confirmed
+        trace("replied")
     try:
         store.confirm(claim)
     except StoreError:
@@ -203,6 +215,7 @@ def deliver_in_process(
     moment: str,
     *,
     store_path: str | None = None,
+    dsn: str | None = None,
     stderr: IO[str] | None = None,
 ) -> dict[str, object] | None:
     """One hook moment for a vendor whose hook is a function call (Hermes plugins, the Agent SDK).
@@ -214,8 +227,8 @@ def deliver_in_process(
     """
     err = stderr if stderr is not None else sys.stderr
     try:
-        store = SqliteHookStore(store_path, busy_timeout=HOOK_BUSY_TIMEOUT)
-    except StoreError as exc:
+        store = open_store(store_path, dsn=dsn, busy_timeout=HOOK_BUSY_TIMEOUT)
+    except (StoreError, ValueError) as exc:
         _say(err, str(exc))
         return None
     try:
@@ -236,5 +249,33 @@ def deliver_in_process(
     except Exception as exc:
         _record(store, vendor, "internal-error", repr(exc), None, err)
         return None
+    finally:
+        store.close()
+
+
+def record_failure(
+    vendor: str | None,
+    reason: str,
+    detail: str,
+    *,
+    session_id: str | None = None,
+    store_path: str | None = None,
+    dsn: str | None = None,
+    stderr: IO[str] | None = None,
+) -> None:
+    """Record a failure found before a moment could be handled (``hook.failed``). Never raises.
+
+    For callers that have no store open yet: the Hermes plugin called without a
+    session id, a hook config that runs ``live-steering hook`` without its VENDOR.
+    When the store itself cannot be used, the failure goes to stderr only.
+    """
+    err = stderr if stderr is not None else sys.stderr
+    try:
+        store = open_store(store_path, dsn=dsn, busy_timeout=HOOK_BUSY_TIMEOUT)
+    except Exception as exc:
+        _say(err, f"{reason}: {detail} (and it could not be recorded: {exc})")
+        return
+    try:
+        _record(store, vendor, reason, detail, session_id, err)
     finally:
         store.close()

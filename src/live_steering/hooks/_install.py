@@ -4,23 +4,36 @@
 prints: every eligible moment of the vendor plus its session-end moment, each
 running the hook command with ``--store`` baked in. ``merge_into(path, ...)``
 writes it into an existing config file: the user's other hooks stay, earlier
-live-steering entries are replaced (so installing twice changes nothing), the old
-file is copied to ``PATH.bak`` first, and the new one replaces it atomically.
-File formats are cited in docs/hooks.md.
+live-steering entries are removed one by one (a matcher group the user shares with
+them keeps the user's hooks; so installing twice changes nothing), the old file is
+copied to ``PATH.bak`` first (or ``PATH.bak.N`` when an earlier backup exists, which
+is never overwritten), and the new one replaces the real file (through symlinks) in
+its own directory, atomically, with its mode kept. File formats are cited in
+docs/hooks.md.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import sys
+import tempfile
 from typing import Any
 
 from . import _vendors
 
-__all__ = ["CONFIG_FILES", "InstallError", "config_block", "hook_command", "merge_into", "moments"]
+__all__ = [
+    "CONFIG_FILES",
+    "InstallError",
+    "Merged",
+    "config_block",
+    "hook_command",
+    "merge_into",
+    "moments",
+]
 
 #: Where each vendor reads hook configuration (user-level; project-level paths in docs/hooks.md).
 CONFIG_FILES = {
@@ -48,17 +61,33 @@ def moments(vendor: str) -> list[str]:
     return wired
 
 
-def hook_command(vendor: str, store: str | None) -> str:
-    """The shell command the vendor runs: the installed ``live-steering`` script, absolute."""
-    script = shutil.which("live-steering")
-    if script is None:
-        candidate = os.path.join(os.path.dirname(sys.executable), "live-steering")
-        script = candidate if os.path.exists(candidate) else None
-    argv = (
-        [script, "hook", vendor] if script else [sys.executable, "-m", "live_steering._cli", "hook", vendor]
-    )
+def _script() -> list[str]:
+    """The argv prefix that runs *this* installation's ``live-steering``, never another on PATH.
+
+    The console script next to the running interpreter (a venv's ``bin/``), else the
+    running script itself when it is ``live-steering``, else this interpreter with
+    ``-m live_steering._cli``.
+    """
+    beside = os.path.join(os.path.dirname(os.path.abspath(sys.executable)), "live-steering")
+    if os.path.isfile(beside) and os.access(beside, os.X_OK):
+        return [beside]
+    running = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    if os.path.basename(running) == "live-steering" and os.path.isfile(running):
+        return [running]
+    return [sys.executable, "-m", "live_steering._cli"]
+
+
+def hook_command(vendor: str, store: str | None, dsn: str | None = None) -> str:
+    """The shell command the vendor runs: the running installation's ``live-steering``, absolute.
+
+    ``dsn``: a PostgreSQL store, baked in as ``--dsn`` (mind a password in it: prefer a
+    passfile or ``$LIVE_STEERING_STORE_DSN``, see docs/hooks.md).
+    """
+    argv = [*_script(), "hook", vendor]
     if store is not None:
         argv += ["--store", os.path.abspath(store)]
+    if dsn is not None:
+        argv += ["--dsn", dsn]
     return shlex.join(argv)
 
 
@@ -73,11 +102,11 @@ def _entry(vendor: str, command: str) -> dict[str, Any]:
     return {"type": "command", "command": command, "timeout": HOOK_TIMEOUT_SECONDS}
 
 
-def config_block(vendor: str, store: str | None) -> dict[str, Any] | str:
+def config_block(vendor: str, store: str | None, dsn: str | None = None) -> dict[str, Any] | str:
     """The vendor's config: a JSON object, or for Hermes the YAML text of its ``hooks:`` section."""
     if vendor not in _vendors.FACTS:
         raise ValueError(f"unknown vendor {vendor!r}; expected one of {', '.join(_vendors.FACTS)}")
-    command = hook_command(vendor, store)
+    command = hook_command(vendor, store, dsn)
     if vendor == "hermes":
         lines = ["hooks:"]
         for moment in moments(vendor):
@@ -97,42 +126,133 @@ def _ours(entry: object) -> bool:
     return any(marker in text for marker in MARKERS)
 
 
+def _without_ours(entry: object) -> object | None:
+    """``entry`` less our hook commands; ``None`` when nothing of the user's is left in it.
+
+    A matcher group (``{"matcher"?, "hooks": [...]}``) loses only our commands and keeps
+    its matcher and the user's commands; a flat command entry (VS Code) is ours or not.
+    """
+    if isinstance(entry, dict) and isinstance(entry.get("hooks"), list):
+        inner = entry["hooks"]
+        kept = [h for h in inner if not _ours(h)]
+        if len(kept) == len(inner):
+            return entry
+        return {**entry, "hooks": kept} if kept else None
+    return None if _ours(entry) else entry
+
+
 def _backup(path: str) -> str | None:
+    """Copy ``path`` to ``PATH.bak``, or ``PATH.bak.N`` (the first free N) if that exists."""
     if not os.path.exists(path):
         return None
     backup = path + ".bak"
+    n = 0
+    while os.path.lexists(backup):
+        n += 1
+        backup = f"{path}.bak.{n}"
     shutil.copy2(path, backup)
     return backup
 
 
 def _replace(path: str, text: str) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
+    """Write ``text`` to the file ``path`` names (symlinks followed), atomically, keeping its mode."""
+    target = os.path.realpath(path)
+    directory = os.path.dirname(target)
     os.makedirs(directory, exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        mode = os.stat(target).st_mode & 0o7777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(target)}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fchmod(f.fileno(), mode)
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    try:
+        dir_fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)
 
 
-def merge_into(path: str, vendor: str, store: str | None) -> str | None:
-    """Merge the vendor's block into the config file at ``path``; returns the backup's path.
+class Merged:
+    """What ``merge_into`` did: the file it wrote, the backup it made, whether anything changed."""
+
+    __slots__ = ("backup", "changed", "path")
+
+    def __init__(self, path: str, backup: str | None, changed: bool) -> None:
+        self.path = path
+        """The real file written (``PATH`` with its symlinks resolved)."""
+        self.backup = backup
+        """The copy of the previous file (``PATH.bak`` or ``PATH.bak.N``), or ``None``."""
+        self.changed = changed
+        """False when the file already held exactly this config: nothing was written or copied."""
+
+    def __repr__(self) -> str:
+        return f"Merged({self.path!r}, backup={self.backup!r}, changed={self.changed!r})"
+
+
+# One line of the ``hooks:`` section ``config_block`` writes for Hermes.
+_OUR_HERMES_LINE = re.compile(r'hooks:|  [a-z_]+:|    - command: ".*"|      timeout: \d+')
+
+
+def _hermes_section(lines: list[str]) -> tuple[int, int] | None:
+    """The ``[start, end)`` line range of the top-level ``hooks:`` section, or ``None``."""
+    for start, line in enumerate(lines):
+        if line.startswith("hooks:"):
+            end = start + 1
+            while end < len(lines) and (not lines[end].strip() or lines[end][:1] in (" ", "\t")):
+                end += 1
+            while end > start + 1 and not lines[end - 1].strip():
+                end -= 1
+            return start, end
+    return None
+
+
+def _merge_hermes(path: str, existing: str, block: str) -> str:
+    lines = existing.splitlines()
+    section = _hermes_section(lines)
+    if section is None:
+        return existing + ("\n" if existing and not existing.endswith("\n") else "") + block
+    start, end = section
+    body = lines[start:end]
+    if not (_ours(body) and all(_OUR_HERMES_LINE.fullmatch(line) for line in body)):
+        raise InstallError(
+            f"{path} already has a hooks: section of its own; add the printed entries to it by hand "
+            "(or use the Hermes plugin, see docs/hooks.md); nothing was changed"
+        )
+    merged = [*lines[:start], *block.splitlines(), *lines[end:]]  # ours: replaced in place
+    return "\n".join(merged) + "\n"
+
+
+def merge_into(path: str, vendor: str, store: str | None, dsn: str | None = None) -> Merged:
+    """Merge the vendor's block into the config file at ``path`` (symlinks followed).
 
     Raises ``InstallError`` (and changes nothing) when the file cannot be merged safely.
+    A file that already holds exactly this config is left untouched (``changed=False``).
     """
-    block = config_block(vendor, store)
+    block = config_block(vendor, store, dsn)
+    target = os.path.realpath(path)
     existing = ""
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
+    if os.path.exists(target):
+        with open(target, encoding="utf-8") as f:
             existing = f.read()
-    if isinstance(block, str):  # Hermes: YAML, merged only where no hooks section exists yet
-        if any(line.startswith("hooks:") for line in existing.splitlines()):
-            raise InstallError(
-                f"{path} already has a hooks: section; add the printed entries to it by hand "
-                "(or use the Hermes plugin, see docs/hooks.md)"
-            )
-        merged_text = existing + ("\n" if existing and not existing.endswith("\n") else "") + block
+    if isinstance(block, str):  # Hermes: YAML, merged as text (our own section is replaced)
+        merged_text = _merge_hermes(path, existing, block)
     else:
         try:
             config = json.loads(existing) if existing.strip() else {}
@@ -141,15 +261,24 @@ def merge_into(path: str, vendor: str, store: str | None) -> str | None:
         if not isinstance(config, dict) or not isinstance(config.get("hooks", {}), dict):
             raise InstallError(f"{path}: expected a JSON object with a 'hooks' object; nothing was changed")
         hooks = config.setdefault("hooks", {})
-        for moment, entries in block["hooks"].items():
-            current = hooks.get(moment, [])
+        for moment, current in list(hooks.items()):
             if not isinstance(current, list):
-                raise InstallError(f"{path}: hooks.{moment} is not a list; nothing was changed")
-            hooks[moment] = [e for e in current if not _ours(e)] + entries
+                if moment in block["hooks"]:
+                    raise InstallError(f"{path}: hooks.{moment} is not a list; nothing was changed")
+                continue
+            kept = [e for e in (_without_ours(e) for e in current) if e is not None]
+            if kept or not current or moment in block["hooks"]:
+                hooks[moment] = kept
+            else:  # only ours was there, and we no longer wire this moment
+                del hooks[moment]
+        for moment, entries in block["hooks"].items():
+            hooks[moment] = hooks.get(moment, []) + entries
         merged_text = json.dumps(config, indent=2, ensure_ascii=False) + "\n"
+    if merged_text == existing:
+        return Merged(target, None, False)
     backup = _backup(path)
     _replace(path, merged_text)
-    return backup
+    return Merged(target, backup, True)
 
 
 HERMES_PLUGIN_DIR = "~/.hermes/plugins/live-steering"
@@ -161,7 +290,8 @@ def write_hermes_plugin(directory: str, store: str | None) -> list[str]:
     Its ``register(ctx)`` is ``live_steering.hooks.hermes.register`` with ``store``
     baked in, so Hermes must run in a Python environment where live-steering is
     installed. Hermes loads a standalone plugin once it is named under
-    ``plugins: enabled:`` in its ``config.yaml``. Returns the files written.
+    ``plugins: enabled:`` in its ``config.yaml``. Returns the files written (a file that
+    already holds this content is left alone; a changed one is backed up first).
     """
     from .. import __version__
 
@@ -188,6 +318,10 @@ def write_hermes_plugin(directory: str, store: str | None) -> list[str]:
     written = []
     for name, text in (("plugin.yaml", manifest), ("__init__.py", init)):
         path = os.path.join(directory, name)
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                if f.read() == text:
+                    continue  # already this plugin: nothing to copy or write
         _backup(path)
         _replace(path, text)
         written.append(path)

@@ -13,8 +13,9 @@ import os
 import uuid
 
 from .._types import Disposition
+from ._open import open_store
 from ._session import InstructionReceipt
-from ._store import DEFAULT_BUSY_TIMEOUT, HookStore, SqliteHookStore, StoredReceipt
+from ._store import DEFAULT_BUSY_TIMEOUT, HookStore, StoredReceipt
 
 __all__ = ["instruct", "instruct_async", "to_instruction_receipt"]
 
@@ -40,6 +41,7 @@ def instruct(
     id: str | None = None,
     vendor: str | None = None,
     store: HookStore | str | os.PathLike[str] | None = None,
+    dsn: str | None = None,
     busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
 ) -> InstructionReceipt:
     """Queue ``text`` for the next eligible hook moment of ``session_id``; returns its receipt.
@@ -48,7 +50,8 @@ def instruct(
     when omitted, so only a caller-chosen id makes a retry idempotent. ``vendor``:
     bounds the text by that vendor's cap (Claude Code's 10,000 UTF-16 code units when
     the session's vendor is not known yet). ``store``: a ``HookStore``, a path, or
-    ``None`` for ``default_store_path()``. Raises ``TypeError`` for non-string
+    ``None``; ``dsn``: a PostgreSQL store instead (the ``postgres`` extra); neither:
+    ``$LIVE_STEERING_STORE_DSN`` if set, else ``default_store_path()``. Raises ``TypeError`` for non-string
     arguments, ``ValueError`` for an unknown vendor or a session id outside the
     runtime's id rules (as ``HookSession`` does), ``StoreError`` when the store cannot
     be used; everything else is a receipt.
@@ -65,9 +68,14 @@ def instruct(
         raise TypeError(f"id must be a str, not {type(id).__name__}")
     command_id = id if id is not None else str(uuid.uuid4())
     if isinstance(store, HookStore):
+        if dsn is not None:
+            raise ValueError("give a store or a DSN, not both")
         return to_instruction_receipt(store.enqueue(session_id, command_id, text, vendor=vendor))
-    with SqliteHookStore(store, busy_timeout=busy_timeout) as opened:
+    opened = open_store(store, dsn=dsn, busy_timeout=busy_timeout)
+    try:
         return to_instruction_receipt(opened.enqueue(session_id, command_id, text, vendor=vendor))
+    finally:
+        opened.close()
 
 
 async def instruct_async(
@@ -77,9 +85,10 @@ async def instruct_async(
     id: str | None = None,
     vendor: str | None = None,
     store: str | os.PathLike[str] | None = None,
+    dsn: str | None = None,
     busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
 ) -> InstructionReceipt:
-    """``instruct`` from async code (asyncio or trio): the SQLite work runs in a worker thread.
+    """``instruct`` from async code (asyncio or trio): the store's work runs in a worker thread.
 
     Takes a store path (each call opens its own connection in the worker), never a
     shared ``HookStore`` object, whose connection belongs to the thread that made it.
@@ -87,6 +96,8 @@ async def instruct_async(
     import anyio.to_thread
 
     def call() -> InstructionReceipt:
-        return instruct(session_id, text, id=id, vendor=vendor, store=store, busy_timeout=busy_timeout)
+        return instruct(
+            session_id, text, id=id, vendor=vendor, store=store, dsn=dsn, busy_timeout=busy_timeout
+        )
 
     return await anyio.to_thread.run_sync(call)

@@ -10,8 +10,10 @@ its first implementation (a fleet store on PostgreSQL can sit behind the same
 methods).
 
 An instruction moves ``queued -> delivering -> delivered``, or ``queued ->
-dropped`` (its session ended), or ``delivering -> unknown`` (the hook process that
-claimed it died before its reply was written out: it may or may not have reached
+dropped`` (its session ended, or it is over the cap of the vendor that finally
+claims the session: ``reason: "over-cap"``, so it never stalls the queue), or
+``delivering -> unknown`` (the hook process that claimed it died before its reply
+was written out: it may or may not have reached
 the model). Rules the methods keep, each in one ``BEGIN IMMEDIATE`` transaction:
 
 * ``claim`` takes every eligible queued instruction of the session, in arrival
@@ -275,6 +277,12 @@ class HookStore(abc.ABC):
     def close(self) -> None:
         """Release the store's resources. Idempotent."""
 
+    def __enter__(self) -> HookStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
 
 def _alive(pid: int) -> bool:
     if pid == os.getpid():
@@ -341,6 +349,10 @@ class SqliteHookStore(HookStore):
         except sqlite3.Error as exc:
             self._conn.close()
             raise StoreError(f"cannot use the hook store {self.path}: {exc}") from exc
+
+    def _new_token(self) -> str:
+        """The claim token: names this process (its pid, for recovery) and this claim."""
+        return f"{os.getpid()}-{os.urandom(6).hex()}"
 
     def _point(self, name: str) -> None:
         if self._trace is not None:
@@ -452,16 +464,10 @@ class SqliteHookStore(HookStore):
             row = conn.execute(
                 "SELECT vendor, ended FROM sessions WHERE session_id = ?", (session_id,)
             ).fetchone()
-            if facts is None and row is not None and row[0] is not None:
-                facts = _vendors.FACTS.get(row[0])
-            limits = facts or _vendors.STRICTEST  # unknown vendor: text every vendor can carry
-            problem = _vendors.command_id_problem(command_id) or _vendors.text_problem(
-                text,
-                max_chars=min(_vendors.DEFAULT_MAX_TEXT_CHARS, limits.cap or _vendors.DEFAULT_MAX_TEXT_CHARS),
-                cap=limits.cap,
-                cap_counts_utf16=limits.cap_counts_utf16,
-                title=limits.title,
-            )
+            # The strictest of every vendor this session may meet: the one named here and the
+            # one its hooks ran as; neither known: text every vendor can carry.
+            limits = [f for f in (facts, _vendors.FACTS.get(row[0]) if row else None) if f is not None]
+            problem = _vendors.command_id_problem(command_id)
             if problem is not None:
                 return self._refuse(conn, now, session_id, command_id, "invalid-input", problem)
             known = conn.execute(
@@ -480,6 +486,10 @@ class SqliteHookStore(HookStore):
                     )
                 self._emit(conn, "control.repeated", session_id, now, {"state": known[1]}, command_id)
                 return StoredReceipt(True, command_id, session_id, known[1], known[2], repeated=True)
+            # After the repeat check: a repeat answers its state even if the session met a stricter vendor.
+            problem = _vendors.admission_problem(text, limits or [_vendors.STRICTEST])
+            if problem is not None:
+                return self._refuse(conn, now, session_id, command_id, "invalid-input", problem)
             if row is not None and row[1]:
                 return self._refuse(
                     conn, now, session_id, command_id, "session-ended", "the session has ended"
@@ -566,7 +576,7 @@ class SqliteHookStore(HookStore):
     def claim(self, vendor: str, session_id: str, moment: str, *, reply_would_be_empty: bool = True) -> Claim:
         """Decide one hook moment of ``vendor`` for ``session_id``; see the module docs. O(claimed)."""
         facts = _vendors.FACTS[vendor]
-        token = f"{os.getpid()}-{os.urandom(6).hex()}"
+        token = self._new_token()
         if self._nothing_to_do(facts, session_id, moment):
             eligible = _vendors.ineligibility(
                 facts.context_moments,
@@ -600,6 +610,14 @@ class SqliteHookStore(HookStore):
                         "UPDATE instructions SET vendor = ? WHERE session_id = ? AND state = 'queued'",
                         (vendor, session_id),
                     )
+                    if row[0] is not None:  # a hook of another vendor for a known session: say so
+                        self._emit(
+                            conn,
+                            prefix + "session.vendor-changed",
+                            session_id,
+                            now,
+                            {"previous": row[0], "moment": moment},
+                        )
             if ended and moment in facts.reopen_moments:
                 epoch += 1
                 ended = 0
@@ -642,11 +660,13 @@ class SqliteHookStore(HookStore):
             if skip is not None:
                 return Claim(token, vendor, session_id, moment, skipped=skip, recovered=recovered)
             queued = conn.execute(
-                "SELECT arrival, command_id, text FROM instructions "
+                "SELECT arrival, command_id, text, enqueued_at FROM instructions "
                 "WHERE session_id = ? AND state = 'queued' "
                 "ORDER BY arrival LIMIT ?",
                 (session_id, self.capacity),
             ).fetchall()
+            if facts.cap is not None and any(_vendors.over_cap(r[2], facts) for r in queued):
+                queued = self._drop_over_cap(conn, now, facts, session_id, moment, queued)
             count = _vendors.fit_count(
                 (_vendors.measure(r[2], facts.cap_counts_utf16) for r in queued), facts.cap
             )
@@ -655,7 +675,7 @@ class SqliteHookStore(HookStore):
                     token, vendor, session_id, moment, skipped=_vendors.NOTHING_QUEUED, recovered=recovered
                 )
             batch = queued[:count]
-            for arrival, command_id, _ in batch:
+            for arrival, command_id, _, _ in batch:
                 conn.execute(
                     "UPDATE instructions SET state = 'delivering', claim = ?, claim_pid = ?, claimed_at = ?, "
                     "moment = ?, vendor = ? WHERE arrival = ? AND state = 'queued'",
@@ -676,6 +696,49 @@ class SqliteHookStore(HookStore):
             delivered=tuple(r[1] for r in batch),
             recovered=recovered,
         )
+
+    def _drop_over_cap(
+        self,
+        conn: sqlite3.Connection,
+        now: float,
+        facts: _vendors.VendorFacts,
+        session_id: str,
+        moment: str,
+        queued: list[tuple[int, str, str, float]],
+    ) -> list[tuple[int, str, str, float]]:
+        """Inside a claim: drop (audited) each queued text this vendor's reply can never carry.
+
+        Admission checks every vendor known for the session, but a session can meet a
+        stricter vendor later (its first hook, or a hook of another vendor). Such a text
+        would block the FIFO queue forever; it is finalised ``dropped {reason: "over-cap"}``
+        instead, and the rest of the queue moves on.
+        """
+        kept = []
+        unit = "UTF-16 code units" if facts.cap_counts_utf16 else "characters"
+        for arrival, command_id, text, enqueued_at in queued:
+            if not _vendors.over_cap(text, facts):
+                kept.append((arrival, command_id, text, enqueued_at))
+                continue
+            conn.execute(
+                "UPDATE instructions SET state = 'dropped', reason = 'over-cap', finished_at = ?, moment = ? "
+                "WHERE arrival = ?",
+                (now, moment, arrival),
+            )
+            size = _vendors.measure(text, facts.cap_counts_utf16)
+            self._emit(
+                conn,
+                f"x.{facts.name}.instruction.dropped",
+                session_id,
+                now,
+                {
+                    "reason": "over-cap",
+                    "detail": f"{size:,} {unit}, over {facts.title}'s cap of {facts.cap:,}",
+                    "moment": moment,
+                    "queued_ms": _queued_ms(now, enqueued_at),
+                },
+                command_id,
+            )
+        return kept
 
     def _drop_queued(
         self, conn: sqlite3.Connection, now: float, vendor: str, session_id: str, moment: str

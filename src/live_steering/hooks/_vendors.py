@@ -50,6 +50,7 @@ class VendorFacts:
         "held_moments",
         "moment_fields",
         "name",
+        "other_moments",
         "reopen_moments",
         "reply_shape",
         "session_end_moment",
@@ -66,6 +67,7 @@ class VendorFacts:
         context_moments: Iterable[str],
         held_moments: Iterable[str] = (),
         unconsumed_moments: Iterable[str] = (),
+        other_moments: Iterable[str] = (),
         cap: int | None = None,
         cap_counts_utf16: bool = False,
         session_end_moment: str | None = None,
@@ -79,6 +81,8 @@ class VendorFacts:
         self.context_moments = frozenset(context_moments)
         self.held_moments = frozenset(held_moments)
         self.unconsumed_moments = frozenset(unconsumed_moments)
+        self.other_moments = frozenset(other_moments)
+        """Real moments of the vendor with no context surface: known, never eligible, never a failure."""
         self.cap = cap
         self.cap_counts_utf16 = cap_counts_utf16
         self.session_end_moment = session_end_moment
@@ -91,7 +95,7 @@ class VendorFacts:
     def known_moments(self) -> frozenset[str]:
         """Every moment this module knows for the vendor (eligible or not)."""
         end = {self.session_end_moment} if self.session_end_moment else set()
-        return self.context_moments | self.held_moments | self.unconsumed_moments | end
+        return self.context_moments | self.held_moments | self.unconsumed_moments | self.other_moments | end
 
     def __repr__(self) -> str:
         return f"VendorFacts({self.name!r})"
@@ -188,14 +192,18 @@ def text_problem(
 ) -> str | None:
     """Why an instruction text is refused ``invalid-input``, or ``None``.
 
-    ``max_chars`` bounds characters; ``cap`` bounds what the vendor counts
-    (UTF-16 code units for Claude Code), so one instruction always fits one reply.
+    ``cap`` bounds what the vendor counts (UTF-16 code units for Claude Code), so one
+    instruction always fits one reply; an over-cap text is named by the vendor's cap,
+    whatever its characters. ``max_chars`` bounds characters for an uncapped vendor.
+
+    >>> text_problem("x" * 12_000, max_chars=16_000, cap=10_000, cap_counts_utf16=True, title="Claude Code")
+    "text is over Claude Code's cap of 10,000 UTF-16 code units (it counts 12,000)"
     """
+    if cap is not None and (size := measure(text, cap_counts_utf16)) > cap:
+        unit = "UTF-16 code units" if cap_counts_utf16 else "characters"
+        return f"text is over {title}'s cap of {cap:,} {unit} (it counts {size:,})"
     if len(text) > max_chars:
         return f"text is over {max_chars:,} characters"
-    if cap is not None and measure(text, cap_counts_utf16) > cap:
-        unit = "UTF-16 code unit" if cap_counts_utf16 else "character"
-        return f"text is over {title}'s {cap:,}-{unit} cap"
     if not text or text.isspace():
         return "text is blank"
     if "\x00" in text:
@@ -203,6 +211,31 @@ def text_problem(
     if not utf8_encodable(text):
         return "not encodable as UTF-8"
     return None
+
+
+def admission_problem(text: str, vendors: Iterable[VendorFacts]) -> str | None:
+    """Why ``text`` is refused for a session that any of ``vendors`` may carry: the strictest wins.
+
+    The relay checks against every vendor it knows for the session (the one ``instruct``
+    names and the one its hooks ran as), so no vendor of the session is handed a text
+    it can never carry.
+    """
+    for facts in vendors:
+        problem = text_problem(
+            text,
+            max_chars=DEFAULT_MAX_TEXT_CHARS,
+            cap=facts.cap,
+            cap_counts_utf16=facts.cap_counts_utf16,
+            title=facts.title,
+        )
+        if problem is not None:
+            return problem
+    return None
+
+
+def over_cap(text: str, facts: VendorFacts) -> bool:
+    """True when ``text`` alone can never fit one reply of this vendor."""
+    return facts.cap is not None and measure(text, facts.cap_counts_utf16) > facts.cap
 
 
 # -- the adoption map, verified (docs/hooks.md cites each source) --------------------------
@@ -226,6 +259,25 @@ _CLAUDE_CODE = VendorFacts(
         "PostModelSwitch",
     ),
     held_moments=("PermissionRequest", "Elicitation", "ElicitationResult"),
+    # The rest of the hooks reference's event list (code.claude.com/docs/en/hooks): real
+    # moments whose output carries no additionalContext for this session's model.
+    other_moments=(
+        "Setup",
+        "InstructionsLoaded",
+        "PermissionDenied",
+        "SubagentStop",
+        "TaskCreated",
+        "TaskCompleted",
+        "StopFailure",
+        "TeammateIdle",
+        "PreCompact",
+        "PostCompact",
+        "ConfigChange",
+        "CwdChanged",
+        "FileChanged",
+        "WorktreeCreate",
+        "WorktreeRemove",
+    ),
     cap=10_000,
     cap_counts_utf16=True,
     session_end_moment="SessionEnd",
@@ -238,6 +290,8 @@ _CODEX = VendorFacts(
     "Codex",
     context_moments=("SessionStart", "SubagentStart", "PreToolUse", "PostToolUse", "UserPromptSubmit"),
     held_moments=("PermissionRequest",),
+    # openai/codex codex-rs/hooks/src/schema.rs ``HookEventNameWire`` (SubagentStop in later builds).
+    other_moments=("PreCompact", "PostCompact", "Stop", "SubagentStop"),
 )
 
 _QWEN_CODE = VendorFacts(
@@ -253,6 +307,7 @@ _QWEN_CODE = VendorFacts(
         "PreCompact",
     ),
     held_moments=("PermissionRequest",),
+    other_moments=("PostToolUseFailure", "Notification", "SubagentStop"),
     session_end_moment="SessionEnd",
     reopen_moments=("SessionStart", "UserPromptSubmit"),
 )
@@ -261,6 +316,8 @@ _VSCODE = VendorFacts(
     "vscode",
     "VS Code agent",
     context_moments=("SessionStart", "UserPromptSubmit", "SubagentStart", "PreToolUse", "PostToolUse"),
+    # The other three of the eight lifecycle events of the VS Code hooks page.
+    other_moments=("PreCompact", "SubagentStop", "Stop"),
     # The VS Code hook reference names the common fields in camelCase; the snake_case
     # spelling of Claude-format configs is accepted as a fallback.
     session_id_fields=("sessionId", "session_id"),
@@ -273,6 +330,18 @@ _HERMES = VendorFacts(
     context_moments=("pre_llm_call",),
     held_moments=("pre_tool_call",),
     unconsumed_moments=("on_session_start", "post_tool_call", "post_llm_call", "on_session_end"),
+    # The rest of ``VALID_HOOKS`` in hermes_cli/plugins.py: no context read back.
+    other_moments=(
+        "pre_api_request",
+        "post_api_request",
+        "on_session_reset",
+        "subagent_stop",
+        "transform_terminal_output",
+        "transform_tool_result",
+        "pre_gateway_dispatch",
+        "pre_approval_request",
+        "post_approval_response",
+    ),
     session_end_moment="on_session_finalize",
     reopen_moments=("on_session_start", "pre_llm_call"),
     reply_shape=CONTEXT,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._command import deliver_in_process
+from ._command import deliver_in_process, record_failure
 
 __all__ = ["HermesSteering", "register"]
 
@@ -33,6 +33,13 @@ class HermesSteering:
     def _moment(self, moment: str, kwargs: dict[str, Any]) -> dict[str, object] | None:
         session_id = kwargs.get("session_id")
         if not isinstance(session_id, str) or not session_id:
+            got = "no session_id" if session_id is None else f"session_id {type(session_id).__name__}"
+            record_failure(
+                "hermes",
+                "missing-session-id",
+                f"Hermes called {moment} with {got} (keyword arguments: {', '.join(sorted(kwargs))[:300]})",
+                store_path=self.store_path,
+            )
             return None
         return deliver_in_process("hermes", session_id, moment, store_path=self.store_path)
 

@@ -16,6 +16,8 @@ flushed, the delivery not confirmed), ``finish`` (inside the confirm transaction
 through ``run_hook`` until TOTAL instructions of the store are delivered, printing
 each reply as one JSON line ``{"session_id", "reply"}``.
 
+STORE is a SQLite path, or ``pg:`` followed by a PostgreSQL DSN.
+
 ``instruct`` sends the plan in PLAN_FILE, JSON ``[[session_id, command_id, text], ...]``, in order with
 ``instruct()``, retrying one that is refused ``queue-full`` until it is accepted;
 it prints one JSON line per receipt.
@@ -36,7 +38,18 @@ from ._journal_writer import KILL_ENV, KillSwitch
 KILL_POINTS = ("claim", "before-commit", "claimed", "replied", "finish", "enqueue")
 
 
+def _where(store: str) -> tuple[str | None, str | None]:
+    """STORE as (path, dsn)."""
+    return (None, store[3:]) if store.startswith("pg:") else (store, None)
+
+
 def _delivered(store: str) -> int:
+    _, dsn = _where(store)
+    if dsn is not None:
+        from ..hooks._open import open_store
+
+        with open_store(dsn=dsn) as opened:
+            return sum(1 for row in opened.instructions() if row["state"] == "delivered")
     conn = sqlite3.connect(store, timeout=5.0)
     try:
         return int(conn.execute("SELECT COUNT(*) FROM instructions WHERE state = 'delivered'").fetchone()[0])
@@ -46,13 +59,14 @@ def _delivered(store: str) -> int:
 
 def hooks_loop(vendor: str, store: str, payloads: list[dict[str, object]], total: int) -> None:
     turn = 0
+    path, dsn = _where(store)
     while True:
         payload = payloads[turn % len(payloads)]
         turn += 1
         out = io.BytesIO()
         stdin = io.BytesIO(json.dumps(payload).encode())
         err = io.StringIO()
-        run_hook(vendor, store_path=store, stdin=stdin, stdout=out, stderr=err)
+        run_hook(vendor, store_path=path, dsn=dsn, stdin=stdin, stdout=out, stderr=err)
         if out.getvalue():
             reply = json.loads(out.getvalue())
             print(json.dumps({"session_id": payload["session_id"], "reply": reply}), flush=True)
@@ -63,9 +77,11 @@ def hooks_loop(vendor: str, store: str, payloads: list[dict[str, object]], total
 
 
 def instruct_loop(store: str, plan: list[list[str]], switch: KillSwitch) -> None:
-    from ..hooks._store import SqliteHookStore
+    from ..hooks._open import open_store
 
-    with SqliteHookStore(store, trace=switch) as opened:
+    path, dsn = _where(store)
+    opened = open_store(path, dsn=dsn, trace=switch)
+    with opened:
         for session_id, command_id, text in plan:
             while True:
                 receipt = opened.enqueue(session_id, command_id, text)
@@ -82,7 +98,8 @@ def main(argv: list[str]) -> int:
     switch = KillSwitch(os.environ.get(KILL_ENV), KILL_POINTS)
     mode = argv[0]
     if mode == "hook":
-        return run_hook(argv[1], store_path=argv[2], trace=switch)
+        path, dsn = _where(argv[2])
+        return run_hook(argv[1], store_path=path, dsn=dsn, trace=switch)
     if mode == "hooks":
         hooks_loop(argv[1], argv[2], json.loads(argv[3]), int(argv[4]))
         return 0

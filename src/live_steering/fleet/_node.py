@@ -1,0 +1,565 @@
+"""A node of the fleet: hosts submit from it, workers own runtimes through it.
+
+Theory of operation
+-------------------
+A ``Fleet`` is one process's handle on a fleet store. It keeps one connection for its
+hosts' requests and reads (one worker thread at a time), one listener for wake-ups
+addressed to this node (a Unix datagram socket for SQLite, ``LISTEN`` for PostgreSQL),
+and one connection per runtime it owns (``Fleet.own``, see ``_owner.py``).
+
+A host's ``submit`` commits a request row (which wakes the owner), then waits for the
+owner's reply: the receipt rides in the wake-up, and the row is re-read every
+``poll_interval`` in case a wake-up was lost. When the deadline passes first, the
+request is withdrawn in one statement that succeeds only while it is still pending:
+won, the owner can never decide it and the answer is ``unreachable`` (C28); lost, the
+decided receipt is the answer. No decision is ever taken here: a node with no live
+owner for the session only answers from stored receipts (C10) or refuses.
+"""
+
+from __future__ import annotations
+
+import abc
+import collections
+import contextlib
+import logging
+import os
+import socket
+import uuid
+from collections.abc import AsyncIterator, Callable
+from types import TracebackType
+from typing import Any, Final, Self, TypeVar
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+import attrs
+
+from .._runtime import LiveRuntime
+from .._types import Disposition, Input, Receipt
+from .._validate import checked_id, plain_str
+from ..journal import JournalEntry
+from ._owner import Owner, OwnerStatistics
+from ._store import (
+    UNREACHABLE,
+    FleetError,
+    Lease,
+    LeaseHeldError,
+    StoreConnection,
+    Submission,
+    input_digest,
+    receipt_from_wire,
+)
+
+_log = logging.getLogger("live_steering.fleet")
+
+_T = TypeVar("_T")
+
+DEFAULT_TTL: Final = 10.0
+DEFAULT_TIMEOUT: Final = 10.0
+DEFAULT_POLL: Final = 1.0
+_EARLY_REPLIES: Final = 4_096
+
+
+@attrs.define(eq=False)
+class _Queued:
+    """A submit waiting for the node's next group insert."""
+
+    submission: Submission
+    done: anyio.Event = attrs.Factory(anyio.Event)
+    result: Receipt | int | None = None
+    error: FleetError | None = None
+    abandoned: bool = False
+    """Its submitter was cancelled during the insert: the inserter withdraws it."""
+
+
+@attrs.define(eq=False)
+class _Waiter:
+    event: anyio.Event = attrs.Factory(anyio.Event)
+    receipt: Receipt | None = None
+
+
+@attrs.frozen
+class FleetStatistics:
+    """A snapshot of a node's counters."""
+
+    node_id: str
+    submitted: int
+    """Requests this node stored for an owner."""
+    answered_without_owner: int
+    """Submits answered from stored receipts (no live owner)."""
+    unreachable: int
+    """Requests withdrawn at their deadline (refused ``unreachable``)."""
+    wakeups: int
+    """Wake-ups received."""
+    listener_reconnects: int
+    owners: tuple[OwnerStatistics, ...]
+
+
+class Fleet(abc.ABC):
+    """One process's node of a fleet; use ``SQLiteFleet`` or ``PostgresFleet``.
+
+    >>> async with SQLiteFleet("fleet.db", node_id="worker-1") as fleet:     # doctest: +SKIP
+    ...     async with fleet.own(LiveRuntime(session_id="chat-42")) as runtime:
+    ...         async with runtime.open_generation() as gen: ...
+
+    ``ttl``: the lease's time to live, renewed every ``ttl / 3``. ``timeout``: a host's
+    default deadline for a remote submit. ``poll_interval``: how often a waiting host
+    and an idle owner re-read the tables when no wake-up came.
+    """
+
+    def __init__(
+        self,
+        *,
+        node_id: str | None = None,
+        ttl: float = DEFAULT_TTL,
+        timeout: float = DEFAULT_TIMEOUT,
+        poll_interval: float = DEFAULT_POLL,
+    ) -> None:
+        if node_id is None:
+            node_id = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        node_id = checked_id(node_id, "node_id")  # the runtime's rules for the ids it carries
+        for name, value in (("ttl", ttl), ("timeout", timeout), ("poll_interval", poll_interval)):
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+                raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+        self.node_id: Final = node_id
+        self.ttl: Final = float(ttl)
+        self.timeout: Final = float(timeout)
+        self.poll_interval: Final = float(poll_interval)
+        self._conn: StoreConnection | None = None
+        self._limiter = anyio.CapacityLimiter(1)
+        self._task_group: anyio.abc.TaskGroup | None = None
+        self._owners: dict[str, Owner] = {}
+        self._replies: dict[int, _Waiter] = {}
+        self._early: collections.OrderedDict[int, Receipt] = collections.OrderedDict()
+        self._inserts: list[_Queued] = []
+        self._inserting = False
+        self._open = False
+        self._submitted = 0
+        self._without_owner = 0
+        self._unreachable = 0
+        self._wakeups = 0
+        self._reconnects = 0
+
+    # -- what an engine supplies ---------------------------------------------------------------
+
+    @abc.abstractmethod
+    def _connect(self) -> StoreConnection:
+        """A new connection (on a worker thread)."""
+
+    @abc.abstractmethod
+    async def _listen(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        """Receive this node's wake-ups and hand each payload to ``_dispatch`` until cancelled."""
+
+    @abc.abstractmethod
+    def _errors(self) -> tuple[type[Exception], ...]:
+        """The engine's exception classes, translated to ``FleetError``."""
+
+    @property
+    @abc.abstractmethod
+    def location(self) -> str:
+        """The store, for messages (a path or a DSN without its password)."""
+
+    # -- opening and closing -------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        if self._open:
+            raise FleetError("a Fleet is opened once")
+        self._conn = await self._call(self._open_conn, opening=True)
+        self._task_group = anyio.create_task_group()
+        await self._task_group.__aenter__()
+        try:
+            await self._task_group.start(self._listen_task)
+        except BaseException:
+            self._task_group.cancel_scope.cancel()
+            await self._task_group.__aexit__(None, None, None)
+            await anyio.to_thread.run_sync(self._conn.close)
+            raise
+        self._open = True
+        return self
+
+    def _open_conn(self) -> StoreConnection:
+        conn = self._connect()
+        try:
+            conn.ensure_schema()
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    async def _listen_task(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        await self._listen(task_status=task_status)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._open = False
+        with anyio.CancelScope(shield=True):
+            for owner in list(self._owners.values()):
+                await owner.aclose()
+        assert self._task_group is not None
+        self._task_group.cancel_scope.cancel()
+        try:
+            await self._task_group.__aexit__(None, None, None)
+        finally:
+            if self._conn is not None:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(self._conn.close, limiter=self._limiter)
+                self._conn = None
+
+    async def _call(self, function: Callable[..., _T], *args: Any, opening: bool = False) -> _T:
+        """Run a store call on the node's connection, on a worker thread; ``FleetError`` on failure."""
+        if not opening and not self._open:
+            raise FleetError("the fleet is not open ('async with SQLiteFleet(...) as fleet')")
+        try:
+            return await anyio.to_thread.run_sync(function, *args, limiter=self._limiter)
+        except FleetError:
+            raise
+        except self._errors() as exc:
+            raise FleetError(f"fleet store {self.location}: {exc}") from exc
+
+    def _store(self) -> StoreConnection:
+        assert self._conn is not None
+        return self._conn
+
+    # -- wake-ups --------------------------------------------------------------------------------
+
+    def _dispatch(self, payload: str) -> None:
+        self._wakeups += 1
+        if payload.startswith("w"):
+            owner = self._owners.get(payload[1:])
+            if owner is not None:
+                owner.request()
+        elif payload.startswith("r"):
+            for line in payload[1:].split("\n"):
+                number, _, wire = line.partition(" ")
+                try:
+                    request_no, receipt = int(number), receipt_from_wire(wire)
+                except (ValueError, KeyError, TypeError):
+                    _log.warning("fleet node %r: ignored a malformed wake-up %r", self.node_id, line[:80])
+                    continue
+                waiter = self._replies.get(request_no)
+                if waiter is not None:
+                    waiter.receipt = receipt
+                    waiter.event.set()
+                else:  # the reply beat its requester back from the insert
+                    self._early[request_no] = receipt
+                    while len(self._early) > _EARLY_REPLIES:
+                        self._early.popitem(last=False)
+
+    def _sweep(self) -> None:
+        """Wake-ups may have been lost (the listener reconnected): re-read everything waited for."""
+        self._reconnects += 1
+        for owner in self._owners.values():
+            owner.request()
+        for waiter in self._replies.values():
+            waiter.event.set()
+
+    # -- hosts -------------------------------------------------------------------------------------
+
+    async def capability(
+        self,
+        session_id: str,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - the remote deadline of C28 (withdraw + unreachable)
+    ) -> dict[str, Any]:
+        """C1's capability for a session owned anywhere in the fleet; ``submit`` crosses to the owner.
+
+        >>> capability = await fleet.capability("chat-42")           # doctest: +SKIP
+        >>> receipt = await capability["submit"](Input("steer", "Use X", id="m-1"), generation_id)
+
+        ``mode`` is ``"request_boundary"`` while a live owner holds the lease, else
+        ``"unavailable"`` (as read now; a submit always asks the store again).
+        """
+        session_id = plain_str(session_id, "session_id")
+        lease = await self.lease(session_id)
+
+        async def submit(input: Input, generation_id: str) -> Receipt:
+            return await self.submit(session_id, input, generation_id, timeout=timeout)
+
+        return {
+            "version": 1,
+            "mode": "request_boundary" if lease is not None and lease.live else "unavailable",
+            "cancellable": False,
+            "submit": submit,
+        }
+
+    async def lease(self, session_id: str) -> Lease | None:
+        """The session's lease as stored now, or ``None`` if no node ever owned it."""
+        return await self._call(self._store().read_lease, plain_str(session_id, "session_id"))
+
+    async def generation(self, session_id: str) -> dict[str, Any] | None:
+        """``{"id": ...}`` of the generation the session's live owner runs, else ``None`` (C2)."""
+        lease = await self.lease(session_id)
+        if lease is None or not lease.live or lease.generation_id is None:
+            return None
+        return {"id": lease.generation_id}
+
+    async def submit(
+        self,
+        session_id: str,
+        input: Input,
+        generation_id: str,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - a deadline that withdraws, not a cancel scope
+    ) -> Receipt:
+        """Submit a steer to the session's owner, wherever it runs; its receipt (C27, C28).
+
+        Returns the owner's receipt: ``queued`` is durable when returned. With no reply
+        before ``timeout`` (default: the fleet's), the request is withdrawn and refused
+        ``unreachable``, and it is never decided later. Cancelling the call withdraws it
+        too, unless it was already decided (then ``fleet.receipt`` tells what happened).
+        """
+        session_id = plain_str(session_id, "session_id")
+        if not isinstance(input, Input):
+            raise TypeError(f"submit takes an Input, got {type(input).__name__}")
+        if not isinstance(generation_id, str):
+            raise TypeError(f"generation_id must be a str, got {type(generation_id).__name__}")
+        generation_id = plain_str(generation_id)
+        deadline = anyio.current_time() + (self.timeout if timeout is None else timeout)
+        store = self._store()
+        started = await self._insert(Submission(session_id, input, input_digest(input), generation_id))
+        if isinstance(started, Receipt):
+            self._without_owner += 1
+            return started
+        self._submitted += 1
+        request_no = started
+        waiter = _Waiter()
+        early = self._early.pop(request_no, None)
+        if early is not None:
+            return early
+        self._replies[request_no] = waiter
+        try:
+            while True:
+                remaining = deadline - anyio.current_time()
+                if remaining <= 0:
+                    break
+                with anyio.move_on_after(min(remaining, self.poll_interval)):
+                    await waiter.event.wait()
+                if waiter.receipt is not None:
+                    return waiter.receipt
+                waiter.event = anyio.Event()
+                decided = await self._call(store.request_receipt, request_no)
+                if decided is not None:
+                    return decided
+            with anyio.CancelScope(shield=True):
+                decided = await self._call(store.withdraw, request_no)
+            if decided is not None:
+                return decided
+            self._unreachable += 1
+            return Receipt(False, input.id, generation_id, None, UNREACHABLE)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True), contextlib.suppress(FleetError):
+                await self._call(store.withdraw, request_no)
+            raise
+        finally:
+            self._replies.pop(request_no, None)
+
+    async def _insert(self, submission: Submission) -> Receipt | int:
+        """Store one request in a group insert (one transaction for every submit waiting).
+
+        The first submitter runs the insert itself (no task hop on an idle node); those that
+        arrive meanwhile wait and go in the next one, which a task of the node runs.
+        """
+        if not self._open:
+            raise FleetError("the fleet is not open ('async with SQLiteFleet(...) as fleet')")
+        queued = _Queued(submission)
+        self._inserts.append(queued)
+        if not self._inserting:
+            self._inserting = True
+            try:
+                await self._insert_batch()
+            finally:
+                if self._inserts:
+                    assert self._task_group is not None
+                    self._task_group.start_soon(self._drain_inserts)
+                else:
+                    self._inserting = False
+        try:
+            await queued.done.wait()
+        except BaseException:
+            if queued in self._inserts:
+                self._inserts.remove(queued)  # never stored
+            else:
+                queued.abandoned = True
+            raise
+        if queued.error is not None:
+            raise queued.error
+        assert queued.result is not None
+        return queued.result
+
+    async def _drain_inserts(self) -> None:
+        try:
+            while self._inserts:
+                await self._insert_batch()
+        finally:
+            self._inserting = False
+
+    async def _insert_batch(self) -> None:
+        """Insert everything queued, in one transaction; never abandoned once begun."""
+        store = self._store()
+        batch, self._inserts = self._inserts, []
+        with anyio.CancelScope(shield=True):
+            try:
+                results = await self._call(store.submit, self.node_id, [q.submission for q in batch])
+            except FleetError as exc:
+                for queued in batch:
+                    queued.error = exc
+                    queued.done.set()
+                return
+            abandoned: list[int] = []
+            for queued, result in zip(batch, results, strict=True):
+                queued.result = result
+                queued.done.set()
+                if queued.abandoned and isinstance(result, int):
+                    abandoned.append(result)
+            for request_no in abandoned:  # a cancelled submit is never decided later
+                with contextlib.suppress(FleetError):
+                    await self._call(store.withdraw, request_no)
+
+    async def receipt(self, session_id: str, input_id: str) -> Receipt | None:
+        """The stored receipt of an accepted input, from any node, also after its owner died."""
+        return await self._call(
+            self._store().receipt, plain_str(session_id, "session_id"), plain_str(input_id, "input_id")
+        )
+
+    async def wait_final(self, session_id: str, input_id: str) -> Receipt:
+        """Wait until an accepted input is ``applied``, ``held`` or ``unknown``; its receipt.
+
+        If its owner died meanwhile, this node finalises the session (C23) rather than wait
+        for a new owner. Raises ``KeyError`` for an id the session never accepted; bound
+        the wait with ``anyio.fail_after``.
+        """
+        session_id = plain_str(session_id, "session_id")
+        input_id = plain_str(input_id, "input_id")
+        store = self._store()
+        delay = 0.005
+        while True:
+            receipt = await self._call(store.receipt, session_id, input_id)
+            if receipt is None:
+                raise KeyError(input_id)
+            if receipt.disposition is not Disposition.QUEUED:
+                return receipt
+            if session_id not in self._owners:  # a dead owner's inputs: finalise them here (C23)
+                await self._call(store.recover, session_id)
+            await anyio.sleep(delay)
+            delay = min(delay * 2, 0.1)
+
+    async def recover(self, session_id: str) -> bool:
+        """Finalise a session whose owner is dead or expired (C23); True if it did. Any node may."""
+        return await self._call(self._store().recover, plain_str(session_id, "session_id"))
+
+    async def entries(
+        self,
+        *,
+        session_id: str | None = None,
+        generation_id: str | None = None,
+        disposition: Disposition | str | None = None,
+    ) -> list[JournalEntry]:
+        """The stored receipts (``runtime_no`` is the owner's lease epoch), oldest first."""
+        value = None if disposition is None else Disposition(disposition).value
+        return await self._call(
+            lambda: self._store().entries(
+                session_id=session_id, generation_id=generation_id, disposition=value
+            )
+        )
+
+    async def request_states(self, session_id: str) -> dict[str, int]:
+        """How many of the session's requests are pending, decided and withdrawn."""
+        return await self._call(self._store().request_states, session_id)
+
+    # -- owners ------------------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def own(self, runtime: LiveRuntime, *, wait: float | None = None) -> AsyncIterator[LiveRuntime]:
+        """Own ``runtime``'s session: take its lease, decide its remote requests, journal it.
+
+        The runtime must be new (nothing accepted, no generation, no write barrier): the
+        fleet store becomes its receipt journal. Leaving the block closes the runtime,
+        commits what it owes and releases the lease. ``wait``: seconds to wait for a live
+        owner to go (``None``: raise ``LeaseHeldError`` at once). A dead owner (its lock is
+        free) or an expired one is taken over at once, and what it left ``queued`` is
+        finalised as in C23 in the same transaction.
+        """
+        if not isinstance(runtime, LiveRuntime):
+            raise TypeError(f"own takes a LiveRuntime, got {type(runtime).__name__}")
+        if not self._open:
+            raise FleetError("own needs an open fleet")
+        stats = runtime.statistics()
+        if runtime.closed or stats.accepted or stats.refused or stats.generations_started:
+            raise ValueError("own takes a new runtime (nothing submitted, no generation yet)")
+        if runtime.write_barrier is not None:
+            raise ValueError("this runtime already has a write barrier (attached to a journal?)")
+        session_id = runtime.session_id
+        if session_id in self._owners:
+            raise LeaseHeldError(f"this node already owns session {session_id!r}")
+        limiter = anyio.CapacityLimiter(1)
+        conn = await self._call(self._connect)
+        try:
+            with anyio.fail_after(wait) if wait is not None else contextlib.nullcontext():
+                while True:
+                    taken = await self._owner_call(limiter, conn.take, session_id, self.node_id, self.ttl)
+                    if taken is not None:
+                        break
+                    if wait is None:
+                        raise LeaseHeldError(f"session {session_id!r} is owned by another live node")
+                    await anyio.sleep(min(0.01, self.ttl / 10))  # a probe: a read, no write
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(conn.close)
+            raise
+        owner = Owner(
+            runtime,
+            conn,
+            limiter,
+            taken,
+            node_id=self.node_id,
+            ttl=self.ttl,
+            poll_interval=self.poll_interval,
+        )
+        self._owners[session_id] = owner
+        assert self._task_group is not None
+        self._task_group.start_soon(owner.run)
+        try:
+            yield runtime
+        finally:
+            with anyio.CancelScope(shield=True):
+                await owner.aclose()
+                del self._owners[session_id]
+                try:
+                    if owner.failure is None:
+                        await self._owner_call(limiter, conn.release, session_id, self.node_id, owner.epoch)
+                finally:
+                    await anyio.to_thread.run_sync(conn.close, limiter=limiter)
+
+    async def _owner_call(
+        self, limiter: anyio.CapacityLimiter, function: Callable[..., _T], *args: Any
+    ) -> _T:
+        try:
+            return await anyio.to_thread.run_sync(function, *args, limiter=limiter)
+        except FleetError:
+            raise
+        except self._errors() as exc:
+            raise FleetError(f"fleet store {self.location}: {exc}") from exc
+
+    def owner(self, session_id: str) -> OwnerStatistics | None:
+        """The counters of this node's owner of ``session_id``, if it owns it."""
+        found = self._owners.get(session_id)
+        return None if found is None else found.statistics()
+
+    async def flush(self, session_id: str) -> None:
+        """Wait until everything this node's owner of ``session_id`` queued is durable."""
+        await self._owners[session_id].flush()
+
+    def statistics(self) -> FleetStatistics:
+        return FleetStatistics(
+            node_id=self.node_id,
+            submitted=self._submitted,
+            answered_without_owner=self._without_owner,
+            unreachable=self._unreachable,
+            wakeups=self._wakeups,
+            listener_reconnects=self._reconnects,
+            owners=tuple(owner.statistics() for owner in self._owners.values()),
+        )

@@ -1,0 +1,193 @@
+"""The SQLite engine of the fleet store: several processes on one machine share one file.
+
+WAL and ``synchronous=FULL``: a committed request or receipt survives ``kill -9`` and
+power loss. Writers serialise on ``BEGIN IMMEDIATE``. A dead owner is detected at once
+by an ``flock`` on a file beside the store (the kernel drops it with the process);
+wake-ups are datagrams on Unix sockets, one per node, sent after the commit (a lost
+one costs the poll interval, never an answer: truth is in the tables).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import socket
+import sqlite3
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from ._node import Fleet
+from ._store import FleetError, StoreConnection
+
+
+def _hash(text: str, n: int = 20) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:n]
+
+
+def socket_dir(path: str) -> str:
+    """Where the nodes of the store at ``path`` bind their wake-up sockets (short enough for AF_UNIX)."""
+    return os.path.join(tempfile.gettempdir(), f"live-steering-{_hash(str(Path(path).absolute()), 16)}")
+
+
+def node_socket(path: str, node_id: str) -> str:
+    return os.path.join(socket_dir(path), f"{_hash(node_id)}.sock")
+
+
+class SQLiteConnection(StoreConnection):
+    serial = "INTEGER"
+
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self.path = path
+        self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30.0)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=FULL")
+        self._locks: dict[str, int] = {}
+        self._sender: socket.socket | None = None
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return self._conn.execute(sql, params)
+
+    def execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        self._conn.executemany(sql, rows)
+
+    def begin(self) -> None:
+        self._conn.execute("BEGIN IMMEDIATE")
+
+    def commit(self) -> None:
+        self._conn.execute("COMMIT")
+        nudges, self.nudges = self.nudges, []
+        for node_id, payload in nudges:
+            self._send(node_id, payload)
+
+    def rollback(self) -> None:
+        self.nudges.clear()
+        if self._conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("ROLLBACK")
+
+    def now(self) -> float:
+        return time.time()
+
+    def table_exists(self, name: str) -> bool:
+        row = self._conn.execute(
+            "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?", (name,)
+        ).fetchone()
+        return row is not None
+
+    # -- liveness: one flock per session beside the store --------------------------------
+
+    def _lock_path(self, session_id: str) -> str:
+        folder = self.path + ".locks"
+        os.makedirs(folder, exist_ok=True)
+        return os.path.join(folder, _hash(session_id, 32))
+
+    def try_session_lock(self, session_id: str) -> bool:
+        if session_id in self._locks:
+            return True
+        fd = os.open(self._lock_path(session_id), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self._locks[session_id] = fd
+        return True
+
+    def release_session_lock(self, session_id: str) -> None:
+        fd = self._locks.pop(session_id, None)
+        if fd is not None:
+            os.close(fd)
+
+    def holds_session_lock(self, session_id: str) -> bool:
+        return session_id in self._locks
+
+    def end_holder(self, session_id: str, holder_pid: int | None) -> bool:
+        return False  # a stopped process keeps its flock; fencing by epoch still holds
+
+    def my_pid(self) -> int | None:
+        return os.getpid()
+
+    # -- wake-ups ------------------------------------------------------------------------
+
+    def notify(self, node_id: str, payload: str) -> None:
+        self.nudges.append((node_id, payload))
+
+    def _send(self, node_id: str, payload: str) -> None:
+        if self._sender is None:
+            self._sender = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            self._sender.setblocking(False)
+        # a node that is gone or busy misses a wake-up: it polls the tables anyway
+        with contextlib.suppress(OSError):
+            self._sender.sendto(payload.encode("utf-8", "surrogatepass"), node_socket(self.path, node_id))
+
+    def close(self) -> None:
+        for session_id in list(self._locks):
+            self.release_session_lock(session_id)
+        if self._sender is not None:
+            self._sender.close()
+        self._conn.close()
+
+
+class SQLiteFleet(Fleet):
+    """A node of a fleet on one machine: processes share one SQLite file (no server).
+
+    >>> async with SQLiteFleet("fleet.db") as fleet:                 # doctest: +SKIP
+    ...     capability = await fleet.capability("chat-42")
+    ...     receipt = await capability["submit"](Input("steer", "Use X", id="m-1"), generation_id)
+    """
+
+    def __init__(self, path: str | os.PathLike[str], **options: Any) -> None:
+        super().__init__(**options)
+        self.path: str = os.fspath(path)
+        if self.path == ":memory:" or self.path.startswith("file:"):
+            raise ValueError("a SQLite fleet needs a file path that every process opens")
+
+    @property
+    def location(self) -> str:
+        return repr(self.path)
+
+    def _connect(self) -> StoreConnection:
+        return SQLiteConnection(self.path)
+
+    def _errors(self) -> tuple[type[Exception], ...]:
+        return (sqlite3.Error, OSError)
+
+    def _free_socket_path(self) -> str:
+        folder = socket_dir(self.path)
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        path = node_socket(self.path, self.node_id)
+        if os.path.exists(path):
+            probe = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            try:
+                probe.sendto(b"", path)
+            except (ConnectionRefusedError, FileNotFoundError):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)  # left by a process that died
+            else:
+                raise FleetError(f"node id {self.node_id!r} is in use by another process on this store")
+            finally:
+                probe.close()
+        return path
+
+    async def _listen(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        path = await anyio.to_thread.run_sync(self._free_socket_path)
+        sock = await anyio.create_unix_datagram_socket(local_path=path)
+        try:
+            task_status.started()
+            async with sock:
+                while True:
+                    data, _ = await sock.receive()
+                    if data:
+                        self._dispatch(data.decode("utf-8", "surrogatepass"))
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)

@@ -1,0 +1,956 @@
+"""The fleet's storage: one schema, one set of statements, two engines (SQLite and PostgreSQL).
+
+Everything here is synchronous and runs on a worker thread, one call at a time per
+connection. ``StoreConnection`` holds every statement the fleet runs; the two engines
+differ only in what ``Dialect`` says: the placeholder, the clock (SQLite: this
+machine's; PostgreSQL: the server's), how a transaction locks, how a dead owner is
+detected at once (SQLite: an ``flock`` beside the file; PostgreSQL: a session
+advisory lock), and how a wake-up travels (SQLite: a datagram after the commit;
+PostgreSQL: ``pg_notify`` inside the transaction). Truth is only ever in the tables:
+a lost wake-up costs latency, never an answer.
+
+This module decides nothing about inputs. It stores requests, fences every owner
+write by the lease's epoch, writes what an owner's core decided, and finalises what a
+dead owner left ``queued`` by C23's rules (never marked -> ``held``, marked ->
+``unknown``, both ``runtime-lost``).
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import hashlib
+import json
+import time
+from collections.abc import Sequence
+from typing import Any, Final
+
+import attrs
+
+from .._errors import LiveSteeringError
+from .._types import Disposition, HoldReason, Input, Receipt
+from .._validate import utf8_encodable
+from ..journal import ChangeKind, JournalChange, JournalEntry
+
+SCHEMA_VERSION: Final = 1
+
+#: The pinned refusal reason of C28: the owner did not decide before the host's deadline.
+UNREACHABLE: Final = "unreachable"
+
+
+class FleetError(LiveSteeringError, RuntimeError):
+    """The fleet store cannot do what was asked (unreachable database, bad schema, closed fleet)."""
+
+
+class FencedError(FleetError):
+    """This owner's lease was taken over: it may write nothing more (C28)."""
+
+
+class LeaseHeldError(FleetError):
+    """Another live node owns the session's lease."""
+
+
+@attrs.frozen
+class Lease:
+    """The lease row of one session, as read back."""
+
+    session_id: str
+    node_id: str | None
+    """The owning node; ``None`` when the lease is free (released or recovered)."""
+    epoch: int
+    """Bumped by every take: an owner's writes are fenced by it."""
+    expires_at: float
+    """Seconds since the epoch (the database's clock), renewed by the owner every TTL/3."""
+    generation_id: str | None
+    """The generation the owner runs now, or ``None``."""
+    live: bool
+    """Held and not expired (a dead owner may still look live until probed or expired)."""
+
+
+@attrs.frozen
+class Request:
+    """One pending request as the owner reads it."""
+
+    request_no: int
+    input: Input
+    anchor: str
+    digest: str
+    node_id: str
+
+
+@attrs.frozen
+class Submission:
+    """One host's request, as a node stores it."""
+
+    session_id: str
+    input: Input
+    digest: str
+    anchor: str
+
+
+@attrs.frozen
+class Decision:
+    """What the owner's core answered to one request."""
+
+    request: Request
+    receipt: Receipt
+
+
+@attrs.frozen
+class Prior:
+    """An input accepted by an earlier owner of the session (its runtime is gone)."""
+
+    digest: str
+    generation_id: str
+    receipt: Receipt
+
+
+@attrs.frozen
+class Taken:
+    """A lease just taken: the new epoch, and what earlier owners left."""
+
+    epoch: int
+    prior: dict[str, Prior]
+    recovered_held: int
+    recovered_unknown: int
+
+
+def receipt_to_wire(receipt: Receipt) -> str:
+    """ASCII JSON: a refused id may hold a lone surrogate, which no wake-up could carry raw."""
+    return json.dumps(receipt.to_dict(), separators=(",", ":"))
+
+
+def printable(value: str) -> str:
+    """A host's id as a column people read: NUL and lone surrogates escaped, never stored raw."""
+    if "\x00" not in value and utf8_encodable(value):
+        return value
+    return value.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
+
+
+def _input_json(input: Input, anchor: str) -> str:
+    """The exact input as ASCII JSON: NUL and lone surrogates survive any store (C27: the owner's
+    core sees what the host sent, and refuses it exactly as in-process)."""
+    return json.dumps({"kind": input.kind, "text": input.text, "id": input.id, "anchor": anchor})
+
+
+def _identity_json(input_id: str, anchor: str) -> str:
+    return json.dumps({"id": input_id, "anchor": anchor})
+
+
+def _request(request_no: int, wire: dict[str, str], digest: str, node_id: str) -> Request:
+    return Request(
+        request_no, Input(wire["kind"], wire["text"], id=wire["id"]), wire["anchor"], digest, node_id
+    )
+
+
+def input_digest(input: Input) -> str:
+    """The journal's content digest; an input no journal could hold (a lone surrogate) still gets one,
+    which can never equal a storable input's."""
+    return hashlib.sha256(f"{input.kind}\x00{input.text}".encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def receipt_from_wire(text: str) -> Receipt:
+    wire = json.loads(text)
+    disposition = wire["disposition"]
+    return Receipt(
+        bool(wire["accepted"]),
+        wire["inputId"],
+        wire["generationId"],
+        None if disposition is None else Disposition(disposition),
+        wire.get("reason"),
+    )
+
+
+#: A wake-up's payload stays under PostgreSQL's NOTIFY limit (8,000 bytes) and one datagram.
+MAX_PAYLOAD: Final = 7_000
+
+
+def _chunks(lines: Sequence[str]) -> list[str]:
+    """Join reply lines ("NO RECEIPT-JSON") into payloads of at most ``MAX_PAYLOAD`` UTF-8 bytes."""
+    chunks: list[str] = []
+    current: list[str] = []
+    size = 0
+    for line in lines:
+        length = len(line.encode("utf-8", "surrogatepass")) + 1
+        if current and size + length > MAX_PAYLOAD:
+            chunks.append("\n".join(current))
+            current, size = [], 0
+        current.append(line)
+        size += length
+    if current:
+        chunks.append("\n".join(current))
+    return chunks
+
+
+def _receipt(accepted: Any, input_id: str, generation_id: str, disposition: Any, reason: Any) -> Receipt:
+    return Receipt(
+        bool(accepted),
+        input_id,
+        generation_id,
+        None if disposition is None else Disposition(disposition),
+        reason,
+    )
+
+
+_TABLES: Final = (
+    """
+    CREATE TABLE ls_leases (
+        session_id TEXT PRIMARY KEY,
+        node_id TEXT,                 -- NULL: free
+        epoch BIGINT NOT NULL,        -- +1 at every take; fences every owner write
+        expires_at DOUBLE PRECISION NOT NULL,
+        holder_pid BIGINT,            -- PostgreSQL: the owner's backend pid (to end a zombie's session)
+        generation_id TEXT            -- the owner's running generation, for hosts to anchor to
+    )
+    """,
+    """
+    CREATE TABLE ls_requests (
+        request_no {serial} PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        input_id TEXT NOT NULL,       -- for people: NUL and lone surrogates escaped
+        anchor TEXT NOT NULL,         -- the generation id the host anchored to (escaped alike)
+        input TEXT,                   -- exact JSON: kind, text, id, anchor (text dropped when settled)
+        digest TEXT NOT NULL,
+        node_id TEXT NOT NULL,        -- the requester, told the receipt on decision
+        owner_node_id TEXT,           -- the owner it was stored for (woken by the insert)
+        state TEXT NOT NULL CHECK (state IN ('pending', 'decided', 'withdrawn')),
+        accepted BOOLEAN,
+        disposition TEXT,
+        reason TEXT,
+        created_at DOUBLE PRECISION NOT NULL,
+        settled_at DOUBLE PRECISION
+    )
+    """,
+    "CREATE INDEX ls_requests_pending ON ls_requests (session_id, request_no) WHERE state = 'pending'",
+    """
+    CREATE TABLE ls_receipts (
+        session_id TEXT NOT NULL,
+        epoch BIGINT NOT NULL,        -- the owner's epoch: identities are per runtime
+        input_id TEXT NOT NULL,
+        generation_id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        digest TEXT NOT NULL,
+        disposition TEXT NOT NULL CHECK (disposition IN ('queued', 'applied', 'held', 'unknown')),
+        marked BOOLEAN NOT NULL DEFAULT FALSE,  -- the write-ahead mark is durable: maybe written
+        reason TEXT,
+        accepted_sequence BIGINT NOT NULL,
+        sequence BIGINT,
+        accepted_at DOUBLE PRECISION NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (session_id, input_id, epoch)
+    )
+    """,
+    "CREATE INDEX ls_receipts_queued ON ls_receipts (session_id) WHERE disposition = 'queued'",
+    """
+    CREATE TABLE ls_changes (
+        id {serial} PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        epoch BIGINT NOT NULL,
+        input_id TEXT NOT NULL,
+        generation_id TEXT NOT NULL,
+        change TEXT NOT NULL,
+        disposition TEXT NOT NULL,
+        reason TEXT,
+        sequence BIGINT,
+        time DOUBLE PRECISION NOT NULL
+    )
+    """,
+    "CREATE TABLE ls_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+)
+
+_ENTRY_COLUMNS: Final = (
+    "epoch, session_id, input_id, generation_id, kind, digest, disposition, reason, marked, "
+    "accepted_sequence, sequence, accepted_at, updated_at"
+)
+
+#: Requests one owner transaction decides at most (group commit; the rest wait for the next).
+MAX_BATCH: Final = 512
+
+
+def _entry(row: Sequence[Any]) -> JournalEntry:
+    return JournalEntry(
+        runtime_no=int(row[0]),
+        session_id=row[1],
+        input_id=row[2],
+        generation_id=row[3],
+        kind=row[4],
+        digest=row[5],
+        disposition=Disposition(row[6]),
+        reason=row[7],
+        marked=bool(row[8]),
+        accepted_sequence=int(row[9]),
+        sequence=None if row[10] is None else int(row[10]),
+        accepted_at=float(row[11]),
+        updated_at=float(row[12]),
+    )
+
+
+class StoreConnection(abc.ABC):
+    """One connection to a fleet store; every method is one transaction (except the batch pair).
+
+    Used from one worker thread at a time. ``nudges`` collects the wake-ups a committed
+    transaction owes (SQLite sends them after the commit; PostgreSQL sends them inside it
+    and leaves the list empty).
+    """
+
+    #: the engine's serial primary key type
+    serial: str = "INTEGER"
+    #: appended to the owner's read of pending requests
+    lock_pending: str = ""
+    #: appended to a read of the lease row that must wait out an owner's commit
+    lock_lease: str = ""
+    #: the store's clock in SQL, seconds since the epoch (leases are judged on it)
+    now_sql: str = "((julianday('now') - 2440587.5) * 86400.0)"
+    #: a SQL expression that wakes the row's ``owner_node_id`` for its ``session_id`` inside the
+    #: statement (PostgreSQL: ``pg_notify``, so a submit's insert, wake-up and commit travel in
+    #: one round trip); ``None``: the wake-up is owed with ``notify`` after the insert
+    notify_owner_sql: str | None = None
+
+    def __init__(self) -> None:
+        self.nudges: list[tuple[str, str]] = []
+
+    # -- the engine-specific part ----------------------------------------------------------
+
+    @abc.abstractmethod
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        """Run one statement written with ``?`` placeholders; a DB-API cursor."""
+
+    def pipeline(self) -> contextlib.AbstractContextManager[Any]:
+        """Send the statements of the block without waiting for each reply (PostgreSQL)."""
+        return contextlib.nullcontext()
+
+    @abc.abstractmethod
+    def execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Run one statement once per row of parameters."""
+
+    @abc.abstractmethod
+    def begin(self) -> None:
+        """Begin a writing transaction (SQLite: ``BEGIN IMMEDIATE``)."""
+
+    def begin_read(self) -> None:
+        """Begin a reading transaction (never waits for a writer)."""
+        self.execute("BEGIN")
+
+    @abc.abstractmethod
+    def commit(self) -> None: ...
+
+    @abc.abstractmethod
+    def rollback(self) -> None: ...
+
+    @abc.abstractmethod
+    def now(self) -> float:
+        """The store's clock, seconds since the epoch (inside a transaction where it matters)."""
+
+    @abc.abstractmethod
+    def try_session_lock(self, session_id: str) -> bool:
+        """Take the session's liveness lock without waiting; False if a live process holds it."""
+
+    @abc.abstractmethod
+    def release_session_lock(self, session_id: str) -> None: ...
+
+    @abc.abstractmethod
+    def holds_session_lock(self, session_id: str) -> bool: ...
+
+    @abc.abstractmethod
+    def end_holder(self, session_id: str, holder_pid: int | None) -> bool:
+        """End an expired holder's session with the store if the engine can (PostgreSQL can);
+        True if this connection then holds the session's liveness lock."""
+
+    @abc.abstractmethod
+    def my_pid(self) -> int | None: ...
+
+    @abc.abstractmethod
+    def notify(self, node_id: str, payload: str) -> None:
+        """Owe a wake-up to ``node_id`` (sent with the commit)."""
+
+    @abc.abstractmethod
+    def close(self) -> None: ...
+
+    # -- schema ------------------------------------------------------------------------------
+
+    def ensure_schema(self) -> None:
+        """Create the tables on first use; refuse a store of another schema version."""
+        self.begin()
+        try:
+            if self.table_exists("ls_meta"):
+                row = self.execute("SELECT value FROM ls_meta WHERE key = 'schema_version'").fetchone()
+                version = None if row is None else int(row[0])
+                if version != SCHEMA_VERSION:
+                    raise FleetError(
+                        f"fleet store has schema version {version}, this library needs {SCHEMA_VERSION}"
+                    )
+            else:
+                for statement in _TABLES:
+                    self.execute(statement.format(serial=self.serial))
+                self.execute(
+                    "INSERT INTO ls_meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+                )
+            self.commit()
+        except BaseException:
+            self.rollback()
+            raise
+
+    @abc.abstractmethod
+    def table_exists(self, name: str) -> bool: ...
+
+    # -- leases ------------------------------------------------------------------------------
+
+    def _lease_row(self, session_id: str, *, lock: bool) -> Any:
+        return self.execute(
+            "SELECT node_id, epoch, expires_at, holder_pid, generation_id FROM ls_leases WHERE session_id = ?"
+            + (self.lock_lease if lock else ""),
+            (session_id,),
+        ).fetchone()
+
+    def read_lease(self, session_id: str) -> Lease | None:
+        self.begin_read()
+        try:
+            row = self._lease_row(session_id, lock=False)
+            now = self.now()
+            self.commit()
+        except BaseException:
+            self.rollback()
+            raise
+        if row is None:
+            return None
+        node, epoch, expires, _pid, generation = row
+        return Lease(
+            session_id, node, int(epoch), float(expires), generation, node is not None and expires >= now
+        )
+
+    def take(self, session_id: str, node_id: str, ttl: float) -> Taken | None:
+        """Take the lease if free, expired or held by a dead process; None if a live owner holds it.
+
+        In the same transaction: bump the epoch, finalise what earlier owners left queued
+        (C23), and read their inputs so the new owner answers repeats of them. Cheap while a
+        live owner holds it (a read and a lock probe, no write), so a waiting worker may poll.
+        """
+        lease = self.read_lease(session_id)
+        if lease is not None and lease.live and not self.try_session_lock(session_id):
+            return None
+        self._end_expired_zombie(session_id)
+        self.begin()
+        got_lock = False
+        try:
+            # a first owner creates the row; two at once both get here, one row (no unique error)
+            self.execute(
+                "INSERT INTO ls_leases (session_id, node_id, epoch, expires_at) VALUES (?, NULL, 0, 0) "
+                "ON CONFLICT (session_id) DO NOTHING",
+                (session_id,),
+            )
+            row = self._lease_row(session_id, lock=True)
+            now = self.now()
+            node, epoch, expires, holder_pid, _generation = row
+            got_lock = self.try_session_lock(session_id)
+            free = node is None or expires < now
+            if not free and not got_lock:
+                self.rollback()
+                return None
+            if not got_lock:
+                # expired, but its process still holds the lock: a zombie (stopped, partitioned)
+                got_lock = self.end_holder(session_id, holder_pid)
+            epoch = int(epoch) + 1
+            self.execute(
+                "UPDATE ls_leases SET node_id = ?, epoch = ?, expires_at = ?, holder_pid = ?, "
+                "generation_id = NULL "
+                "WHERE session_id = ?",
+                (node_id, epoch, now + ttl, self.my_pid(), session_id),
+            )
+            held, unknown = self._finalise(session_id, now)
+            prior = self._prior(session_id)
+            self.commit()
+        except BaseException:
+            self.rollback()
+            if got_lock:
+                self.release_session_lock(session_id)
+            raise
+        return Taken(epoch, prior, held, unknown)
+
+    def recover(self, session_id: str) -> bool:
+        """Any node's recovery: if the owner is dead or expired, free the lease and finalise (C23).
+
+        Cheap while the owner lives (a read and a lock probe, no write), so hosts may poll it.
+        """
+        lease = self.read_lease(session_id)
+        if lease is None or lease.node_id is None:
+            return False
+        if lease.live:
+            if not self.try_session_lock(session_id):
+                return False  # a live owner: nothing to do
+            self.release_session_lock(session_id)  # dead: taken again below, under the row lock
+        self._end_expired_zombie(session_id)
+        self.begin()
+        got_lock = False
+        try:
+            row = self._lease_row(session_id, lock=True)
+            if row is None or row[0] is None:
+                self.rollback()
+                return False
+            _node, epoch, expires, holder_pid, _generation = row
+            now = self.now()
+            got_lock = self.try_session_lock(session_id)
+            if not got_lock and expires >= now:
+                self.rollback()
+                return False
+            if not got_lock:
+                got_lock = self.end_holder(session_id, holder_pid)
+            self.execute(
+                "UPDATE ls_leases SET node_id = NULL, epoch = ?, holder_pid = NULL, generation_id = NULL "
+                "WHERE session_id = ?",
+                (int(epoch) + 1, session_id),
+            )
+            self._finalise(session_id, now)
+            self.commit()
+            return True
+        except BaseException:
+            self.rollback()
+            raise
+        finally:
+            if got_lock:
+                self.release_session_lock(session_id)
+
+    def _end_expired_zombie(self, session_id: str) -> None:
+        """Before locking the lease row: end an expired owner that still holds its session.
+
+        A stopped owner may hold the lease row's lock in an open transaction, so this must
+        come before ``SELECT ... FOR UPDATE`` (which would wait for it for ever).
+        """
+        lease = self.read_lease(session_id)
+        if lease is None or lease.node_id is None or lease.live:
+            return
+        if not self.try_session_lock(session_id):
+            self.begin_read()
+            try:
+                row = self._lease_row(session_id, lock=False)
+                self.commit()
+            except BaseException:
+                self.rollback()
+                raise
+            self.end_holder(session_id, None if row is None or row[3] is None else int(row[3]))
+
+    def release(self, session_id: str, node_id: str, epoch: int) -> None:
+        """Give the lease up (after the owner's last commit); a fenced owner changes nothing."""
+        self.begin()
+        try:
+            self.execute(
+                "UPDATE ls_leases SET node_id = NULL, holder_pid = NULL, generation_id = NULL "
+                "WHERE session_id = ? AND node_id = ? AND epoch = ?",
+                (session_id, node_id, epoch),
+            )
+            self.commit()
+        except BaseException:
+            self.rollback()
+            raise
+        finally:
+            self.release_session_lock(session_id)
+
+    def _finalise(self, session_id: str, now: float) -> tuple[int, int]:
+        rows = self.execute(
+            "SELECT epoch, input_id, generation_id, marked FROM ls_receipts "
+            "WHERE session_id = ? AND disposition = 'queued' ORDER BY epoch, accepted_sequence",
+            (session_id,),
+        ).fetchall()
+        counts = [0, 0]
+        lost = HoldReason.RUNTIME_LOST.value
+        for epoch, input_id, generation_id, marked in rows:
+            # marked: the writer may have been handed it, so never claim it was not (C23)
+            disposition = Disposition.UNKNOWN if marked else Disposition.HELD
+            counts[bool(marked)] += 1
+            self.execute(
+                "UPDATE ls_receipts SET disposition = ?, reason = ?, updated_at = ? "
+                "WHERE session_id = ? AND epoch = ? AND input_id = ?",
+                (disposition.value, lost, now, session_id, epoch, input_id),
+            )
+            self.execute(
+                "INSERT INTO ls_changes (session_id, epoch, input_id, generation_id, change, disposition, "
+                "reason, "
+                "sequence, time) VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?)",
+                (
+                    session_id,
+                    epoch,
+                    input_id,
+                    generation_id,
+                    ChangeKind.RECOVERED.value,
+                    disposition.value,
+                    lost,
+                    now,
+                ),
+            )
+        return counts[0], counts[1]
+
+    def _prior(self, session_id: str) -> dict[str, Prior]:
+        rows = self.execute(
+            "SELECT input_id, digest, generation_id, disposition, reason FROM ls_receipts "
+            "WHERE session_id = ? ORDER BY epoch",
+            (session_id,),
+        ).fetchall()
+        return {
+            input_id: Prior(
+                digest, generation_id, _receipt(True, input_id, generation_id, disposition, reason)
+            )
+            for input_id, digest, generation_id, disposition, reason in rows
+        }
+
+    # -- the owner's group commit -------------------------------------------------------------
+
+    def begin_batch(self, session_id: str, node_id: str, epoch: int, ttl: float) -> list[Request]:
+        """Open the owner's transaction: fence (and renew) the lease, lock the pending requests.
+
+        Raises ``FencedError`` (transaction rolled back) if the lease is not this owner's.
+        The transaction stays open for ``finish_batch`` or ``rollback``.
+        """
+        if not self.holds_session_lock(session_id):
+            # taken from a zombie that still held it: take it once the zombie let go
+            self.try_session_lock(session_id)
+        try:
+            with self.pipeline():  # PostgreSQL: BEGIN, the fence and the read in one round trip
+                self.begin()
+                fence = self.execute(
+                    f"UPDATE ls_leases SET expires_at = {self.now_sql} + ? "
+                    "WHERE session_id = ? AND node_id = ? AND epoch = ?",
+                    (ttl, session_id, node_id, epoch),
+                )
+                pending = self.execute(
+                    "SELECT request_no, input, digest, node_id FROM ls_requests "
+                    "WHERE session_id = ? AND state = 'pending' ORDER BY request_no LIMIT ?"
+                    + self.lock_pending,
+                    (session_id, MAX_BATCH),
+                )
+            if fence.rowcount != 1:
+                raise FencedError(
+                    f"the lease of session {session_id!r} was taken over (epoch {epoch} is stale)"
+                )
+            rows = pending.fetchall()
+        except BaseException:
+            self.rollback()
+            raise
+        return [
+            _request(int(no), json.loads(wire), digest, requester) for no, wire, digest, requester in rows
+        ]
+
+    def finish_batch(
+        self,
+        session_id: str,
+        epoch: int,
+        changes: Sequence[JournalChange],
+        decisions: Sequence[Decision],
+        generation_id: tuple[str | None] | None,
+    ) -> None:
+        """Write the journal's changes and the decisions, tell the requesters, commit."""
+        try:
+            with self.pipeline():
+                self._write_batch(session_id, epoch, changes, decisions, generation_id)
+                self.commit()
+        except BaseException:
+            self.rollback()
+            raise
+
+    def _write_batch(
+        self,
+        session_id: str,
+        epoch: int,
+        changes: Sequence[JournalChange],
+        decisions: Sequence[Decision],
+        generation_id: tuple[str | None] | None,
+    ) -> None:
+        for c in changes:
+            self._write_change(session_id, epoch, c)
+        now = time.time()  # a record only
+        if decisions:
+            self.execute_many(
+                "UPDATE ls_requests SET state = 'decided', input = ?, accepted = ?, disposition = ?, "
+                "reason = ?, settled_at = ? WHERE request_no = ? AND state = 'pending'",
+                [
+                    (
+                        _identity_json(d.request.input.id, d.request.anchor),
+                        d.receipt.accepted,
+                        None if d.receipt.disposition is None else d.receipt.disposition.value,
+                        d.receipt.reason,
+                        now,
+                        d.request.request_no,
+                    )
+                    for d in decisions
+                ],
+            )
+            replies: dict[str, list[str]] = {}
+            for d in decisions:
+                replies.setdefault(d.request.node_id, []).append(
+                    f"{d.request.request_no} {receipt_to_wire(d.receipt)}"
+                )
+            for node, lines in replies.items():
+                for chunk in _chunks(lines):
+                    self.notify(node, "r" + chunk)
+        if generation_id is not None:
+            self.execute(
+                "UPDATE ls_leases SET generation_id = ? WHERE session_id = ? AND epoch = ?",
+                (generation_id[0], session_id, epoch),
+            )
+
+    def _write_change(self, session_id: str, epoch: int, c: JournalChange) -> None:
+        if c.change is ChangeKind.ACCEPTED:
+            self.execute(
+                "INSERT INTO ls_receipts (session_id, epoch, input_id, generation_id, kind, digest, "
+                "disposition, "
+                "marked, reason, accepted_sequence, sequence, accepted_at, updated_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, 'queued', FALSE, NULL, ?, ?, ?, ?)",
+                (
+                    session_id,
+                    epoch,
+                    c.input_id,
+                    c.generation_id,
+                    c.kind,
+                    c.digest,
+                    c.admission,
+                    c.sequence,
+                    c.time,
+                    c.time,
+                ),
+            )
+        elif c.change is ChangeKind.WRITING:
+            self.execute(
+                "UPDATE ls_receipts SET marked = TRUE "
+                "WHERE session_id = ? AND epoch = ? AND input_id = ? AND disposition = 'queued'",
+                (session_id, epoch, c.input_id),
+            )
+        else:
+            self.execute(
+                "UPDATE ls_receipts SET disposition = ?, reason = ?, sequence = ?, updated_at = ? "
+                "WHERE session_id = ? AND epoch = ? AND input_id = ? AND disposition = 'queued'",
+                (c.disposition.value, c.reason, c.sequence, c.time, session_id, epoch, c.input_id),
+            )
+        self.execute(
+            "INSERT INTO ls_changes (session_id, epoch, input_id, generation_id, change, disposition, "
+            "reason, "
+            "sequence, time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                session_id,
+                epoch,
+                c.input_id,
+                c.generation_id,
+                c.change.value,
+                c.disposition.value,
+                c.reason,
+                c.sequence,
+                c.time,
+            ),
+        )
+
+    # -- requesters ----------------------------------------------------------------------------
+
+    def submit(self, node_id: str, items: Sequence[Submission]) -> list[Receipt | int]:
+        """Store requests for their sessions' live owners (their numbers), in one transaction.
+
+        A session with no live owner is answered at once: a repeat of a stored input gets
+        its stored receipt, other content under a stored id is ``identity-conflict``,
+        anything new ``stale-generation`` (no generation runs). Each owner is woken once.
+        """
+        now = time.time()  # a record only: liveness is judged on the store's clock
+        insert = (
+            "INSERT INTO ls_requests (session_id, input_id, anchor, input, digest, node_id, "
+            "owner_node_id, state, created_at) "
+            "SELECT ?, ?, ?, ?, ?, ?, l.node_id, 'pending', ? FROM ls_leases l "
+            "WHERE l.session_id = ? AND l.node_id IS NOT NULL "
+            f"AND l.expires_at >= {self.now_sql} "
+            "RETURNING request_no, owner_node_id"
+        )
+        woken = self.notify_owner_sql is not None
+        if woken:  # the wake-up rides in the insert, and the commit in its round trip
+            insert = (
+                f"WITH inserted AS ({insert}, session_id) "
+                f"SELECT request_no, owner_node_id, {self.notify_owner_sql} IS NULL FROM inserted"
+            )
+        try:
+            with self.pipeline():  # PostgreSQL: BEGIN and the inserts (and the commit) in one round trip
+                self.begin()
+                cursors = [
+                    self.execute(
+                        insert,
+                        (
+                            item.session_id,
+                            printable(item.input.id),
+                            printable(item.anchor),
+                            _input_json(item.input, item.anchor),
+                            item.digest,
+                            node_id,
+                            now,
+                            item.session_id,
+                        ),
+                    )
+                    for item in items
+                ]
+                if woken:
+                    self.commit()
+            rows = [cursor.fetchall() for cursor in cursors]
+            results: list[Receipt | int] = []
+            owners: dict[str, str] = {}
+            for item, found in zip(items, rows, strict=True):
+                if found:  # stored for the live owner
+                    results.append(int(found[0][0]))
+                    owners[item.session_id] = found[0][1]
+                else:
+                    results.append(self._answer_without_owner(item))
+            if not woken:
+                with self.pipeline():
+                    for session_id, owner in owners.items():
+                        self.notify(owner, f"w{session_id}")
+                    self.commit()
+        except BaseException:
+            self.rollback()
+            raise
+        return results
+
+    def _answer_without_owner(self, item: Submission) -> Receipt:
+        input, anchor = item.input, item.anchor
+        if printable(input.id) != input.id or printable(anchor) != anchor:
+            # no runtime ever accepted such an id or generation: a new id, and no generation runs
+            return Receipt(False, input.id, anchor, None, "stale-generation")
+        row = self.execute(
+            "SELECT digest, generation_id, disposition, reason FROM ls_receipts "
+            "WHERE session_id = ? AND input_id = ? ORDER BY epoch DESC LIMIT 1",
+            (item.session_id, input.id),
+        ).fetchone()
+        if row is None:
+            return Receipt(False, input.id, anchor, None, "stale-generation")
+        if row[0] == item.digest and row[1] == anchor:
+            return _receipt(True, input.id, anchor, row[2], row[3])
+        return Receipt(False, input.id, anchor, None, "identity-conflict")
+
+    def withdraw(self, request_no: int) -> Receipt | None:
+        """Withdraw a pending request (None: it will never be decided), or its decided receipt."""
+        self.begin()
+        try:
+            withdrawn = self.execute(
+                "UPDATE ls_requests SET state = 'withdrawn', input = NULL, settled_at = ? "
+                "WHERE request_no = ? AND state = 'pending'",
+                (time.time(), request_no),
+            ).rowcount
+            receipt = None if withdrawn == 1 else self._decided(request_no)
+            self.commit()
+        except BaseException:
+            self.rollback()
+            raise
+        return receipt
+
+    def request_receipt(self, request_no: int) -> Receipt | None:
+        """The decided receipt of a request, or None while it is pending (or withdrawn)."""
+        self.begin_read()
+        try:
+            receipt = self._decided(request_no)
+            self.commit()
+        except BaseException:
+            self.rollback()
+            raise
+        return receipt
+
+    def _decided(self, request_no: int) -> Receipt | None:
+        row = self.execute(
+            "SELECT input, state, accepted, disposition, reason FROM ls_requests WHERE request_no = ?",
+            (request_no,),
+        ).fetchone()
+        if row is None or row[1] != "decided":
+            return None
+        identity = json.loads(row[0])
+        return _receipt(row[2], identity["id"], identity["anchor"], row[3], row[4])
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def receipt(self, session_id: str, input_id: str) -> Receipt | None:
+        """The receipt of an accepted input in the session's latest runtime that accepted it."""
+        if printable(input_id) != input_id:
+            return None  # never accepted: the core refuses such ids (C7)
+        self.begin_read()
+        try:
+            row = self.execute(
+                "SELECT generation_id, disposition, reason FROM ls_receipts "
+                "WHERE session_id = ? AND input_id = ? ORDER BY epoch DESC LIMIT 1",
+                (session_id, input_id),
+            ).fetchone()
+            self.commit()
+        except BaseException:
+            self.rollback()
+            raise
+        return None if row is None else _receipt(True, input_id, row[0], row[1], row[2])
+
+    def entries(
+        self,
+        *,
+        session_id: str | None = None,
+        generation_id: str | None = None,
+        disposition: str | None = None,
+    ) -> list[JournalEntry]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        for column, value in (
+            ("session_id", session_id),
+            ("generation_id", generation_id),
+            ("disposition", disposition),
+        ):
+            if value is not None:
+                clauses.append(f"{column} = ?")
+                params.append(value)
+        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+        self.begin_read()
+        try:
+            rows = self.execute(
+                f"SELECT {_ENTRY_COLUMNS} FROM ls_receipts{where} "
+                "ORDER BY session_id, epoch, accepted_sequence",
+                params,
+            ).fetchall()
+            self.commit()
+        except BaseException:
+            self.rollback()
+            raise
+        return [_entry(row) for row in rows]
+
+    def has_pending(self, session_id: str) -> bool:
+        """True if a request of the session waits for its owner (a read, for an idle owner's poll)."""
+        self.begin_read()
+        try:
+            row = self.execute(
+                "SELECT 1 FROM ls_requests WHERE session_id = ? AND state = 'pending' LIMIT 1", (session_id,)
+            ).fetchone()
+            self.commit()
+        except BaseException:
+            self.rollback()
+            raise
+        return row is not None
+
+    def request_states(self, session_id: str) -> dict[str, int]:
+        """How many requests of the session are in each state (tests and statistics)."""
+        self.begin_read()
+        try:
+            rows = self.execute(
+                "SELECT state, count(*) FROM ls_requests WHERE session_id = ? GROUP BY state", (session_id,)
+            ).fetchall()
+            self.commit()
+        except BaseException:
+            self.rollback()
+            raise
+        return {state: int(n) for state, n in rows}
+
+
+def wall_clock() -> float:
+    return time.time()
+
+
+def read_sqlite_receipts(path: str, *, session_id: str | None = None) -> list[JournalEntry] | None:
+    """Read a SQLite fleet store without writing to it; ``None`` if the file is not a fleet store.
+
+    Inputs a dead owner left ``queued`` show as stored until a node recovers the session.
+    """
+    import sqlite3
+    from pathlib import Path
+
+    conn = sqlite3.connect(f"{Path(path).absolute().as_uri()}?mode=ro", uri=True)
+    try:
+        found = conn.execute("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'ls_receipts'")
+        if found.fetchone() is None:
+            return None
+        where, params = ("WHERE session_id = ? ", (session_id,)) if session_id is not None else ("", ())
+        rows = conn.execute(
+            f"SELECT {_ENTRY_COLUMNS} FROM ls_receipts {where}ORDER BY session_id, epoch, accepted_sequence",
+            params,
+        ).fetchall()
+        return [_entry(row) for row in rows]
+    finally:
+        conn.close()

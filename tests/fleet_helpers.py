@@ -1,0 +1,209 @@
+"""Shared helpers for the fleet tests: the store under test, and fleet nodes in child processes."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sys
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+import anyio
+import anyio.abc
+import attrs
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from live_steering import Generation, Input, LiveRuntime, Receipt
+from live_steering.fleet import Fleet, PostgresFleet, SQLiteFleet
+from live_steering.fleet._postgres import PostgresConnection
+from live_steering.fleet._sqlite import SQLiteConnection
+from live_steering.fleet._store import StoreConnection
+
+
+@attrs.frozen
+class FleetStore:
+    """One store under test: ``kind`` is ``"sqlite"`` (``location`` a path) or ``"postgres"`` (a DSN)."""
+
+    kind: str
+    location: str
+
+    def fleet(self, node_id: str, **options: Any) -> Fleet:
+        if self.kind == "sqlite":
+            return SQLiteFleet(self.location, node_id=node_id, **options)
+        return PostgresFleet(self.location, node_id=node_id, **options)
+
+    def connection(self) -> StoreConnection:
+        """A raw store connection, for tests that act as a node would at the SQL level."""
+        conn: StoreConnection
+        conn = SQLiteConnection(self.location) if self.kind == "sqlite" else PostgresConnection(self.location)
+        conn.ensure_schema()
+        return conn
+
+    def args(self) -> list[str]:
+        return ["--store", self.location] if self.kind == "sqlite" else ["--dsn", self.location]
+
+
+def new_session() -> str:
+    return f"s-{uuid.uuid4().hex[:10]}"
+
+
+class Child:
+    """A fleet node in a child process (``live_steering.testing._fleet_node``), read line by line."""
+
+    def __init__(self, process: anyio.abc.Process) -> None:
+        self.process = process
+        assert process.stdout is not None
+        self._stdout = BufferedByteReceiveStream(process.stdout)
+        self.lines: list[dict[str, Any]] = []
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    async def next(self, type_: str | None = None) -> dict[str, Any]:
+        """The next JSON line (of ``type_``, skipping others); fails after 20 s."""
+        with anyio.fail_after(20):
+            while True:
+                line: dict[str, Any] = json.loads(await self._stdout.receive_until(b"\n", 1 << 20))
+                self.lines.append(line)
+                if type_ is None or line["type"] == type_:
+                    return line
+
+    async def drain(self) -> None:
+        """Read what is left of the output (after the child ended)."""
+        with anyio.fail_after(20):
+            try:
+                while True:
+                    self.lines.append(json.loads(await self._stdout.receive_until(b"\n", 1 << 20)))
+            except (anyio.EndOfStream, anyio.IncompleteRead):
+                return
+
+    async def close_stdin(self) -> None:
+        assert self.process.stdin is not None
+        await self.process.stdin.aclose()
+
+    def signal(self, signum: int) -> None:
+        os.kill(self.process.pid, signum)
+
+    async def kill(self) -> None:
+        """SIGKILL by pid and reap."""
+        if self.process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):  # asyncio may have reaped it already
+                self.signal(signal.SIGKILL)
+        with anyio.CancelScope(shield=True):
+            await self.process.wait()
+
+    async def wait(self) -> int:
+        with anyio.fail_after(20):
+            return await self.process.wait()
+
+
+async def spawn(store: FleetStore, role: str, session: str, *args: str, backend: str = "asyncio") -> Child:
+    command = [
+        sys.executable,
+        "-m",
+        "live_steering.testing._fleet_node",
+        role,
+        *store.args(),
+        "--session",
+        session,
+        "--backend",
+        backend,
+        *args,
+    ]
+    process = await anyio.open_process(command, stderr=None)
+    return Child(process)
+
+
+# -- the C6-C12, C16, C17 script, with the engine here or in a child -------------------------
+
+Submit = Callable[[Input, str], Awaitable[Receipt]]
+
+
+class Engine(Protocol):
+    """The engine's side of the script: in this process, or a child's (``scripted`` role)."""
+
+    async def open(self, generation_id: str) -> None: ...
+    async def boundary(self) -> None: ...
+    async def checkpoint(self) -> bool: ...
+    async def stop(self) -> None: ...
+    async def close(self) -> None: ...
+
+
+class LocalEngine:
+    """The engine steps on a runtime of this process."""
+
+    def __init__(self, runtime: LiveRuntime) -> None:
+        self.runtime = runtime
+        self.gen: Generation | None = None
+
+    def _gen(self) -> Generation:
+        assert self.gen is not None
+        return self.gen
+
+    async def open(self, generation_id: str) -> None:
+        self.gen = self.runtime.open_generation(generation_id)
+        await self.gen.__aenter__()
+
+    async def boundary(self) -> None:
+        await self._gen().boundary(lambda input, metadata: None)
+
+    async def checkpoint(self) -> bool:
+        return self._gen().continue_after_checkpoint()
+
+    async def stop(self) -> None:
+        self._gen().stop()
+
+    async def close(self) -> None:
+        await self._gen().__aexit__(None, None, None)
+        self.gen = None
+
+
+async def script(engine: Engine, submit: Submit) -> list[Receipt]:
+    """The C6-C12, C16, C17 scenarios, the engine's steps between the submits fixed."""
+    out: list[Receipt] = []
+
+    async def send(kind: str, text: str, id_: str, anchor: str) -> None:
+        out.append(await submit(Input(kind, text, id=id_), anchor))
+
+    await engine.open("g1")
+    await send("steer", "a", "", "g1")  # C7 invalid-input: empty id
+    await send("steer", "   ", "blank", "g1")  # blank text
+    await send("steer", "nul\x00", "nul", "g1")  # NUL
+    await send("note", "a", "kind", "g1")  # unsupported-kind
+    await send("steer", "a", "stale", "g0")  # stale-generation
+    await send("steer", "first", "a", "g1")  # C9 queued
+    await send("steer", "first", "a", "g1")  # C10 repeat: its receipt
+    await send("steer", "other", "a", "g1")  # C10 identity-conflict
+    await send("steer", "second", "b", "g1")
+    await engine.boundary()  # a, b applied
+    await send("steer", "first", "a", "g1")  # repeat: applied now
+    assert not await engine.checkpoint()  # C16: admission closed
+    await send("steer", "late", "c", "g1")  # finishing
+    await engine.close()
+    await send("steer", "after", "c2", "g1")  # stale-generation: no generation runs
+    await engine.open("g2")
+    async with anyio.create_task_group() as tg:  # C12: one id from 5 submitters at once
+        for _ in range(5):
+            tg.start_soon(send, "steer", "same", "z", "g2")
+    await send("steer", "d", "d", "g2")
+    await engine.stop()  # C17: pending held
+    await send("steer", "d", "d", "g2")  # repeat: held
+    await engine.close()
+    await engine.open("g3")
+    await send("steer", "e", "e", "g3")  # identity limit 4 (a, b, z, d): capacity
+    await engine.close()
+    return out
+
+
+EXPECTED_REASONS = {
+    "invalid-input",
+    "unsupported-kind",
+    "stale-generation",
+    "identity-conflict",
+    "finishing",
+    "capacity",
+}

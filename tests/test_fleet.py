@@ -1,0 +1,411 @@
+"""The fleet's conformance suite (C27, C28), in one process: every test on both stores and both backends.
+
+A host node and an owner node are two ``Fleet`` objects on one store; everything between
+them crosses the store (rows, wake-ups), exactly as between processes. The cross-process
+cases (kill -9, SIGSTOP, several submitting processes) are in ``test_fleet_processes.py``.
+"""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import anyio
+import pytest
+
+from fleet_helpers import EXPECTED_REASONS, FleetStore, LocalEngine, new_session, script
+from live_steering import Disposition, Input, LiveRuntime, Receipt
+from live_steering.fleet import UNREACHABLE, FleetError, LeaseHeldError, SQLiteFleet
+
+#: These tests leave generations with steers pending on purpose, to see them held across the
+#: store (C17, C23); the library's warning for a forgotten checkpoint decision is not their subject.
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.filterwarnings("ignore::live_steering.CheckpointDecisionWarning"),
+]
+
+
+def _wire(receipts: list[Receipt]) -> list[dict[str, Any]]:
+    return [r.to_dict() for r in receipts]
+
+
+async def test_remote_receipts_equal_in_process_receipts(fleet_store: FleetStore) -> None:
+    """The C6-C12, C16, C17 scripts through fleet.capability give the receipts of in-process submits."""
+    local = LiveRuntime(session_id="local", identity_limit=4)
+    expected = await script(LocalEngine(local), local.submit_steering)
+    session = new_session()
+    async with (
+        fleet_store.fleet("owner") as owner,
+        fleet_store.fleet("host") as host,
+        owner.own(LiveRuntime(session_id=session, identity_limit=4)) as runtime,
+    ):
+        capability = await host.capability(session)
+        assert {k: v for k, v in capability.items() if k != "submit"} == {
+            "version": 1,
+            "mode": "request_boundary",
+            "cancellable": False,
+        }
+        got = await script(LocalEngine(runtime), capability["submit"])
+        assert runtime.statistics().accepted == local.statistics().accepted == 4
+    assert _wire(got) == _wire(expected)
+    assert {r.reason for r in got if not r.accepted} >= EXPECTED_REASONS
+
+
+async def test_remote_queued_is_durable_when_returned(fleet_store: FleetStore) -> None:
+    """A remote queued receipt is already in the store when returned (C27): a third node reads it."""
+    session = new_session()
+    async with (
+        fleet_store.fleet("owner") as owner,
+        fleet_store.fleet("host") as host,
+        owner.own(LiveRuntime(session_id=session)) as runtime,
+        runtime.open_generation("g1"),
+    ):
+        receipt = await host.submit(session, Input("steer", "Use X", id="m-1"), "g1")
+        assert receipt.disposition is Disposition.QUEUED
+        async with fleet_store.fleet("reader") as reader:
+            assert await reader.receipt(session, "m-1") == receipt
+            (entry,) = await reader.entries(session_id=session)
+            assert (entry.input_id, entry.disposition, entry.marked) == ("m-1", Disposition.QUEUED, False)
+
+
+async def test_applied_receipt_and_generation_readable_from_any_node(fleet_store: FleetStore) -> None:
+    """A host reads the running generation, waits for applied, and the mark and applied are stored."""
+    session = new_session()
+    async with fleet_store.fleet("owner") as owner, fleet_store.fleet("host") as host:
+        async with owner.own(LiveRuntime(session_id=session)) as runtime:
+            assert await host.generation(session) is None
+            async with runtime.open_generation("g1") as gen:
+                await owner.flush(session)
+                generation = await host.generation(session)
+                assert generation == {"id": "g1"}
+                await host.submit(session, Input("steer", "Use X", id="m-1"), generation["id"])
+                written: list[str] = []
+                await gen.boundary(lambda input, metadata: written.append(input.id))
+                final = await host.wait_final(session, "m-1")
+                assert final.disposition is Disposition.APPLIED
+                assert written == ["m-1"]
+        (entry,) = await host.entries(session_id=session)
+        assert entry.marked
+        assert entry.disposition is Disposition.APPLIED
+
+
+async def test_no_owner_answers_repeats_from_the_store(fleet_store: FleetStore) -> None:
+    """With no live owner a repeat gets its stored receipt, other content a conflict, a new id stale."""
+    session = new_session()
+    async with fleet_store.fleet("owner") as owner, fleet_store.fleet("host") as host:
+        async with (
+            owner.own(LiveRuntime(session_id=session)) as runtime,
+            runtime.open_generation("g1") as gen,
+        ):
+            await host.submit(session, Input("steer", "x", id="a"), "g1")
+            await gen.boundary(lambda input, metadata: None)
+        assert (await host.capability(session))["mode"] == "unavailable"
+        repeat = await host.submit(session, Input("steer", "x", id="a"), "g1")
+        assert (repeat.accepted, repeat.disposition) == (True, Disposition.APPLIED)
+        conflict = await host.submit(session, Input("steer", "y", id="a"), "g1")
+        assert conflict.reason == "identity-conflict"
+        fresh = await host.submit(session, Input("steer", "y", id="b"), "g1")
+        assert fresh.reason == "stale-generation"
+        assert host.statistics().answered_without_owner == 3
+
+
+async def test_identities_outlive_the_owner(fleet_store: FleetStore) -> None:
+    """A later owner of the session answers a repeat of an earlier owner's input from the store."""
+    session = new_session()
+    async with fleet_store.fleet("owner") as owner, fleet_store.fleet("host") as host:
+        async with owner.own(LiveRuntime(session_id=session)) as runtime, runtime.open_generation("g1"):
+            await host.submit(session, Input("steer", "x", id="a"), "g1")
+        async with owner.own(LiveRuntime(session_id=session)) as runtime, runtime.open_generation("g2"):
+            repeat = await host.submit(session, Input("steer", "x", id="a"), "g1")
+            assert (repeat.accepted, repeat.disposition, repeat.reason) == (
+                True,
+                Disposition.HELD,
+                "generation-stopped",
+            )
+            conflict = await host.submit(session, Input("steer", "x", id="a"), "g2")
+            assert conflict.reason == "identity-conflict"
+            assert runtime.receipt("a") is None  # nothing admitted twice
+
+
+async def test_deadline_withdraws_and_refuses_unreachable(fleet_store: FleetStore) -> None:
+    """An owner that does not decide in time: the request is withdrawn, unreachable, never decided later."""
+    session = new_session()
+    silent = fleet_store.connection()  # holds the lease and never decides: a partitioned owner
+    taken = await anyio.to_thread.run_sync(silent.take, session, "silent", 30.0)
+    assert taken is not None
+    async with fleet_store.fleet("host") as host, fleet_store.fleet("owner") as owner:
+        receipt = await host.submit(session, Input("steer", "x", id="a"), "g1", timeout=0.2)
+        assert receipt.to_dict() == {
+            "accepted": False,
+            "inputId": "a",
+            "generationId": "g1",
+            "disposition": None,
+            "reason": UNREACHABLE,
+        }
+        assert await host.request_states(session) == {"withdrawn": 1}
+        with pytest.raises(LeaseHeldError):
+            async with owner.own(LiveRuntime(session_id=session)):
+                pass
+        await anyio.to_thread.run_sync(silent.release, session, "silent", taken.epoch)
+        async with owner.own(LiveRuntime(session_id=session)) as runtime, runtime.open_generation("g1"):
+            await owner.flush(session)
+            assert runtime.receipt("a") is None
+        assert await host.request_states(session) == {"withdrawn": 1}
+    await anyio.to_thread.run_sync(silent.close)
+
+
+async def test_withdraw_race_never_both_decided_and_withdrawn(fleet_store: FleetStore) -> None:
+    """Randomly timed deadlines against a live owner: each request is decided xor withdrawn."""
+    await _withdraw_race(fleet_store, 120)
+
+
+@pytest.mark.slow
+async def test_withdraw_race_long(fleet_store: FleetStore) -> None:
+    """The published figure: 1,000 randomly timed withdraws, 0 both decided and withdrawn."""
+    await _withdraw_race(fleet_store, 1_000)
+
+
+async def _withdraw_race(fleet_store: FleetStore, count: int) -> None:
+    session = new_session()
+    rng = random.Random(15)
+    results: dict[str, Receipt] = {}
+    async with fleet_store.fleet("owner") as owner, fleet_store.fleet("host") as host:
+        async with (
+            owner.own(LiveRuntime(session_id=session, identity_limit=count)) as runtime,
+            runtime.open_generation("g1"),
+        ):
+            limiter = anyio.CapacityLimiter(20)
+
+            async def one(n: int) -> None:
+                async with limiter:
+                    input = Input("steer", f"text {n}", id=f"r-{n}")
+                    results[input.id] = await host.submit(session, input, "g1", timeout=rng.random() * 0.01)
+
+            async with anyio.create_task_group() as tg:
+                for n in range(count):
+                    tg.start_soon(one, n)
+            await owner.flush(session)
+            unreachable = [i for i, r in results.items() if r.reason == UNREACHABLE]
+            decided = [i for i, r in results.items() if r.reason != UNREACHABLE]
+            for input_id in unreachable:
+                assert runtime.receipt(input_id) is None  # never decided later
+            for input_id in decided:
+                assert runtime.receipt(input_id) == results[input_id]
+        states = await host.request_states(session)
+    assert states.get("pending", 0) == 0
+    assert states.get("withdrawn", 0) == len(unreachable)
+    assert states.get("decided", 0) == len(decided)
+    assert len(results) == count
+
+
+async def test_fenced_owner_writes_nothing(fleet_store: FleetStore) -> None:
+    """An owner whose lease was taken fails its next commit; its barrier refuses, the taker finalises."""
+    session = new_session()
+    async with fleet_store.fleet("a", ttl=30.0) as node_a, fleet_store.fleet("host") as host:
+        async with node_a.own(LiveRuntime(session_id=session)) as runtime:
+            async with runtime.open_generation("g1") as gen:
+                await host.submit(session, Input("steer", "x", id="x"), "g1")
+                thief = fleet_store.connection()
+                await node_a.flush(session)  # a is idle now, until its next renewal (1 s)
+                # the lease expires (a partition); another node takes it over
+                await anyio.to_thread.run_sync(thief.execute, "UPDATE ls_leases SET expires_at = 0")
+                taken = await anyio.to_thread.run_sync(thief.take, session, "b", 30.0)
+                assert taken is not None
+                assert taken.epoch == 2
+                assert taken.recovered_held == 1
+                written: list[str] = []
+                with pytest.raises(FleetError):
+                    await gen.boundary(lambda input, metadata: written.append(input.id))
+                assert written == []  # never handed to the writer
+            stats = node_a.owner(session)
+            assert stats is not None
+            assert stats.failed is not None
+            assert runtime.closed
+        receipt = await host.receipt(session, "x")
+        assert receipt is not None
+        assert (receipt.disposition, receipt.reason) == (
+            Disposition.HELD,
+            "runtime-lost",
+        )
+    await anyio.to_thread.run_sync(thief.close)
+
+
+async def test_takeover_finalises_as_c23(fleet_store: FleetStore) -> None:
+    """A takeover finalises a marked input unknown and an unwritten one held, both runtime-lost (C23)."""
+    session = new_session()
+    release = anyio.Event()
+    async with fleet_store.fleet("a", ttl=30.0) as node_a, fleet_store.fleet("b") as node_b:
+        async with (
+            node_a.own(LiveRuntime(session_id=session)) as runtime,
+            runtime.open_generation("g1") as gen,
+            anyio.create_task_group() as tg,
+        ):
+            await node_b.submit(session, Input("steer", "x", id="x"), "g1")
+            await node_b.submit(session, Input("steer", "y", id="y"), "g1")
+            in_writer = anyio.Event()
+
+            async def writer(input: Input, metadata: Mapping[str, Any]) -> None:
+                in_writer.set()
+                await release.wait()
+
+            async def engine() -> None:
+                with pytest.raises(FleetError):
+                    await gen.boundary(writer)
+
+            tg.start_soon(engine)
+            await in_writer.wait()  # x's mark is durable: x may be in a context
+            await node_a.flush(session)  # a is idle now, until its next renewal (1 s)
+            thief = fleet_store.connection()
+            await anyio.to_thread.run_sync(thief.execute, "UPDATE ls_leases SET expires_at = 0")
+            await anyio.to_thread.run_sync(thief.close)
+            async with node_b.own(LiveRuntime(session_id=session), wait=5) as taken_over:
+                stats = node_b.owner(session)
+                assert stats is not None
+                assert (stats.recovered_unknown, stats.recovered_held) == (1, 1)
+                x = await node_b.receipt(session, "x")
+                y = await node_b.receipt(session, "y")
+                assert x is not None
+                assert (x.disposition, x.reason) == (
+                    Disposition.UNKNOWN,
+                    "runtime-lost",
+                )
+                assert y is not None
+                assert (y.disposition, y.reason) == (Disposition.HELD, "runtime-lost")
+                release.set()  # a's write returns: its applied can no longer be written
+                async with taken_over.open_generation("g2"):
+                    again = await node_b.submit(session, Input("steer", "x", id="x"), "g1")
+                    assert again == x
+        final = await node_b.receipt(session, "x")
+        assert final == x
+
+
+async def test_lost_listener_strands_nothing(postgres_dsn: str) -> None:
+    """Listener connections terminated server-side: the next submit is still answered within 1 s."""
+    import psycopg
+
+    store = FleetStore("postgres", postgres_dsn)
+    session = new_session()
+    async with (
+        store.fleet("owner-l") as owner,
+        store.fleet("host-l") as host,
+        owner.own(LiveRuntime(session_id=session)) as runtime,
+        runtime.open_generation("g1"),
+    ):
+        first = await host.submit(session, Input("steer", "x", id="a"), "g1")
+        assert first.disposition is Disposition.QUEUED
+
+        def terminate() -> int:
+            with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+                rows = conn.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE query LIKE 'LISTEN %' AND pid <> pg_backend_pid()"
+                ).fetchall()
+            return len(rows)
+
+        assert await anyio.to_thread.run_sync(terminate) >= 2
+        second = await host.submit(session, Input("steer", "y", id="b"), "g1", timeout=1.0)
+        assert second.disposition is Disposition.QUEUED
+        with anyio.fail_after(5):
+            while owner.statistics().listener_reconnects < 1 or host.statistics().listener_reconnects < 1:  # noqa: ASYNC110 - the server drives it
+                await anyio.sleep(0.01)
+
+
+async def test_own_refuses_a_used_runtime_and_bad_arguments(tmp_path: Any) -> None:
+    """own() takes only a new runtime; bad arguments raise clear errors and change nothing."""
+    async with SQLiteFleet(tmp_path / "f.db", node_id="n") as fleet:
+        used = LiveRuntime(session_id="s")
+        async with used.open_generation("g"):
+            pass
+        with pytest.raises(ValueError, match="new runtime"):
+            async with fleet.own(used):
+                pass
+        with pytest.raises(TypeError):
+            async with fleet.own("s"):  # type: ignore[arg-type]
+                pass
+        with pytest.raises(TypeError):
+            await fleet.submit("s", "text", "g")  # type: ignore[arg-type]
+        assert await fleet.lease("s") is None
+    with pytest.raises(ValueError, match="ttl"):
+        SQLiteFleet(tmp_path / "f.db", ttl=0)
+    with pytest.raises(ValueError, match="file path"):
+        SQLiteFleet(":memory:")
+
+
+def test_importing_the_fleet_never_imports_psycopg() -> None:
+    """live_steering.fleet loads without psycopg; PostgresFleet without it names the extra to install."""
+    code = (
+        "import sys; sys.modules['psycopg'] = None\n"
+        "import live_steering.fleet as fleet\n"
+        "assert 'psycopg' not in {m for m in sys.modules if sys.modules[m] is not None}\n"
+        "try:\n"
+        "    fleet.PostgresFleet\n"
+        "except ImportError as exc:\n"
+        "    print(exc)\n"
+    )
+    command = [sys.executable, "-c", code]
+    proc = subprocess.run(command, capture_output=True, text=True, check=False, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "pip install 'live-steering[postgres]'" in proc.stdout
+
+
+async def test_two_nodes_race_to_own_a_new_session(fleet_store: FleetStore) -> None:
+    """Two nodes owning one new session at once: one owns it (epoch 1), the other is told it is held."""
+    session = new_session()
+    outcomes: list[str] = []
+    both = anyio.Event()
+    release = anyio.Event()
+
+    def record(outcome: str) -> None:
+        outcomes.append(outcome)
+        if len(outcomes) == 2:
+            both.set()
+
+    async with fleet_store.fleet("a") as a, fleet_store.fleet("b") as b, anyio.create_task_group() as tg:
+
+        async def try_own(fleet: Any) -> None:
+            try:
+                async with fleet.own(LiveRuntime(session_id=session)):
+                    record(f"owner {fleet.node_id} epoch {fleet.owner(session).epoch}")
+                    await release.wait()
+            except LeaseHeldError:
+                record("held")
+
+        tg.start_soon(try_own, a)
+        tg.start_soon(try_own, b)
+        await both.wait()
+        release.set()
+    assert sorted(outcomes)[0] == "held"
+    assert sorted(outcomes)[1] in {"owner a epoch 1", "owner b epoch 1"}
+
+
+async def test_hostile_content_crosses_the_store_exactly(fleet_store: FleetStore) -> None:
+    """NUL, lone surrogates, control characters reach the owner's core as sent: in-process receipts (C24)."""
+    hostile = [
+        Input("steer", "nul\x00text", id="n1"),
+        Input("steer", "lone \ud800 surrogate", id="n2"),
+        Input("steer", "ok", id="id\x00nul"),
+        Input("steer", "ok", id="\udfff"),
+        Input("note\x00", "kind with NUL", id="n3"),
+        Input("steer", "bell\x07 and\nnewline", id="ctl\x1b[31m"),
+    ]
+    local = LiveRuntime(session_id="local")
+    session = new_session()
+    async with (
+        fleet_store.fleet("owner") as owner,
+        fleet_store.fleet("host") as host,
+        owner.own(LiveRuntime(session_id=session)) as runtime,
+        runtime.open_generation("g1"),
+        local.open_generation("g1"),
+    ):
+        for anchor in ("g1", "g\x00", "g\ud800"):
+            for input in hostile:
+                expected = await local.submit_steering(input, anchor)
+                got = await host.submit(session, input, anchor)
+                assert got == expected, (input, anchor)
+        assert await host.receipt(session, "id\x00nul") is None
+        ctl = await host.receipt(session, "ctl\x1b[31m")
+        assert ctl is not None
+        assert ctl.disposition is Disposition.QUEUED
