@@ -455,8 +455,8 @@ async def test_a_submit_from_another_thread_or_loop_raises_before_admission(
         gen.stop()
 
 
-async def test_stop_and_wait_final_from_another_thread_raise_too() -> None:
-    """C8: runtime.stop() and wait_final() belong to the runtime's loop as well."""
+async def test_stop_wait_final_and_aclose_from_another_thread_raise_too() -> None:
+    """C8: runtime.stop(), wait_final() and aclose() belong to the runtime's loop as well."""
     runtime = LiveRuntime()
     async with runtime.open_generation() as gen:
         assert runtime.submit_steering_nowait(steer("t-4"), gen.id).accepted
@@ -464,6 +464,9 @@ async def test_stop_and_wait_final_from_another_thread_raise_too() -> None:
             await anyio.to_thread.run_sync(runtime.stop, gen.id)
         with pytest.raises(RuntimeError, match="another thread"):
             await anyio.to_thread.run_sync(lambda: asyncio.run(runtime.wait_final("t-4")))
+        with pytest.raises(RuntimeError, match="another thread"):
+            await anyio.to_thread.run_sync(lambda: asyncio.run(runtime.aclose()))
+        assert not runtime.closed
         assert gen.accepting
         assert gen.pending == 1
         gen.stop()
@@ -489,15 +492,16 @@ async def test_a_thread_submits_through_anyio_from_thread() -> None:
         gens[0].stop()
 
 
-async def test_a_runtime_moves_to_a_new_loop_once_its_old_loop_is_gone() -> None:
-    """C8: a runtime whose generation ran in an asyncio loop that has finished may be used in this one."""
+@pytest.mark.parametrize("first_backend", ["asyncio", "trio"])
+async def test_a_runtime_moves_to_a_new_loop_once_its_old_loop_is_gone(first_backend: str) -> None:
+    """C8: a runtime whose generation ran in a loop (another thread's) that has finished may be used here."""
     runtime = LiveRuntime()
 
     async def first_life() -> None:
         async with runtime.open_generation() as gen:
             gen.continue_after_checkpoint()
 
-    await anyio.to_thread.run_sync(lambda: anyio.run(first_life))
+    await anyio.to_thread.run_sync(lambda: anyio.run(first_life, backend=first_backend))
     refused = await runtime.submit_steering(
         steer("n-0"), "none-running"
     )  # no generation yet: refused, no error

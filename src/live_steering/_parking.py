@@ -305,14 +305,24 @@ class _TrioParker(Parker):
         "_outcome",
         "_reschedule",
         "_resumes",
+        "_run_finished",
         "_task",
         "_thread",
+        "_token",
         "_wait",
         "checkpoint_if_cancelled",
     )
 
     def at_home(self) -> bool:
-        return threading.get_ident() == self._thread
+        if threading.get_ident() == self._thread:
+            return True
+        # Another thread: home only if this parker's trio run is over (no one's home any
+        # more). Asking schedules a no-op in a live run; only a misuse takes this path.
+        try:
+            self._token.run_sync_soon(_nothing)
+        except self._run_finished:
+            return True
+        return False
 
     def checkpoint(self) -> Awaitable[None]:
         # trio's pattern for a full checkpoint, in two halves (``checkpoint_if_cancelled``
@@ -340,6 +350,8 @@ class _TrioParker(Parker):
         self._follower_resumes = self._outcome(None)
         self._occupied = False
         self._thread = threading.get_ident()
+        self._token = trio.lowlevel.current_trio_token()
+        self._run_finished = trio.RunFinishedError
         self._task: trio.lowlevel.Task | None = None
         """The parked task, until it is unparked or its park is aborted."""
         self._follower: trio.lowlevel.Task | None = None
@@ -410,6 +422,10 @@ class _TrioParker(Parker):
         # so there is none yet): follow the task just woken.
         self._follower = self._current_task()
         return self._wait(_refuse_abort)
+
+
+def _nothing() -> None:
+    """What ``_TrioParker.at_home`` schedules to learn whether its trio run is still alive."""
 
 
 def _refuse_abort(raise_cancel: object) -> trio.lowlevel.Abort:
