@@ -365,7 +365,14 @@ def _precedence_rig() -> Rig:
             id="finishing>capacity",
         ),
         pytest.param(
-            "closed", Input("steer", "go", id="taken"), "g1", RefusalReason.CLOSED, id="closed>repeat"
+            "closed", Input("steer", "other", id="taken"), "g1", RefusalReason.CLOSED, id="closed>conflict"
+        ),
+        pytest.param(
+            "closed",
+            Input("steer", "go", id="taken"),
+            "gX",
+            RefusalReason.CLOSED,
+            id="closed>conflict-anchor",
         ),
     ],
 )

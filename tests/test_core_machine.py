@@ -125,6 +125,10 @@ class CoreMachine(RuleBasedStateMachine):
             return Receipt(False, item.id, anchor, None, reason.value)
 
         if self.closed:
+            # C1/C10: an identical repeat still answers after the close; anything else is refused
+            known = self.model.get(item.id)
+            if known is not None and known.input == item and known.anchor == anchor:
+                return known.receipt()
             return refused(RefusalReason.CLOSED)
         if item.kind != "steer":
             return refused(RefusalReason.UNSUPPORTED_KIND)

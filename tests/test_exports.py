@@ -28,6 +28,7 @@ EXPECTED_EXPORTS = {
     "StopReason",
     "GenerationStopped",
     "CheckpointDecisionWarning",
+    "UnknownInputError",
 }
 
 

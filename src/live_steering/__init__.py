@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         InvariantError,
         LiveSteeringError,
         RuntimeClosedError,
+        UnknownInputError,
     )
     from ._events import Subscription
     from ._runtime import Generation, LiveRuntime, RuntimeStatistics, WriteBarrier, Writer
@@ -54,6 +55,8 @@ __all__ = [
     # the stop signal and the loop author's warning (issue 11)
     "GenerationStopped",
     "CheckpointDecisionWarning",
+    # a host waiting for an input that was never accepted (issue 11, hosts)
+    "UnknownInputError",
 ]
 
 #: Where each public name lives.
@@ -77,6 +80,7 @@ _HOME = {
     "InvariantError": "._errors",
     "GenerationStopped": "._errors",
     "CheckpointDecisionWarning": "._errors",
+    "UnknownInputError": "._errors",
 }
 
 

@@ -462,8 +462,12 @@ class SteeringCore:
         identity_limit: int = DEFAULT_IDENTITY_LIMIT,
         max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
         boundary_delivery: bool = True,
+        generation_prefix: str = "gen-auto-",
     ) -> None:
         session_id = checked_id(session_id, "session_id")
+        if type(generation_prefix) is not str or not 1 <= len(generation_prefix) <= MAX_ID_CHARS - 20:
+            raise ValueError(f"generation_prefix must be a str of 1-{MAX_ID_CHARS - 20} characters")
+        checked_id(generation_prefix, "generation_prefix")
         if type(identity_limit) is not int or identity_limit < 1:
             raise ValueError(f"identity_limit must be a positive int, got {identity_limit!r}")
         if type(max_text_chars) is not int or max_text_chars < 1:
@@ -478,7 +482,12 @@ class SteeringCore:
         self.current: GenerationState | None = None
         self.closed = False
         self._generation_ids: set[str] = set()
-        """Every generation id started in this runtime: none is used twice (C18)."""
+        """Every generation id a caller chose and started in this runtime: none is used twice (C18)."""
+        self._generation_prefix: Final = generation_prefix
+        self._issued = 0
+        """Ids ``new_generation_id`` made: ``generation_prefix`` + 1, 2, ... They are unique by
+        construction, so the core remembers a counter, not the ids: a runtime that runs
+        generations for ever keeps a bounded memory (issue 11)."""
         self._event_sequence = 0
         self._admission_sequence = 0
         self._generations_started = 0
@@ -487,6 +496,10 @@ class SteeringCore:
         self._final_counts = {InputState.APPLIED: 0, InputState.HELD: 0, InputState.UNKNOWN: 0}
         self._owed: InputRecord | None = None
         """The last admission while its ``steering.accepted`` is unpublished (see ``settle``)."""
+        self._owed_time = 0.0
+        """The clock's reading at that admission: the owed event's ``time``."""
+        self._last_time = 0.0
+        """The ``time`` of the last event: what a fact is dated with if the clock raises."""
 
     # -- events ---------------------------------------------------------------------------
 
@@ -500,7 +513,8 @@ class SteeringCore:
         record = self._owed
         if record is not None:
             self._owed = None
-            self._emit_input("steering.accepted", record)
+            # dated when it was admitted: the clock was read before the admission changed anything
+            self._emit_input("steering.accepted", record, self._owed_time)
 
     def _envelope(self, type_: str, time: float, record: InputRecord | None = None) -> Event:
         """The envelope of every event (C21), with the two fields of an input event when
@@ -508,6 +522,7 @@ class SteeringCore:
         One dict built at once: this runs for every event (docs/performance.md)."""
         if self._owed is not None:
             self.settle()
+        self._last_time = time
         sequence = self._event_sequence = self._event_sequence + 1
         if record is None:
             return {"type": type_, "sequence": sequence, "session_id": self.session_id, "time": time}
@@ -520,13 +535,29 @@ class SteeringCore:
             "target_generation_id": record.generation_id,
         }
 
-    def _emit(self, type_: str, fields: dict[str, Any]) -> None:
-        event = self._envelope(type_, self._clock())
+    # Every decision reads the clock once, before it changes anything, and dates its
+    # events with that reading: a clock that raises makes it raise with nothing changed
+    # (a submit, a start, the check after the checkpoint, a stop, the close). A fact that
+    # already happened (a write returned or was interrupted, a block was left) cannot be
+    # refused: it is recorded with its events dated by the last reading, and then the
+    # clock's error is raised (``_fact_time``). Never a change without its event (issue 11).
+
+    def _fact_time(self) -> tuple[float, Exception | None]:
+        """The clock's reading for a fact, or the last reading and the clock's error."""
+        try:
+            return self._clock(), None
+        except Exception as error:  # raised by the caller once the fact is recorded
+            return self._last_time, error
+
+    def _emit(self, type_: str, fields: dict[str, Any], time: float) -> None:
+        event = self._envelope(type_, time)
         event.update(fields)
         self._sink(event)
 
-    def _emit_input(self, type_: str, record: InputRecord, extra: dict[str, Any] | None = None) -> None:
-        event = self._envelope(type_, self._clock(), record)
+    def _emit_input(
+        self, type_: str, record: InputRecord, time: float, extra: dict[str, Any] | None = None
+    ) -> None:
+        event = self._envelope(type_, time, record)
         if extra is not None:
             event.update(extra)
         self._sink(event)
@@ -541,7 +572,7 @@ class SteeringCore:
             raise TypeError(f"an event type is a str, got {type(type_).__name__}")
         if type_.startswith(_CORE_EVENT_PREFIXES):
             raise ValueError(f"a wing cannot publish {type_!r}: the core owns that event type")
-        self._emit(type_, fields)
+        self._emit(type_, fields, self._clock())
 
     # -- admission (C6-C12) ---------------------------------------------------------------
 
@@ -585,6 +616,10 @@ class SteeringCore:
                 raise TypeError(f"generation_id must be a str, got {type(generation_id).__name__}")
             generation_id = str.__str__(generation_id)
         if self.closed:
+            # An identical repeat still answers after the close (C1, C10); a new identity is refused.
+            record = self.identities.get(input.id)
+            if record is not None and record.generation_id == generation_id and record.input == input:
+                return self._repeat(record)
             return self._refuse(input, generation_id, RefusalReason.CLOSED, "the runtime is closed")
         if not self.boundary_delivery:
             return self._refuse(
@@ -605,9 +640,12 @@ class SteeringCore:
             and type(record.input) is type(input)
         ):
             # An identical repeat was valid when it was admitted: a lookup and a comparison (C10).
+            # (``_repeat`` written out: the path of every polling host)
+            time = self._clock()
             self._repeated += 1
-            # (an owed acceptance, maybe of this very input, is published first)
-            self._emit_input("steering.repeated", record, {"disposition": _DISPOSITION_VALUE[record.state]})
+            event = self._envelope("steering.repeated", time, record)  # publishes an owed acceptance first
+            event["disposition"] = _DISPOSITION_VALUE[record.state]
+            self._sink(event)
             return record.receipt()
         text = input.text
         # A sufficient condition for ``_validate.input_problem`` to find nothing, which a
@@ -647,7 +685,9 @@ class SteeringCore:
         if len(identities) >= self.identity_limit:
             return self._refuse(input, generation_id, RefusalReason.CAPACITY, "the identity limit is reached")
         # The one place an acceptance becomes owed: the previous one is out first, so
-        # at most one is owed and the stream keeps the order of the admissions.
+        # at most one is owed and the stream keeps the order of the admissions. The
+        # clock is read first: if it raises, nothing was admitted.
+        time = self._clock()
         if self._owed is not None:
             self.settle()
         self._admission_sequence += 1
@@ -655,7 +695,18 @@ class SteeringCore:
         identities[id_] = record
         gen.pending.append(record)
         self._owed = record
+        self._owed_time = time
         return None
+
+    def _repeat(self, record: InputRecord) -> Receipt:
+        """Answer an identical repeat of ``record`` with its current receipt (C10)."""
+        time = self._clock()
+        self._repeated += 1
+        # (an owed acceptance, maybe of this very input, is published first)
+        event = self._envelope("steering.repeated", time, record)
+        event["disposition"] = _DISPOSITION_VALUE[record.state]
+        self._sink(event)
+        return record.receipt()
 
     def queued_receipt(self, input_id: str) -> Receipt:
         """The answer to the admission of ``input_id`` (C9): queued, whatever happened since. O(1)."""
@@ -663,6 +714,7 @@ class SteeringCore:
         return Receipt(True, input_id, record.generation_id, Disposition.QUEUED)
 
     def _refuse(self, input: Input, generation_id: str, reason: RefusalReason, detail: str) -> Receipt:
+        time = self._clock()
         self._refused += 1
         self._emit(
             "steering.refused",
@@ -672,6 +724,7 @@ class SteeringCore:
                 "reason": reason.value,
                 "detail": detail,
             },
+            time,
         )
         return Receipt(False, input.id, generation_id, None, reason.value)
 
@@ -713,11 +766,11 @@ class SteeringCore:
         if target in self._final_counts:
             self._final_counts[target] += 1
 
-    def _hold_pending(self, gen: GenerationState, reason: HoldReason) -> None:
+    def _hold_pending(self, gen: GenerationState, reason: HoldReason, time: float) -> None:
         while gen.pending:
             record = gen.pending.popleft()
             self._move(record, Action.HOLD, reason)
-            self._emit_input("steering.held", record, {"reason": reason.value})
+            self._emit_input("steering.held", record, time, {"reason": reason.value})
 
     def _advance(self, gen: GenerationState, action: GenerationAction) -> Phase:
         """Move ``gen`` along ``GENERATION_TRANSITIONS``; the only writer of ``gen.phase``."""
@@ -728,7 +781,12 @@ class SteeringCore:
         return target
 
     def _close_admission(
-        self, gen: GenerationState, action: GenerationAction, ending: Ending, reason: HoldReason | None
+        self,
+        gen: GenerationState,
+        action: GenerationAction,
+        ending: Ending,
+        reason: HoldReason | None,
+        time: float,
     ) -> bool:
         """Close admission of ``gen`` for ``ending``, holding what is pending with ``reason``.
 
@@ -744,36 +802,69 @@ class SteeringCore:
         gen.ending = ending
         gen.end_reason = reason
         if reason is not None:
-            self._hold_pending(gen, reason)
+            self._hold_pending(gen, reason, time)
         return True
 
     # -- generations (C13-C19) ------------------------------------------------------------
+
+    def new_generation_id(self) -> str:
+        """A generation id no generation of this runtime used: ``generation_prefix`` and a counter.
+
+        Start it with ``start_generation(id, issued=True)``. O(1), and nothing is
+        remembered per id: the counter says which ids were made.
+        """
+        self._issued += 1
+        return f"{self._generation_prefix}{self._issued}"
+
+    def _was_issued(self, generation_id: str) -> bool:
+        """True for an id ``new_generation_id`` made (the prefix, then 1..the counter)."""
+        prefix = self._generation_prefix
+        if not generation_id.startswith(prefix):
+            return False
+        tail = generation_id[len(prefix) :]
+        return tail.isascii() and tail.isdigit() and tail[0] != "0" and int(tail) <= self._issued
 
     def check_generation_id(self, generation_id: object) -> str:
         """Check an engine's generation id: the id rules (C7) and never used in this runtime.
 
         Returns it as a plain ``str``; ``TypeError`` for a non-string, ``ValueError``
-        for a bad or reused id. Changes nothing.
+        for a bad or reused id, or one of the ids this runtime makes itself (they start
+        with ``generation_prefix``). Changes nothing.
         """
         checked = checked_id(generation_id, "generation_id")
         if checked in self._generation_ids:
             raise ValueError(f"generation id {checked!r} was already used in this runtime")
+        if checked.startswith(self._generation_prefix):
+            raise ValueError(
+                f"generation id {checked!r} is reserved: this runtime makes the ids that start with "
+                f"{self._generation_prefix!r} itself (open a generation without an id to get one)"
+            )
         return checked
 
-    def start_generation(self, generation_id: str) -> GenerationState:
-        """Open admission for a new generation. One at a time per runtime; an id only once."""
-        generation_id = self.check_generation_id(generation_id)
+    def start_generation(self, generation_id: str, *, issued: bool = False) -> GenerationState:
+        """Open admission for a new generation. One at a time per runtime; an id only once.
+
+        ``issued=True`` for an id ``new_generation_id`` made (its caller starts it at
+        most once); any other id is checked with ``check_generation_id`` and remembered.
+        """
+        if issued:
+            if type(generation_id) is not str or not self._was_issued(generation_id):
+                raise ValueError(f"generation id {generation_id!r} was not made by new_generation_id()")
+        else:
+            generation_id = self.check_generation_id(generation_id)
         if self.closed:
             raise RuntimeClosedError("the runtime is closed")
         if self.current is not None:
             raise GenerationStateError(
                 f"generation {self.current.id!r} is still running; end it before starting another"
             )
+        time = self._clock()
         gen = GenerationState(generation_id, admitted_before=self._admission_sequence)
         self.current = gen
-        self._generation_ids.add(generation_id)
+        if not issued:
+            self._generation_ids.add(generation_id)
         self._generations_started += 1
-        self._emit("generation.started", {"generation_id": generation_id})
+        self._emit("generation.started", {"generation_id": generation_id}, time)
         return gen
 
     def _require_current(self, gen: GenerationState, doing: str) -> None:
@@ -831,7 +922,10 @@ class SteeringCore:
         if gen.phase is not Phase.OPEN:  # stopped or closed meanwhile: held like the rest (C17)
             if gen.end_reason is None:  # only a stop or a close closes admission mid-boundary
                 raise InvariantError(f"generation {gen.id!r} closed mid-boundary without a reason")
-            self._hold_pending(gen, gen.end_reason)
+            time, clock_error = self._fact_time()
+            self._hold_pending(gen, gen.end_reason, time)
+            if clock_error is not None:
+                raise clock_error
 
     def after_barrier(self, gen: GenerationState, record: InputRecord) -> bool:
         """The write barrier returned for ``record``: True means hand it to the writer now.
@@ -846,27 +940,47 @@ class SteeringCore:
         return False
 
     def confirm_write(self, gen: GenerationState, record: InputRecord) -> Receipt:
-        """The writer returned: the input is applied (C14)."""
+        """The writer returned: the input is applied (C14).
+
+        The write happened, so if the clock raises the input is still applied with
+        its two events (dated by the last reading), and then the clock's error is
+        raised: never applied without its events.
+        """
+        # The two events of C14, with one clock reading: this runs once per input written.
+        try:
+            time = self._clock()
+            clock_error = None
+        except Exception as error:  # as _fact_time, inline: this runs for every input written
+            time, clock_error = self._last_time, error
         if gen.writing is record:  # ``_take_writing``, whose checks run only when it is not
             gen.writing = None
         else:
             self._take_writing(gen, record)  # raises
         self._move(record, _CONFIRM)  # publishes an owed acceptance first
         gen.applied_ids.append(record.input.id)
-        # The two events of C14, with one clock reading: this runs once per input written.
-        time = self._clock()
         for type_ in ("input.delivered", "steering.applied"):
             event = self._envelope(type_, time, record)
             event["delivery"] = DELIVERY
             self._sink(event)
+        if clock_error is not None:
+            raise clock_error
         return record.receipt()
 
     def interrupt_write(self, gen: GenerationState, record: InputRecord) -> None:
-        """The writer was cancelled or raised: the effect is unknown (C15)."""
+        """The writer was cancelled or raised: the effect is unknown (C15). A fact (``_fact_time``)."""
+        time, clock_error = self._fact_time()
+        self._interrupt(gen, record, time)
+        if clock_error is not None:
+            raise clock_error
+
+    def _interrupt(self, gen: GenerationState, record: InputRecord, time: float) -> None:
         self._take_writing(gen, record)
         self._move(record, Action.INTERRUPT, HoldReason.WRITE_INTERRUPTED)
         self._emit_input(
-            "steering.unknown", record, {"reason": HoldReason.WRITE_INTERRUPTED.value, "delivery": DELIVERY}
+            "steering.unknown",
+            record,
+            time,
+            {"reason": HoldReason.WRITE_INTERRUPTED.value, "delivery": DELIVERY},
         )
 
     def _take_writing(self, gen: GenerationState, record: InputRecord) -> None:
@@ -900,15 +1014,18 @@ class SteeringCore:
         self._require_current(gen, "check after the checkpoint")
         if gen.boundary_active:
             raise GenerationStateError("continue_after_checkpoint() while a boundary is running")
+        time = self._clock()
         decision = AFTER_CHECKPOINT[gen.phase is OPEN and bool(gen.pending), may_call]
         if decision is CheckpointDecision.CONTINUE:
             gen.continuations += 1
-            self._emit("generation.continued", {"generation_id": gen.id})
+            self._emit("generation.continued", {"generation_id": gen.id}, time)
             return True
         if decision is CheckpointDecision.STOP_BUDGET:
-            self._close_admission(gen, GenerationAction.STOP, Ending.STOPPED, HoldReason.BUDGET_EXHAUSTED)
+            self._close_admission(
+                gen, GenerationAction.STOP, Ending.STOPPED, HoldReason.BUDGET_EXHAUSTED, time
+            )
         else:
-            self._close_admission(gen, GenerationAction.FINISH, Ending.FINISHED, None)
+            self._close_admission(gen, GenerationAction.FINISH, Ending.FINISHED, None, time)
         return False
 
     def stop(self, gen: GenerationState, reason: StopReason = StopReason.GENERATION_STOPPED) -> None:
@@ -925,7 +1042,7 @@ class SteeringCore:
                 f"a stop reason is a StopReason ({', '.join(r.value for r in STOP_REASONS)}), got {reason!r}"
             )
         self._require_current(gen, "stop")
-        self._close_admission(gen, GenerationAction.STOP, Ending.STOPPED, hold)
+        self._close_admission(gen, GenerationAction.STOP, Ending.STOPPED, hold, self._clock())
 
     def standing(self, gen: GenerationState) -> Standing:
         """Where ``gen`` stands, as ``ENDINGS`` reads it."""
@@ -949,10 +1066,13 @@ class SteeringCore:
         self._require_current(gen, "end")
         standing = self.standing(gen)
         ending, reason = ENDINGS[how, standing]
+        # A fact: the block was left. If the clock raises, the generation still ends
+        # (``_fact_time``) and then the clock's error is raised.
+        time, clock_error = self._fact_time()
         if gen.writing is not None:
-            self.interrupt_write(gen, gen.writing)
+            self._interrupt(gen, gen.writing, time)
         if reason is not None:
-            self._hold_pending(gen, reason)
+            self._hold_pending(gen, reason, time)
         self._advance(gen, GenerationAction.END)
         gen.ending = ending
         gen.end_reason = reason
@@ -970,7 +1090,9 @@ class SteeringCore:
             terminal["error"] = error
         if (how, standing) in UNDECIDED_EXITS:
             terminal["warning"] = UNDECIDED_WARNING
-        self._emit(ending.value, terminal)
+        self._emit(ending.value, terminal, time)
+        if clock_error is not None:
+            raise clock_error
         return terminal
 
     def _admitted_into(self, gen: GenerationState) -> list[str]:
@@ -997,10 +1119,13 @@ class SteeringCore:
         """
         if self.closed:
             return None
+        time = self._clock()  # before any change: a raising clock leaves the runtime open
         self.closed = True
         gen = self.current
         if gen is not None:  # a closing one keeps its own ending
-            self._close_admission(gen, GenerationAction.CLOSE, Ending.STOPPED, HoldReason.RUNTIME_CLOSED)
+            self._close_admission(
+                gen, GenerationAction.CLOSE, Ending.STOPPED, HoldReason.RUNTIME_CLOSED, time
+            )
         return gen
 
     # -- introspection --------------------------------------------------------------------
@@ -1046,7 +1171,10 @@ class SteeringCore:
         live: set[int] = set()
         if gen is not None:
             require(gen.phase is not Phase.ENDED, "an ended generation is current")
-            require(gen.id in self._generation_ids, "the current generation's id was never started")
+            require(
+                gen.id in self._generation_ids or self._was_issued(gen.id),
+                "the current generation's id was never started",
+            )
             if gen.phase is Phase.OPEN:
                 require(gen.ending is None and gen.end_reason is None, "an open generation has an ending")
                 require(not self.closed, "the runtime is closed while a generation is open")

@@ -16,6 +16,7 @@ __all__ = [
     "InvariantError",
     "LiveSteeringError",
     "RuntimeClosedError",
+    "UnknownInputError",
 ]
 
 
@@ -58,6 +59,14 @@ class GenerationStopped(LiveSteeringError):
         super().__init__(f"generation {generation_id!r} was stopped ({reason})")
         self.generation_id = generation_id
         self.reason = reason
+
+
+class UnknownInputError(LiveSteeringError, LookupError):
+    """``LiveRuntime.wait_final`` was given an input id the runtime never accepted.
+
+    Such an input can never become final, so waiting for it would never end. A
+    refused submit leaves no identity either (C6).
+    """
 
 
 class InvariantError(LiveSteeringError, AssertionError):

@@ -124,6 +124,8 @@ class EventHub:
         self._subscriptions: dict[Subscription, None] = {}
         self._fan_out: tuple[Subscription, ...] | None = ()
         self._closed = False
+        self.dispatching = False
+        """True while a listener is being called (``LiveRuntime`` refuses to submit then)."""
         self.owed: Callable[[], None] | None = None
         """Set by the owner while it may owe an event (``LiveRuntime`` while a generation
         runs: ``SteeringCore.settle``). The hub calls it before it shows its log, adds or
@@ -145,12 +147,18 @@ class EventHub:
         if subscriptions is None:
             subscriptions = self._fan_out = tuple(self._subscriptions)
         if self._listeners:
-            for listener in self._listeners:
-                try:
-                    listener(event)
-                except Exception:
-                    self.listener_errors += 1
-                    _log.exception("live_steering event listener %r raised; event kept", listener)
+            # While a listener runs, the runtime refuses submits and stops (C8): one made
+            # here would publish before this event reached the consumers after it.
+            outer, self.dispatching = self.dispatching, True
+            try:
+                for listener in self._listeners:
+                    try:
+                        listener(event)
+                    except Exception:
+                        self.listener_errors += 1
+                        _log.exception("live_steering event listener %r raised; event kept", listener)
+            finally:
+                self.dispatching = outer
         if subscriptions:
             for subscription in subscriptions:
                 subscription._push(event)

@@ -17,6 +17,12 @@ one task, so it parks on the backend's bare primitive instead:
 Callers check their condition before parking and after waking: ``unpark`` with no
 task parked does nothing, and a parked task also wakes when cancelled.
 
+A parker also knows the event loop and thread it was made in (``at_home``): a
+runtime belongs to them (C8), and a call from anywhere else must be refused
+before it changes anything. ``checkpoint()`` is the cancellable yield of an
+awaited call that wakes nobody (a repeat, a refusal): one scheduling round,
+without anyio's backend lookup.
+
 ``checkpoint_if_cancelled`` is the start of every boundary: anyio's function of that
 name looks the backend up (``sniffio``) on each call, about as long as the rest of a
 one-input boundary, so each parker binds its backend's own once.
@@ -25,6 +31,7 @@ one-input boundary, so each parker binds its backend's own once.
 from __future__ import annotations
 
 import asyncio
+import threading
 import types
 from collections.abc import Awaitable, Callable, Generator
 from typing import TYPE_CHECKING, Any
@@ -32,7 +39,34 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import trio.lowlevel
 
-__all__ = ["Parker"]
+__all__ = ["Parker", "checkpoint"]
+
+_running_loop = asyncio._get_running_loop
+_trio_checkpoint: Callable[[], Awaitable[None]] | None = None
+
+
+@types.coroutine
+def _asyncio_checkpoint() -> Generator[None, None, None]:
+    # A bare yield: the task reschedules itself at once (what ``asyncio.sleep(0)`` does).
+    # It waits on no future, so anyio delivers a pending cancel scope's cancellation
+    # here (``task.cancel()``), as at any checkpoint.
+    yield
+
+
+def checkpoint() -> Awaitable[None]:
+    """A checkpoint of the running backend: yield once, and raise a pending cancellation.
+
+    For an awaited call that wakes nobody (C8: every awaited submit is a checkpoint).
+    Like ``anyio.lowlevel.checkpoint()`` without its backend lookup; await it at once.
+    """
+    global _trio_checkpoint
+    if _running_loop() is not None:
+        return _asyncio_checkpoint()
+    if _trio_checkpoint is None:
+        import trio.lowlevel  # only when trio runs: it is anyio's optional backend
+
+        _trio_checkpoint = trio.lowlevel.checkpoint
+    return _trio_checkpoint()
 
 
 class Parker:
@@ -52,6 +86,14 @@ class Parker:
     @property
     def occupied(self) -> bool:
         """True from a task's call of ``park()`` until that call returns (woken or cancelled)."""
+        raise NotImplementedError
+
+    def at_home(self) -> bool:
+        """True when called from the event loop (and so the thread) this parker was made in. O(1).
+
+        asyncio: the running loop is this parker's (another thread has another loop or
+        none). trio: the calling thread is this parker's (one thread runs one trio loop).
+        """
         raise NotImplementedError
 
     @property
@@ -76,6 +118,14 @@ class Parker:
         Like ``anyio.lowlevel.cancel_shielded_checkpoint()``: a cancellation of the
         caller is not delivered here but at its next checkpoint. Costs about a plain
         checkpoint.
+        """
+        raise NotImplementedError
+
+    def checkpoint(self) -> Awaitable[None]:
+        """``checkpoint()`` on this parker's backend, without looking the backend up; await it at once.
+
+        Only from the parker's own loop (``at_home``): the awaited form of a submit
+        that woke nobody (a repeat, a refusal) while a generation runs.
         """
         raise NotImplementedError
 
@@ -145,6 +195,14 @@ _TASK_STATES_READ = False
 
 class _AsyncioParker(Parker):
     __slots__ = ("_done", "_future", "_loop", "_state", "_task", "_task_states", "checkpoint_if_cancelled")
+
+    def at_home(self) -> bool:
+        # A loop that stopped running (its ``asyncio.run`` returned) is no one's home any more.
+        return _running_loop() is self._loop or not self._loop.is_running()
+
+    @types.coroutine
+    def checkpoint(self) -> Generator[None, None, None]:
+        yield  # as ``_asyncio_checkpoint``, one call less: this is the awaited repeat's yield
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         global _TASK_STATES, _TASK_STATES_READ
@@ -242,14 +300,41 @@ class _TrioParker(Parker):
         "_current_task",
         "_follower",
         "_follower_resumes",
+        "_full_checkpoint",
         "_occupied",
         "_outcome",
         "_reschedule",
         "_resumes",
+        "_run_finished",
         "_task",
+        "_thread",
+        "_token",
         "_wait",
         "checkpoint_if_cancelled",
     )
+
+    def at_home(self) -> bool:
+        if threading.get_ident() == self._thread:
+            return True
+        # Another thread: home only if this parker's trio run is over (no one's home any
+        # more). Asking schedules a no-op in a live run; only a misuse takes this path.
+        try:
+            self._token.run_sync_soon(_nothing)
+        except self._run_finished:
+            return True
+        return False
+
+    def checkpoint(self) -> Awaitable[None]:
+        # trio's pattern for a full checkpoint, in two halves (``checkpoint_if_cancelled``
+        # then ``cancel_shielded_checkpoint``), with the first half read in place: it is
+        # the test ``trio.lowlevel.checkpoint`` makes after its yield, without its frame.
+        # If trio's private field ever moves, this falls back on its public checkpoint.
+        try:
+            cancelled = self._current_task()._cancel_status.effectively_cancelled
+        except AttributeError:  # pragma: no cover - a trio that changed its internals
+            cancelled = True
+        return self._full_checkpoint() if cancelled else self._checkpoint()
+
 
     def __init__(self) -> None:
         import outcome  # trio's own dependency
@@ -264,6 +349,9 @@ class _TrioParker(Parker):
         self._resumes = self._outcome(None)
         self._follower_resumes = self._outcome(None)
         self._occupied = False
+        self._thread = threading.get_ident()
+        self._token = trio.lowlevel.current_trio_token()
+        self._run_finished = trio.RunFinishedError
         self._task: trio.lowlevel.Task | None = None
         """The parked task, until it is unparked or its park is aborted."""
         self._follower: trio.lowlevel.Task | None = None
@@ -272,6 +360,7 @@ class _TrioParker(Parker):
         self._wait = trio.lowlevel.wait_task_rescheduled
         self._reschedule = trio.lowlevel.reschedule
         self._checkpoint = trio.lowlevel.cancel_shielded_checkpoint
+        self._full_checkpoint = trio.lowlevel.checkpoint
         # anyio's trio backend calls trio's own, which is public: bind that.
         self.checkpoint_if_cancelled = trio.lowlevel.checkpoint_if_cancelled  # type: ignore[method-assign]
 
@@ -333,6 +422,10 @@ class _TrioParker(Parker):
         # so there is none yet): follow the task just woken.
         self._follower = self._current_task()
         return self._wait(_refuse_abort)
+
+
+def _nothing() -> None:
+    """What ``_TrioParker.at_home`` schedules to learn whether its trio run is still alive."""
 
 
 def _refuse_abort(raise_cancel: object) -> trio.lowlevel.Abort:

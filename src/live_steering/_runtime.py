@@ -41,9 +41,15 @@ from ._core import (
     SteeringCore,
     exit_of,
 )
-from ._errors import CheckpointDecisionWarning, GenerationStateError, GenerationStopped, InvariantError
+from ._errors import (
+    CheckpointDecisionWarning,
+    GenerationStateError,
+    GenerationStopped,
+    InvariantError,
+    UnknownInputError,
+)
 from ._events import DEFAULT_LOG_SIZE, DEFAULT_SUBSCRIPTION_BUFFER, Event, EventHub, Listener, Subscription
-from ._parking import Parker
+from ._parking import Parker, checkpoint
 from ._types import Disposition, HoldReason, Input, Receipt, StopReason
 from ._validate import input_problem
 
@@ -64,6 +70,9 @@ __all__ = [
 #: that cannot be called with those two arguments is refused (``TypeError``) before
 #: the boundary takes any input.
 Writer = Callable[[Input, Mapping[str, Any]], Awaitable[None] | None]
+
+#: The events after which an input is final (C20): what ``wait_final`` waits for.
+_FINAL_EVENTS: Final = frozenset({"steering.applied", "steering.held", "steering.unknown"})
 
 #: An optional write-ahead hook (see ``LiveRuntime.set_write_barrier``): awaited with the
 #: generation id and the one input about to be handed to the writer (as a 1-tuple).
@@ -128,6 +137,9 @@ class LiveRuntime:
             identity_limit=identity_limit,
             max_text_chars=max_text_chars,
             boundary_delivery=boundary_delivery,
+            # Random per runtime: an anchor kept from another runtime's generation (before a
+            # restart, say) never names one of this runtime's.
+            generation_prefix=f"gen-{os.urandom(16).hex()}-",
         )
         self._settle = self._core.settle
         """What the hub calls before it shows its log or changes its consumers, while a
@@ -135,7 +147,13 @@ class LiveRuntime:
         a generation installs it on the hub and leaving removes it, so the hub holds
         the core (which holds the hub) only while a task holds the generation anyway."""
         self._active: Generation | None = None
+        self._home: Parker | None = None
+        """The parker of the latest generation entered: the event loop and thread this
+        runtime belongs to (C8), checked before any call that could change its state."""
         self._write_barrier: WriteBarrier | None = None
+        self._final_waiters: dict[str, list[anyio.Event]] = {}
+        """``wait_final`` callers by input id; a listener wakes them while there are any."""
+        self._remove_final_listener: Callable[[], None] | None = None
 
     # -- host side ------------------------------------------------------------------------
 
@@ -165,35 +183,55 @@ class LiveRuntime:
         ...     Input("steer", "Use the corrected path", id="fix-1"), runtime.generation["id"])
 
         Admission is decided before the first await, so cancelling this call never
-        un-admits an input. After an admission or a refusal the call yields once,
-        shielded from cancellation, so that a woken engine runs first and the caller
-        still gets its receipt (a cancellation reaches it at its next checkpoint).
-        ``steering.accepted`` is published when the call resumes, or earlier if the
-        engine publishes anything first: always before the call returns, and
-        before any later event.
-        An identical repeat (C10) changes nothing and wakes no one, so it is answered
-        without a scheduling round: to wait for a disposition, subscribe to events
-        rather than resubmitting in a loop. Refusals are receipts; only wrong
-        argument types raise ``TypeError``.
+        un-admits an input. The call is a checkpoint (C8): it yields exactly once on
+        every path. After an admission the yield is shielded from cancellation, so
+        that the woken engine runs first and the caller still gets its receipt (a
+        cancellation reaches it at its next checkpoint). ``steering.accepted`` is
+        published when the call resumes, or earlier if the engine publishes anything
+        first: always before the call returns, and before any later event. After a
+        repeat (C10) or a refusal, which change nothing, the yield is an ordinary
+        checkpoint: a pending cancellation is raised there, so a host polling with
+        repeats lets the engine run and its own timeout fire. To wait for an
+        outcome, ``await runtime.wait_final(input_id)``. Refusals are receipts;
+        wrong argument types raise ``TypeError``; a call from another thread or event
+        loop, or from inside an event listener, raises ``RuntimeError`` before
+        anything is decided.
         """
         core = self._core
+        gen = self._active
+        if gen is None:  # nothing can be admitted: a refusal or a repeat
+            home = self._home
+            if (home is not None and not home.at_home()) or self._hub.dispatching:
+                raise self._misuse("submit_steering")
+            receipt = core.decide(input, generation_id)
+            assert receipt is not None
+            await checkpoint()
+            return receipt
+        parker = gen._parker  # the runtime's home while a generation runs
+        assert parker is not None  # made when the generation was entered
+        if not parker.at_home() or self._hub.dispatching:
+            raise self._misuse("submit_steering")
         receipt = core.decide(input, generation_id)
-        if receipt is None:  # admitted, so a generation of this runtime is running
-            gen = self._active
-            assert gen is not None
-            parker = gen._parker
-            assert parker is not None  # made when the generation was entered
+        if receipt is None:  # admitted
             try:
                 await parker.hand_over()  # wakes the engine, which runs first
             finally:  # also when asyncio's task.cancel() lands on the yield
                 core.settle()  # steering.accepted, unless something published it first
             return core.queued_receipt(input.id)
-        if not receipt.accepted:
-            await anyio.lowlevel.cancel_shielded_checkpoint()
+        await parker.checkpoint()
         return receipt
 
     def submit_steering_nowait(self, input: Input, generation_id: str) -> Receipt:
-        """``submit_steering`` without the yield, for synchronous callers. O(1) plus validation."""
+        """``submit_steering`` without the yield, for synchronous callers. O(1) plus validation.
+
+        It never yields. It too must be called from the runtime's own event loop and
+        thread, and not from inside an event listener (``RuntimeError`` otherwise,
+        before anything is decided): from another thread, go through the loop with
+        ``anyio.from_thread`` (docs/hosts.md).
+        """
+        home = self._home
+        if (home is not None and not home.at_home()) or self._hub.dispatching:
+            raise self._misuse("submit_steering_nowait")
         receipt = self._core.decide(input, generation_id)
         if receipt is None:  # admitted
             assert self._active is not None
@@ -201,6 +239,103 @@ class LiveRuntime:
             self._core.settle()
             return self._core.queued_receipt(input.id)
         return receipt
+
+    def _misuse(self, call: str) -> RuntimeError:
+        """The error of a call made where this runtime cannot serve it (C8); nothing changed."""
+        if self._hub.dispatching:
+            return RuntimeError(
+                f"{call}() called from inside an event listener: a listener must not call back into "
+                "the runtime (the stream would be reordered); submit from a task instead"
+            )
+        return RuntimeError(
+            f"{call}() called from another thread or event loop than the runtime's: a runtime belongs "
+            "to the event loop it runs in; from a thread use anyio.from_thread.run() or a "
+            "BlockingPortal (docs/hosts.md)"
+        )
+
+    def _guard(self, call: str) -> None:
+        home = self._home
+        if (home is not None and not home.at_home()) or self._hub.dispatching:
+            raise self._misuse(call)
+
+    async def wait_final(self, input_id: str) -> Receipt:
+        """Wait until the accepted input ``input_id`` is final; return its receipt (C20).
+
+        >>> receipt = await runtime.wait_final("fix-1")          # doctest: +SKIP
+        >>> receipt.disposition in (Disposition.APPLIED, Disposition.HELD, Disposition.UNKNOWN)
+        True
+
+        Returns at once (after one checkpoint) for an input already applied, held or
+        unknown, also after ``aclose()``. A queued input becomes final at the latest
+        when its generation ends. Put a deadline around it with the caller's own
+        cancel scope (``anyio.fail_after``, ``move_on_after``): cancelling the wait
+        changes nothing. ``UnknownInputError`` (a ``LookupError``) for an id this
+        runtime never accepted (a refused one included), which can never become final;
+        ``TypeError`` for a non-string id. O(1) per waiter.
+        """
+        if type(input_id) is not str:
+            raise TypeError(f"input_id must be a str, got {type(input_id).__name__}")
+        self._guard("wait_final")
+        receipt = self._core.receipt(input_id)
+        if receipt is None:
+            raise UnknownInputError(f"input {input_id!r} was never accepted by this runtime")
+        if receipt.disposition is not Disposition.QUEUED:
+            await checkpoint()
+            return receipt
+        woken = anyio.Event()
+        waiters = self._final_waiters.setdefault(input_id, [])
+        waiters.append(woken)
+        if self._remove_final_listener is None:
+            self._remove_final_listener = self._hub.add_listener(self._wake_final)
+        try:
+            await woken.wait()
+        finally:
+            waiters.remove(woken)
+            if not waiters:
+                del self._final_waiters[input_id]
+                if not self._final_waiters and self._remove_final_listener is not None:
+                    self._remove_final_listener()
+                    self._remove_final_listener = None
+        receipt = self._core.receipt(input_id)
+        if receipt is None or receipt.disposition is Disposition.QUEUED:
+            raise InvariantError(f"input {input_id!r} was announced final but is {receipt}")
+        return receipt
+
+    def _wake_final(self, event: Event) -> None:
+        """The listener ``wait_final`` installs: wake the waiters of an input that became final."""
+        if event["type"] in _FINAL_EVENTS:
+            waiters = self._final_waiters.get(event["input_id"])
+            if waiters:
+                for woken in waiters:
+                    woken.set()
+
+    def stop(self, generation_id: str, reason: StopReason = StopReason.GENERATION_STOPPED) -> bool:
+        """Stop the running generation ``generation_id`` without its engine's handle (C17).
+
+        >>> runtime.stop(runtime.generation["id"])                # doctest: +SKIP
+        True
+
+        The same as the engine's ``gen.stop(reason)`` made from another task: admission
+        closes, pending input is held (``reason``), a write already handed to the
+        writer completes, a parked ``wait_for_input`` returns, the engine's next
+        boundary ends its loop, and leaving the block publishes ``generation.stopped``.
+        Returns True if this call stopped it; False, changing nothing, if
+        ``generation_id`` is not the running generation (it ended, or never ran: a host
+        racing the end of a generation needs no special case) or its admission had
+        already closed (stopped, finishing, or the runtime closed: the first ending
+        stands). ``TypeError`` for a non-string id or a reason that is not a
+        ``StopReason``; ``RuntimeError`` from another thread or loop, or a listener.
+        """
+        if type(generation_id) is not str:
+            raise TypeError(f"generation_id must be a str, got {type(generation_id).__name__}")
+        if type(reason) is not StopReason:
+            raise TypeError(f"reason must be a StopReason, got {reason!r}")
+        self._guard("stop")
+        active = self._active
+        if active is None or active.id != generation_id or not active.accepting:
+            return False
+        active.stop(reason)
+        return True
 
     def receipt(self, input_id: str) -> Receipt | None:
         """The current receipt of an accepted input id, or ``None``. O(1)."""
@@ -269,6 +404,7 @@ class LiveRuntime:
         publishes ``generation.stopped``. Subscriptions end after their buffers,
         once the running generation (if any) has published its last event.
         """
+        self._guard("aclose")
         self._core.close()
         if self._active is not None:
             # Its in-flight write and terminal event are still to come: the hub closes
@@ -300,9 +436,8 @@ class LiveRuntime:
         used before in this runtime.
         """
         if generation_id is None:
-            # 128 random bits, as a uuid4's hex but without building a UUID (an agent run
-            # opens a generation); valid by construction, and the core checks it on entry.
-            return Generation(self, f"gen-{os.urandom(16).hex()}")
+            # unique by construction: the runtime remembers a counter, not the id (issue 11)
+            return Generation(self, self._core.new_generation_id(), issued=True)
         return Generation(self, self._core.check_generation_id(generation_id))
 
     def _check(self) -> None:
@@ -434,9 +569,11 @@ class Generation:
     absorbs, so a loop stopped from another task ends cleanly.
     """
 
-    def __init__(self, runtime: LiveRuntime, generation_id: str) -> None:
+    def __init__(self, runtime: LiveRuntime, generation_id: str, *, issued: bool = False) -> None:
         self._runtime = runtime
         self.id: Final = generation_id
+        self._issued = issued
+        """True for an id the runtime made (``open_generation()`` without an id)."""
         self._state: GenerationState | None = None
         self._parker: Parker | None = None
         """Where the engine waits for input; made for the running backend on entry."""
@@ -455,8 +592,9 @@ class Generation:
         runtime = self._runtime
         # The core checks the id again: two handles made for one id before either ran
         # would otherwise let an anchor to the first generation reach the second (C18).
-        self._state = runtime._core.start_generation(self.id)
+        self._state = runtime._core.start_generation(self.id, issued=self._issued)
         self._parker = Parker.for_running_backend()
+        runtime._home = self._parker
         runtime._active = self
         runtime._hub.owed = runtime._settle
         return self
@@ -477,12 +615,14 @@ class Generation:
         else:
             how = exit_of(exc, cancelled=exc is not None and _only_cancellation(exc))
             error = None if exc is None else type(exc).__name__
-        terminal = self._terminal = self._runtime._core.end_generation(state, how, error)
-        self._runtime._active = None
-        self._runtime._hub.owed = None  # nothing is owed once the terminal event is out
-        self._wake()
-        if self._runtime.closed:  # aclose() left the hub open for this generation's last events
-            self._runtime._hub.close()
+        try:
+            terminal = self._terminal = self._runtime._core.end_generation(state, how, error)
+        finally:  # the core ends the generation even when its clock raises, then re-raises it
+            self._runtime._active = None
+            self._runtime._hub.owed = None  # nothing is owed once the terminal event is out
+            self._wake()
+            if self._runtime.closed:  # aclose() left the hub open for this generation's last events
+                self._runtime._hub.close()
         if "warning" in terminal:  # the last step: under -W error the warning raises here
             warnings.warn(
                 CheckpointDecisionWarning(
