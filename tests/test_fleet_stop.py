@@ -162,7 +162,10 @@ async def test_stop_refuses_bad_arguments_and_stores_nothing(fleet_store: FleetS
     """A non-string generation id or a reason that is not a StopReason: TypeError, no request stored."""
     session = new_session()
     async with fleet_store.fleet("owner") as owner, fleet_store.fleet("host") as host:
-        async with owner.own(LiveRuntime(session_id=session)) as runtime, runtime.open_generation("g1") as gen:
+        async with (
+            owner.own(LiveRuntime(session_id=session)) as runtime,
+            runtime.open_generation("g1") as gen,
+        ):
             with pytest.raises(TypeError, match="generation_id"):
                 await host.stop(session, 1)  # type: ignore[arg-type]
             with pytest.raises(TypeError, match="StopReason"):

@@ -31,9 +31,7 @@ def register(subparsers: Any) -> None:
         "to stop a generation by id; its pending steers are held.",
     )
     store_arguments(parser)
-    parser.add_argument(
-        "--generation", metavar="G", help="stop generation G (default: the one running now)"
-    )
+    parser.add_argument("--generation", metavar="G", help="stop generation G (default: the one running now)")
     parser.add_argument(
         "--reason",
         choices=[reason.value for reason in StopReason],
