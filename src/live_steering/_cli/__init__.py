@@ -25,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     import argparse
     from typing import NoReturn
 
-    from . import acp, demo, hook, hooks, instruct, receipts, steer
+    from . import acp, demo, hook, hooks, instruct, receipts, steer, stop
 
     class Parser(argparse.ArgumentParser):
         """argparse, but a usage error is one line on stderr (exit 2), like every other CLI error."""
@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     # in the order ``--help`` lists them
-    for module in (demo, receipts, steer, acp, instruct, hook, hooks):
+    for module in (demo, receipts, steer, stop, acp, instruct, hook, hooks):
         module.register(subparsers)
     return parser
 

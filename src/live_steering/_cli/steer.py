@@ -28,10 +28,7 @@ def register(subparsers: Any) -> None:
         description="Send a steer through a fleet store (SQLite file or PostgreSQL) to the process "
         "that owns SESSION, and print the owner's receipt.",
     )
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--store", metavar="PATH", help="a SQLite fleet store (processes on one machine)")
-    where.add_argument("--dsn", metavar="DSN", help="a PostgreSQL fleet store (needs the 'postgres' extra)")
-    parser.add_argument("session", metavar="SESSION", help="the session id the owner runs")
+    store_arguments(parser)
     parser.add_argument("text", metavar="TEXT", help="the steer")
     parser.add_argument(
         "--id", required=True, metavar="ID", help="a stable id: a retry with it is answered, not re-sent"
@@ -39,6 +36,20 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--generation", metavar="G", help="anchor to generation G (default: the one running now)"
     )
+    timeout_argument(parser)
+    parser.add_argument("--json", action="store_true", help="print the receipt as one JSON object")
+    parser.set_defaults(handler=run)
+
+
+def store_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--store PATH | --dsn DSN`` and ``SESSION`` (shared with ``live-steering stop``)."""
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--store", metavar="PATH", help="a SQLite fleet store (processes on one machine)")
+    where.add_argument("--dsn", metavar="DSN", help="a PostgreSQL fleet store (needs the 'postgres' extra)")
+    parser.add_argument("session", metavar="SESSION", help="the session id the owner runs")
+
+
+def timeout_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--timeout",
         type=float,
@@ -46,11 +57,19 @@ def register(subparsers: Any) -> None:
         metavar="S",
         help="seconds the owner has to decide (default 10)",
     )
-    parser.add_argument("--json", action="store_true", help="print the receipt as one JSON object")
-    parser.set_defaults(handler=run)
 
 
-def _fleet(args: argparse.Namespace) -> Fleet:
+def usage_error(args: argparse.Namespace, command: str) -> str | None:
+    """What is wrong with ``--timeout`` or ``--store`` before anything opens, or ``None``."""
+    if args.timeout <= 0:
+        return f"live-steering {command}: --timeout must be positive"
+    if args.store is not None and not os.path.isfile(args.store):
+        # opening would create an empty store: a mistyped path must not look like an idle session
+        return f"live-steering {command}: no fleet store at {args.store!r}"
+    return None
+
+
+def fleet_of(args: argparse.Namespace) -> Fleet:
     if args.dsn is not None:
         from ..fleet import PostgresFleet
 
@@ -63,7 +82,7 @@ class _NoGeneration(Exception):
 
 
 async def _steer(args: argparse.Namespace) -> Receipt:
-    async with _fleet(args) as fleet:
+    async with fleet_of(args) as fleet:
         generation = args.generation
         if generation is None:
             running = await fleet.generation(args.session)
@@ -74,12 +93,9 @@ async def _steer(args: argparse.Namespace) -> Receipt:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.timeout <= 0:
-        print("live-steering steer: --timeout must be positive", file=sys.stderr)
-        return 2
-    if args.store is not None and not os.path.isfile(args.store):
-        # opening would create an empty store: a mistyped path must not look like an idle session
-        print(f"live-steering steer: no fleet store at {args.store!r}", file=sys.stderr)
+    problem = usage_error(args, "steer")
+    if problem is not None:
+        print(problem, file=sys.stderr)
         return 2
     try:
         receipt = anyio.run(_steer, args)

@@ -15,6 +15,7 @@ store is the receipt journal of the runtimes it owns. Two engines, one interface
 >>> async with SQLiteFleet("fleet.db", node_id="api-3") as fleet:               # doctest: +SKIP
 ...     capability = await fleet.capability("chat-42")
 ...     receipt = await capability["submit"](Input("steer", "Use X", id="m-1"), generation_id)
+...     result = await fleet.stop("chat-42", generation_id)                      # StopResult
 
 See docs/fleet.md. Importing this package never imports ``psycopg``.
 """
@@ -24,10 +25,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .._extras import install_hint
-from ._node import Fleet, FleetStatistics
+from ._node import Fleet, FleetStatistics, StopResult
 from ._owner import OwnerStatistics
 from ._sqlite import SQLiteFleet
-from ._store import UNREACHABLE, FencedError, FleetError, Lease, LeaseHeldError
+from ._store import NO_OWNER, NOT_RUNNING, UNREACHABLE, FencedError, FleetError, Lease, LeaseHeldError
 
 if TYPE_CHECKING:
     from ._postgres import PostgresFleet
@@ -39,7 +40,10 @@ __all__ = [
     "Lease",
     "FleetStatistics",
     "OwnerStatistics",
+    "StopResult",
     "UNREACHABLE",
+    "NO_OWNER",
+    "NOT_RUNNING",
     "FleetError",
     "FencedError",
     "LeaseHeldError",

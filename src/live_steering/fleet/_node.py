@@ -35,7 +35,7 @@ import anyio.lowlevel
 import attrs
 
 from .._runtime import LiveRuntime
-from .._types import Disposition, Input, Receipt
+from .._types import Disposition, Input, Receipt, StopReason
 from .._validate import checked_id, plain_str
 from ..journal import JournalEntry
 from ._owner import Owner, OwnerStatistics
@@ -76,6 +76,18 @@ class _Queued:
 class _Waiter:
     event: anyio.Event = attrs.Factory(anyio.Event)
     receipt: Receipt | None = None
+
+
+@attrs.frozen
+class StopResult:
+    """The answer to ``Fleet.stop``: the owner's ``runtime.stop`` result, or why no owner gave one."""
+
+    stopped: bool
+    """True: this request stopped the generation (its pending steers are held ``reason``)."""
+    session_id: str
+    generation_id: str
+    reason: str | None
+    """``None`` when stopped; else ``"not-running"``, ``"no-owner"`` or ``"unreachable"``."""
 
 
 @attrs.frozen
@@ -319,17 +331,59 @@ class Fleet(abc.ABC):
             raise TypeError(f"generation_id must be a str, got {type(generation_id).__name__}")
         generation_id = plain_str(generation_id)
         deadline = anyio.current_time() + (self.timeout if timeout is None else timeout)
-        store = self._store()
         started = await self._insert(Submission(session_id, input, input_digest(input), generation_id))
         if isinstance(started, Receipt):
             self._without_owner += 1
             return started
+        decided = await self._decision(started, deadline)
+        if decided is not None:
+            return decided
+        return Receipt(False, input.id, generation_id, None, UNREACHABLE)
+
+    async def stop(
+        self,
+        session_id: str,
+        generation_id: str,
+        reason: StopReason = StopReason.GENERATION_STOPPED,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - a deadline that withdraws, not a cancel scope
+    ) -> StopResult:
+        """Stop generation ``generation_id`` of the session's owner, wherever it runs (C17).
+
+        >>> result = await fleet.stop("chat-42", "g-7")             # doctest: +SKIP
+        >>> result.stopped
+        True
+
+        Crosses to the owner like a submit, and in request order with them: a steer stored
+        before the stop is decided first (then held ``reason`` by the stop). The owner calls
+        ``runtime.stop(generation_id, reason)``; ``stopped`` is its answer. Refused, changing
+        nothing: ``not-running`` (not the running generation, or it is already ending),
+        ``no-owner`` (no live owner holds the lease), ``unreachable`` (the owner did not
+        decide before ``timeout``: withdrawn, never decided later).
+        """
+        session_id = plain_str(session_id, "session_id")
+        if type(generation_id) is not str:
+            raise TypeError(f"generation_id must be a str, got {type(generation_id).__name__}")
+        if type(reason) is not StopReason:
+            raise TypeError(f"reason must be a StopReason, got {reason!r}")
+        deadline = anyio.current_time() + (self.timeout if timeout is None else timeout)
+        stop = Submission(session_id, Input("stop", "", id=""), "", generation_id, reason.value)
+        started = await self._insert(stop)
+        if isinstance(started, Receipt):
+            return StopResult(False, session_id, generation_id, started.reason)
+        decided = await self._decision(started, deadline)
+        if decided is None:
+            return StopResult(False, session_id, generation_id, UNREACHABLE)
+        return StopResult(decided.accepted, session_id, generation_id, decided.reason)
+
+    async def _decision(self, request_no: int, deadline: float) -> Receipt | None:
+        """Wait for the owner's answer to a stored request; ``None``: withdrawn at the deadline."""
         self._submitted += 1
-        request_no = started
-        waiter = _Waiter()
+        store = self._store()
         early = self._early.pop(request_no, None)
         if early is not None:
             return early
+        waiter = _Waiter()
         self._replies[request_no] = waiter
         try:
             while True:
@@ -346,10 +400,9 @@ class Fleet(abc.ABC):
                     return decided
             with anyio.CancelScope(shield=True):
                 decided = await self._call(store.withdraw, request_no)
-            if decided is not None:
-                return decided
-            self._unreachable += 1
-            return Receipt(False, input.id, generation_id, None, UNREACHABLE)
+            if decided is None:
+                self._unreachable += 1
+            return decided
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True), contextlib.suppress(FleetError):
                 await self._call(store.withdraw, request_no)

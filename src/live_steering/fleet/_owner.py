@@ -41,10 +41,19 @@ from sortedcontainers import SortedDict
 
 from .._errors import InvariantError
 from .._runtime import LiveRuntime, internals
-from .._types import Input, Receipt
+from .._types import Input, Receipt, StopReason
 from ..journal import ChangeKind, JournalChange
 from ..journal._store import DISPOSITION_OF_CHANGE, digest
-from ._store import Decision, FencedError, FleetError, Prior, Request, StoreConnection, Taken
+from ._store import (
+    NOT_RUNNING,
+    Decision,
+    FencedError,
+    FleetError,
+    Prior,
+    Request,
+    StoreConnection,
+    Taken,
+)
 
 _log = logging.getLogger("live_steering.fleet")
 
@@ -270,8 +279,14 @@ class Owner:
     def _decide(self, request: Request) -> Receipt:
         """One request, decided by the core (or, for an input of an earlier owner, by its stored receipt)."""
         input = request.input
-        prior = self._prior.get(input.id)
         runtime = self.runtime
+        if request.stop is not None:  # a host's stop of a generation by id, in request order
+            try:
+                stopped = runtime.stop(request.anchor, StopReason(request.stop))
+            except ValueError:  # not a reason this library knows: a row no node of it wrote
+                stopped = False
+            return Receipt(stopped, input.id, request.anchor, None, None if stopped else NOT_RUNNING)
+        prior = self._prior.get(input.id)
         if prior is not None and input.kind == "steer" and runtime.receipt(input.id) is None:
             # The session's identities outlive one runtime: an earlier owner accepted this id.
             if prior.digest == request.digest and prior.generation_id == request.anchor:

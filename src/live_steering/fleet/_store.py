@@ -38,6 +38,12 @@ SCHEMA_VERSION: Final = 1
 UNREACHABLE: Final = "unreachable"
 
 
+#: A remote stop's refusals: no live owner holds the session's lease; the owner's runtime did
+#: not stop it (``runtime.stop`` returned False: not the running generation, or already ending).
+NO_OWNER: Final = "no-owner"
+NOT_RUNNING: Final = "not-running"
+
+
 class FleetError(LiveSteeringError, RuntimeError):
     """The fleet store cannot do what was asked (unreachable database, bad schema, closed fleet)."""
 
@@ -76,6 +82,8 @@ class Request:
     anchor: str
     digest: str
     node_id: str
+    stop: str | None = None
+    """A stop of generation ``anchor`` with this ``StopReason`` value, not a steer (``input`` unused)."""
 
 
 @attrs.frozen
@@ -86,6 +94,8 @@ class Submission:
     input: Input
     digest: str
     anchor: str
+    stop: str | None = None
+    """A stop of generation ``anchor`` with this ``StopReason`` value, not a steer (``input`` unused)."""
 
 
 @attrs.frozen
@@ -127,10 +137,13 @@ def printable(value: str) -> str:
     return value.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
 
 
-def _input_json(input: Input, anchor: str) -> str:
+def _input_json(input: Input, anchor: str, stop: str | None) -> str:
     """The exact input as ASCII JSON: NUL and lone surrogates survive any store (C27: the owner's
-    core sees what the host sent, and refuses it exactly as in-process)."""
-    return json.dumps({"kind": input.kind, "text": input.text, "id": input.id, "anchor": anchor})
+    core sees what the host sent, and refuses it exactly as in-process). A stop adds ``stop``."""
+    wire = {"kind": input.kind, "text": input.text, "id": input.id, "anchor": anchor}
+    if stop is not None:
+        wire["stop"] = stop
+    return json.dumps(wire)
 
 
 def _identity_json(input_id: str, anchor: str) -> str:
@@ -139,7 +152,12 @@ def _identity_json(input_id: str, anchor: str) -> str:
 
 def _request(request_no: int, wire: dict[str, str], digest: str, node_id: str) -> Request:
     return Request(
-        request_no, Input(wire["kind"], wire["text"], id=wire["id"]), wire["anchor"], digest, node_id
+        request_no,
+        Input(wire["kind"], wire["text"], id=wire["id"]),
+        wire["anchor"],
+        digest,
+        node_id,
+        wire.get("stop"),
     )
 
 
@@ -769,7 +787,7 @@ class StoreConnection(abc.ABC):
                             item.session_id,
                             printable(item.input.id),
                             printable(item.anchor),
-                            _input_json(item.input, item.anchor),
+                            _input_json(item.input, item.anchor, item.stop),
                             item.digest,
                             node_id,
                             now,
@@ -801,6 +819,8 @@ class StoreConnection(abc.ABC):
 
     def _answer_without_owner(self, item: Submission) -> Receipt:
         input, anchor = item.input, item.anchor
+        if item.stop is not None:  # only a live owner's runtime can stop a generation
+            return Receipt(False, input.id, anchor, None, NO_OWNER)
         if printable(input.id) != input.id or printable(anchor) != anchor:
             # no runtime ever accepted such an id or generation: a new id, and no generation runs
             return Receipt(False, input.id, anchor, None, "stale-generation")
