@@ -12,6 +12,7 @@ import contextlib
 import gc
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -475,3 +476,56 @@ def test_the_parker_follows_sniffio_not_the_running_loop() -> None:
 
     assert _guest_run(guest) == "_TrioParker"
     assert asyncio.run(on_asyncio()) == "_AsyncioParker"
+
+
+def test_a_guest_run_and_its_host_loop_are_different_loops_to_a_runtime() -> None:
+    """C8 under guest mode: a runtime of the asyncio host refuses a submit from the trio guest, and a
+    runtime of the guest refuses one from the host, before admitting anything (one thread, two loops)."""
+
+    async def host() -> tuple[str, int, str, int]:
+        loop = asyncio.get_running_loop()
+        hosts = LiveRuntime()
+        async with hosts.open_generation() as gen:
+
+            async def guest_submits() -> str:
+                with pytest.raises(RuntimeError, match="another thread or event loop") as raised:
+                    await hosts.submit_steering(Input("steer", "x", id="h-1"), gen.id)
+                return str(raised.value)
+
+            done: asyncio.Future[outcome.Outcome[str]] = loop.create_future()
+            trio.lowlevel.start_guest_run(
+                guest_submits,
+                run_sync_soon_threadsafe=loop.call_soon_threadsafe,
+                done_callback=done.set_result,
+            )
+            from_guest = (await done).unwrap()
+            gen.stop()
+        opened = asyncio.Event()
+        held: dict[str, Any] = {}
+
+        async def guest_owns() -> str:
+            guests = LiveRuntime()
+            finish = trio.Event()
+            async with guests.open_generation() as own:
+                held.update(runtime=guests, gen=own, finish=finish, token=trio.lowlevel.current_trio_token())
+                loop.call_soon_threadsafe(opened.set)
+                await finish.wait()
+                own.stop()
+            return "done"
+
+        finished: asyncio.Future[outcome.Outcome[str]] = loop.create_future()
+        trio.lowlevel.start_guest_run(
+            guest_owns, run_sync_soon_threadsafe=loop.call_soon_threadsafe, done_callback=finished.set_result
+        )
+        await opened.wait()
+        with pytest.raises(RuntimeError, match="another thread or event loop") as raised:
+            await held["runtime"].submit_steering(Input("steer", "x", id="g-1"), held["gen"].id)
+        held["token"].run_sync_soon(held["finish"].set)
+        assert (await finished).unwrap() == "done"
+        guests_accepted = held["runtime"].statistics().accepted
+        return from_guest, hosts.statistics().accepted, str(raised.value), guests_accepted
+
+    from_guest, hosts_accepted, from_host, guests_accepted = asyncio.run(host())
+    assert (hosts_accepted, guests_accepted) == (0, 0)
+    assert "submit_steering()" in from_guest
+    assert "submit_steering()" in from_host

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 __all__ = ["Parker", "checkpoint"]
 
 _running_loop = asyncio._get_running_loop
+_modules = sys.modules
 _trio_checkpoint: Callable[[], Awaitable[None]] | None = None
 
 
@@ -60,6 +61,19 @@ def _asyncio_checkpoint() -> Generator[None, None, None]:
     yield
 
 
+_sniffio_names: Any = None
+"""sniffio's thread-local (trio names itself there), once sniffio is imported."""
+
+
+def _find_sniffio_names() -> Any:
+    """sniffio's thread-local if sniffio is imported (trio imports it), else None; kept once found."""
+    global _sniffio_names
+    sniffio = _modules.get("sniffio")
+    if sniffio is not None:
+        _sniffio_names = sniffio.thread_local
+    return _sniffio_names
+
+
 def _trio_runs() -> bool:
     """True when trio runs the calling task; False on asyncio. Two attribute reads, mostly.
 
@@ -68,7 +82,7 @@ def _trio_runs() -> bool:
     (``anyio.run`` sets it), then asyncio's running loop. sniffio is trio's dependency,
     so when it was never imported trio is not running (and it is not imported here).
     """
-    sniffio = sys.modules.get("sniffio")
+    sniffio = _modules.get("sniffio")
     if sniffio is not None:
         name = sniffio.thread_local.name or sniffio.current_async_library_cvar.get()
         if name is not None:
@@ -221,8 +235,13 @@ class _AsyncioParker(Parker):
     __slots__ = ("_done", "_future", "_loop", "_state", "_task", "_task_states", "checkpoint_if_cancelled")
 
     def at_home(self) -> bool:
+        if _running_loop() is self._loop:
+            # trio as a guest on this loop (``start_guest_run``) is another event loop: its
+            # tasks see this loop running, but trio names itself in sniffio's thread-local.
+            names = _sniffio_names or _find_sniffio_names()
+            return names is None or names.name != "trio"
         # A loop that stopped running (its ``asyncio.run`` returned) is no one's home any more.
-        return _running_loop() is self._loop or not self._loop.is_running()
+        return not self._loop.is_running()
 
     @types.coroutine
     def checkpoint(self) -> Generator[None, None, None]:
@@ -329,6 +348,7 @@ class _TrioParker(Parker):
         "_reschedule",
         "_resumes",
         "_run_finished",
+        "_sniffio",
         "_task",
         "_thread",
         "_token",
@@ -338,9 +358,10 @@ class _TrioParker(Parker):
     )
 
     def at_home(self) -> bool:
-        if threading.get_ident() == self._thread:
+        if threading.get_ident() == self._thread and self._sniffio.name == "trio":
             return True
-        # Another thread: home only if this parker's trio run is over (no one's home any
+        # Another thread, or this thread outside trio's steps (the asyncio loop hosting
+        # trio as a guest): home only if this parker's trio run is over (no one's home any
         # more). Asking schedules a no-op in a live run; only a misuse takes this path.
         try:
             self._token.run_sync_soon(_nothing)
@@ -362,6 +383,7 @@ class _TrioParker(Parker):
         self._follower_resumes = self._outcome(None)
         self._occupied = False
         self._thread = threading.get_ident()
+        self._sniffio = sys.modules["sniffio"].thread_local  # trio imported it, and names itself there
         self._token = trio.lowlevel.current_trio_token()
         self._run_finished = trio.RunFinishedError
         self._task: trio.lowlevel.Task | None = None
