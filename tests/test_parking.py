@@ -8,16 +8,23 @@ run until they park. No test sleeps or looks at the wall clock.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import anyio
 import anyio.lowlevel
+import outcome
 import pytest
+import sniffio
+import trio.abc
 import trio.lowlevel
+import trio.testing
 
-from live_steering import GenerationStateError, Input, LiveRuntime
-from live_steering._parking import Parker
+from live_steering import Disposition, GenerationStateError, Input, LiveRuntime, Receipt
+from live_steering._parking import Parker, checkpoint
 
 pytestmark = pytest.mark.anyio
 
@@ -291,3 +298,234 @@ async def test_many_tasks_yield_at_once_and_all_resume() -> None:
         parker.unpark()
         await parker.yield_shielded()
         assert probe.returned
+
+
+# -- every awaited submit is a full checkpoint of the running backend (C8) ----------------------------
+
+_PATHS = ["repeat", "refusal", "repeat-after-close", "refusal-without-generation"]
+
+
+@contextlib.asynccontextmanager
+async def _submit_on(path: str) -> AsyncIterator[Callable[[], Awaitable[Receipt]]]:
+    """An awaited submit that changes nothing, on ``path``, with or without a running generation."""
+    runtime = LiveRuntime()
+    if path == "refusal-without-generation":
+        yield lambda: runtime.submit_steering(Input("steer", "x", id="n-1"), "no-such-generation")
+        return
+    async with runtime.open_generation() as gen:
+        assert runtime.submit_steering_nowait(Input("steer", "x", id="r-1"), gen.id).accepted
+        if path == "repeat":
+            yield lambda: runtime.submit_steering(Input("steer", "x", id="r-1"), gen.id)
+        elif path == "refusal":
+            yield lambda: runtime.submit_steering(Input("steer", "y", id="r-2"), "not-running")
+        gen.stop()
+    if path == "repeat-after-close":
+        yield lambda: runtime.submit_steering(Input("steer", "x", id="r-1"), gen.id)
+
+
+@pytest.mark.parametrize("path", _PATHS)
+async def test_a_submit_in_a_scope_whose_deadline_passed_is_cancelled(path: str) -> None:
+    """A repeat or refusal in a scope past its deadline raises, even before the scheduler noticed.
+
+    On trio a deadline set in the past is only acted on by the scheduler: the cancel
+    test must come after the submit's yield, as in ``trio.lowlevel.checkpoint``.
+    """
+    async with _submit_on(path) as submit:
+        with anyio.CancelScope() as scope:
+            scope.deadline = anyio.current_time() - 1
+            await submit()
+            pytest.fail("the submit was not a cancel point")  # pragma: no cover
+        assert scope.cancelled_caught
+
+
+class _CancelDuringNextYield(trio.abc.Instrument):
+    """trio runs a batch's tasks in either order, so "another task runs while the submit yields"
+    is scripted at the scheduler: right after ``task``'s next step ends (the submit's yield)."""
+
+    def __init__(self, task: trio.lowlevel.Task, scope: anyio.CancelScope, ran: list[bool]) -> None:
+        self.task, self.scope, self.ran = task, scope, ran
+
+    def after_task_step(self, task: trio.lowlevel.Task) -> None:
+        if task is self.task and not self.ran:
+            self.ran.append(True)
+            self.scope.cancel()
+
+
+@pytest.mark.parametrize("path", _PATHS)
+async def test_a_submit_cancelled_by_another_task_during_its_yield_raises(
+    path: str, anyio_backend: str
+) -> None:
+    """A scope cancelled by someone else while the submit yields is raised there: the cancel test
+    follows the yield, as in ``trio.lowlevel.checkpoint``."""
+    async with _submit_on(path) as submit, anyio.create_task_group() as tg:
+        scope = anyio.CancelScope()
+        ran: list[bool] = []
+
+        async def other() -> None:  # asyncio runs it first in, first out: during the yield
+            ran.append(True)
+            scope.cancel()
+
+        with scope:
+            if anyio_backend == "trio":
+                trio.lowlevel.add_instrument(_CancelDuringNextYield(trio.lowlevel.current_task(), scope, ran))
+            else:
+                tg.start_soon(other)
+            await submit()
+            pytest.fail("the cancellation made during the yield was not raised")  # pragma: no cover
+        assert scope.cancelled_caught
+        assert ran == [True]
+
+
+@pytest.mark.parametrize("path", _PATHS)
+@pytest.mark.parametrize("anyio_backend", ["trio"])
+async def test_trio_counts_every_changeless_submit_as_a_checkpoint(path: str) -> None:
+    """trio.testing.assert_checkpoints() holds around a repeat or refusal (cancel and schedule point)."""
+    async with _submit_on(path) as submit:
+        with trio.testing.assert_checkpoints():
+            await submit()
+
+
+@pytest.mark.parametrize("anyio_backend", ["trio"])
+async def test_trio_counts_an_admission_that_wakes_the_engine_as_a_checkpoint() -> None:
+    """trio.testing.assert_checkpoints() holds around an admission handed over to a parked engine."""
+    runtime = LiveRuntime()
+    async with runtime.open_generation() as gen, anyio.create_task_group() as tg:
+        woke: list[bool] = []
+
+        async def wait() -> None:
+            woke.append(await gen.wait_for_input())
+
+        tg.start_soon(wait)
+        await anyio.wait_all_tasks_blocked()
+        with trio.testing.assert_checkpoints():
+            receipt = await runtime.submit_steering(Input("steer", "go", id="a"), gen.id)
+        assert receipt.disposition is Disposition.QUEUED
+        assert woke == [True]
+        gen.stop()
+
+
+# -- trio as a guest on an asyncio loop: trio's parker, not asyncio's --------------------------------
+
+
+def _guest_run(async_fn: Callable[[], Awaitable[object]]) -> object:
+    """Run ``async_fn`` under trio as a guest on a fresh asyncio loop; its return value."""
+
+    async def host() -> object:
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[outcome.Outcome[object]] = loop.create_future()
+        trio.lowlevel.start_guest_run(
+            async_fn,
+            run_sync_soon_threadsafe=loop.call_soon_threadsafe,
+            done_callback=done.set_result,
+        )
+        return (await done).unwrap()
+
+    return asyncio.run(host())
+
+
+def test_trio_in_guest_mode_on_an_asyncio_loop_steers_end_to_end() -> None:
+    """Under trio's guest mode the asyncio loop runs too, yet trio runs the tasks: the runtime parks,
+    wakes and yields trio's way (open generation, submit, wake, boundary, repeat, refusal)."""
+    written: list[str] = []
+
+    async def guest() -> object:
+        assert sniffio.current_async_library() == "trio"
+        assert asyncio.get_running_loop() is not None  # the host loop: what used to mislead
+        runtime = LiveRuntime()
+
+        async def engine() -> None:
+            async with runtime.open_generation() as gen:
+                ready.set()
+                while await gen.wait_for_input():
+                    await gen.boundary(lambda item, metadata: written.append(item.id or ""))
+                    if not gen.continue_after_checkpoint():
+                        break
+
+        ready = trio.Event()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(engine)
+            await ready.wait()
+            await trio.testing.wait_all_tasks_blocked()  # the engine is parked
+            generation = runtime.generation
+            assert generation is not None
+            queued = await runtime.submit_steering(Input("steer", "go left", id="g-1"), generation["id"])
+            with trio.testing.assert_checkpoints():
+                repeat = await runtime.submit_steering(Input("steer", "go left", id="g-1"), generation["id"])
+            refusal = await runtime.submit_steering(Input("steer", "go", id="g-2"), "not-running")
+            await trio.testing.wait_all_tasks_blocked()  # the engine wrote g-1 and parked again
+            applied = runtime.receipt("g-1")
+            nursery.cancel_scope.cancel()
+        return queued.disposition, repeat.accepted, refusal.accepted, applied and applied.disposition
+
+    assert _guest_run(guest) == (Disposition.QUEUED, True, False, Disposition.APPLIED)
+    assert written == ["g-1"]
+
+
+def test_the_parker_follows_sniffio_not_the_running_loop() -> None:
+    """Parker.for_running_backend() and checkpoint() pick trio's under guest mode, asyncio's on asyncio."""
+
+    async def guest() -> object:
+        parker = Parker.for_running_backend()
+        await checkpoint()
+        await parker.checkpoint()
+        return type(parker).__name__
+
+    async def on_asyncio() -> object:
+        await checkpoint()
+        return type(Parker.for_running_backend()).__name__
+
+    assert _guest_run(guest) == "_TrioParker"
+    assert asyncio.run(on_asyncio()) == "_AsyncioParker"
+
+
+def test_a_guest_run_and_its_host_loop_are_different_loops_to_a_runtime() -> None:
+    """C8 under guest mode: a runtime of the asyncio host refuses a submit from the trio guest, and a
+    runtime of the guest refuses one from the host, before admitting anything (one thread, two loops)."""
+
+    async def host() -> tuple[str, int, str, int]:
+        loop = asyncio.get_running_loop()
+        hosts = LiveRuntime()
+        async with hosts.open_generation() as gen:
+
+            async def guest_submits() -> str:
+                with pytest.raises(RuntimeError, match="another thread or event loop") as raised:
+                    await hosts.submit_steering(Input("steer", "x", id="h-1"), gen.id)
+                return str(raised.value)
+
+            done: asyncio.Future[outcome.Outcome[str]] = loop.create_future()
+            trio.lowlevel.start_guest_run(
+                guest_submits,
+                run_sync_soon_threadsafe=loop.call_soon_threadsafe,
+                done_callback=done.set_result,
+            )
+            from_guest = (await done).unwrap()
+            gen.stop()
+        opened = asyncio.Event()
+        held: dict[str, Any] = {}
+
+        async def guest_owns() -> str:
+            guests = LiveRuntime()
+            finish = trio.Event()
+            async with guests.open_generation() as own:
+                held.update(runtime=guests, gen=own, finish=finish, token=trio.lowlevel.current_trio_token())
+                loop.call_soon_threadsafe(opened.set)
+                await finish.wait()
+                own.stop()
+            return "done"
+
+        finished: asyncio.Future[outcome.Outcome[str]] = loop.create_future()
+        trio.lowlevel.start_guest_run(
+            guest_owns, run_sync_soon_threadsafe=loop.call_soon_threadsafe, done_callback=finished.set_result
+        )
+        await opened.wait()
+        with pytest.raises(RuntimeError, match="another thread or event loop") as raised:
+            await held["runtime"].submit_steering(Input("steer", "x", id="g-1"), held["gen"].id)
+        held["token"].run_sync_soon(held["finish"].set)
+        assert (await finished).unwrap() == "done"
+        guests_accepted = held["runtime"].statistics().accepted
+        return from_guest, hosts.statistics().accepted, str(raised.value), guests_accepted
+
+    from_guest, hosts_accepted, from_host, guests_accepted = asyncio.run(host())
+    assert (hosts_accepted, guests_accepted) == (0, 0)
+    assert "submit_steering()" in from_guest
+    assert "submit_steering()" in from_host

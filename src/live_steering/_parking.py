@@ -20,8 +20,14 @@ task parked does nothing, and a parked task also wakes when cancelled.
 A parker also knows the event loop and thread it was made in (``at_home``): a
 runtime belongs to them (C8), and a call from anywhere else must be refused
 before it changes anything. ``checkpoint()`` is the cancellable yield of an
-awaited call that wakes nobody (a repeat, a refusal): one scheduling round,
+awaited call that wakes nobody (a repeat, a refusal): a full checkpoint of the
+backend (a schedule point, then a cancel point, as ``trio.lowlevel.checkpoint``),
 without anyio's backend lookup.
+
+Which backend runs is sniffio's answer (``_trio_runs``), as anyio's: trio names
+itself in sniffio's thread-local while it runs a task, also as a guest on an
+asyncio loop (``trio.lowlevel.start_guest_run``), where that loop is running
+too; only when nobody named a library does a running asyncio loop decide.
 
 ``checkpoint_if_cancelled`` is the start of every boundary: anyio's function of that
 name looks the backend up (``sniffio``) on each call, about as long as the rest of a
@@ -31,6 +37,7 @@ one-input boundary, so each parker binds its backend's own once.
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import types
 from collections.abc import Awaitable, Callable, Generator
@@ -42,6 +49,7 @@ if TYPE_CHECKING:
 __all__ = ["Parker", "checkpoint"]
 
 _running_loop = asyncio._get_running_loop
+_modules = sys.modules
 _trio_checkpoint: Callable[[], Awaitable[None]] | None = None
 
 
@@ -53,6 +61,35 @@ def _asyncio_checkpoint() -> Generator[None, None, None]:
     yield
 
 
+_sniffio_names: Any = None
+"""sniffio's thread-local (trio names itself there), once sniffio is imported."""
+
+
+def _find_sniffio_names() -> Any:
+    """sniffio's thread-local if sniffio is imported (trio imports it), else None; kept once found."""
+    global _sniffio_names
+    sniffio = _modules.get("sniffio")
+    if sniffio is not None:
+        _sniffio_names = sniffio.thread_local
+    return _sniffio_names
+
+
+def _trio_runs() -> bool:
+    """True when trio runs the calling task; False on asyncio. Two attribute reads, mostly.
+
+    ``sniffio.current_async_library()``'s order, without its call: sniffio's thread-local
+    (trio sets it for each of its steps, as host or as guest), then its context variable
+    (``anyio.run`` sets it), then asyncio's running loop. sniffio is trio's dependency,
+    so when it was never imported trio is not running (and it is not imported here).
+    """
+    sniffio = _modules.get("sniffio")
+    if sniffio is not None:
+        name = sniffio.thread_local.name or sniffio.current_async_library_cvar.get()
+        if name is not None:
+            return bool(name == "trio")
+    return _running_loop() is None
+
+
 def checkpoint() -> Awaitable[None]:
     """A checkpoint of the running backend: yield once, and raise a pending cancellation.
 
@@ -60,7 +97,7 @@ def checkpoint() -> Awaitable[None]:
     Like ``anyio.lowlevel.checkpoint()`` without its backend lookup; await it at once.
     """
     global _trio_checkpoint
-    if _running_loop() is not None:
+    if not _trio_runs():
         return _asyncio_checkpoint()
     if _trio_checkpoint is None:
         import trio.lowlevel  # only when trio runs: it is anyio's optional backend
@@ -80,8 +117,9 @@ class Parker:
     @staticmethod
     def for_running_backend() -> Parker:
         """A parker for the running anyio backend (asyncio or trio)."""
-        loop = asyncio._get_running_loop()
-        return _TrioParker() if loop is None else _AsyncioParker(loop)
+        if _trio_runs():
+            return _TrioParker()
+        return _AsyncioParker(asyncio.get_running_loop())
 
     @property
     def occupied(self) -> bool:
@@ -197,8 +235,13 @@ class _AsyncioParker(Parker):
     __slots__ = ("_done", "_future", "_loop", "_state", "_task", "_task_states", "checkpoint_if_cancelled")
 
     def at_home(self) -> bool:
+        if _running_loop() is self._loop:
+            # trio as a guest on this loop (``start_guest_run``) is another event loop: its
+            # tasks see this loop running, but trio names itself in sniffio's thread-local.
+            names = _sniffio_names or _find_sniffio_names()
+            return names is None or names.name != "trio"
         # A loop that stopped running (its ``asyncio.run`` returned) is no one's home any more.
-        return _running_loop() is self._loop or not self._loop.is_running()
+        return not self._loop.is_running()
 
     @types.coroutine
     def checkpoint(self) -> Generator[None, None, None]:
@@ -300,41 +343,31 @@ class _TrioParker(Parker):
         "_current_task",
         "_follower",
         "_follower_resumes",
-        "_full_checkpoint",
         "_occupied",
         "_outcome",
         "_reschedule",
         "_resumes",
         "_run_finished",
+        "_sniffio",
         "_task",
         "_thread",
         "_token",
         "_wait",
+        "checkpoint",
         "checkpoint_if_cancelled",
     )
 
     def at_home(self) -> bool:
-        if threading.get_ident() == self._thread:
+        if threading.get_ident() == self._thread and self._sniffio.name == "trio":
             return True
-        # Another thread: home only if this parker's trio run is over (no one's home any
+        # Another thread, or this thread outside trio's steps (the asyncio loop hosting
+        # trio as a guest): home only if this parker's trio run is over (no one's home any
         # more). Asking schedules a no-op in a live run; only a misuse takes this path.
         try:
             self._token.run_sync_soon(_nothing)
         except self._run_finished:
             return True
         return False
-
-    def checkpoint(self) -> Awaitable[None]:
-        # trio's pattern for a full checkpoint, in two halves (``checkpoint_if_cancelled``
-        # then ``cancel_shielded_checkpoint``), with the first half read in place: it is
-        # the test ``trio.lowlevel.checkpoint`` makes after its yield, without its frame.
-        # If trio's private field ever moves, this falls back on its public checkpoint.
-        try:
-            cancelled = self._current_task()._cancel_status.effectively_cancelled
-        except AttributeError:  # pragma: no cover - a trio that changed its internals
-            cancelled = True
-        return self._full_checkpoint() if cancelled else self._checkpoint()
-
 
     def __init__(self) -> None:
         import outcome  # trio's own dependency
@@ -350,6 +383,7 @@ class _TrioParker(Parker):
         self._follower_resumes = self._outcome(None)
         self._occupied = False
         self._thread = threading.get_ident()
+        self._sniffio = sys.modules["sniffio"].thread_local  # trio imported it, and names itself there
         self._token = trio.lowlevel.current_trio_token()
         self._run_finished = trio.RunFinishedError
         self._task: trio.lowlevel.Task | None = None
@@ -360,7 +394,11 @@ class _TrioParker(Parker):
         self._wait = trio.lowlevel.wait_task_rescheduled
         self._reschedule = trio.lowlevel.reschedule
         self._checkpoint = trio.lowlevel.cancel_shielded_checkpoint
-        self._full_checkpoint = trio.lowlevel.checkpoint
+        # trio's own full checkpoint: its yield first, then the cancel test, so that a
+        # deadline the scheduler processes in that yield, or a scope another task
+        # cancels meanwhile, raises here. Reading the cancel status before yielding
+        # (cheaper by a frame) would miss both, and trio.testing would not count it.
+        self.checkpoint = trio.lowlevel.checkpoint  # type: ignore[method-assign]
         # anyio's trio backend calls trio's own, which is public: bind that.
         self.checkpoint_if_cancelled = trio.lowlevel.checkpoint_if_cancelled  # type: ignore[method-assign]
 
