@@ -723,8 +723,8 @@ class Generation:
         core = runtime._core
         parker = self._parker
         assert parker is not None  # entered: _require() passed
-        if not parker.at_home():  # before anything changes (C8); an event listener cannot await
-            raise runtime._misuse("gen.boundary")
+        # Not checked against the runtime's loop here (C8): ``boundary_single`` has no room for
+        # it. The engine's other calls are (``_guard``): a stop or decision from a thread.
         await parker.checkpoint_if_cancelled()
         core.begin_boundary(state)
         applied: list[Receipt] = []
