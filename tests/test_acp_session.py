@@ -317,6 +317,19 @@ async def test_idle_steer_starts_a_turn_and_answers_once_it_runs(harness: Harnes
     assert [e.text for e in harness.model.requests[0] if e.role == "user"] == ["Tidy up"]
 
 
+async def test_turn_ids_are_the_runtimes_issued_ids_and_cost_no_memory_per_turn(harness: Harness) -> None:
+    """Issue 11: turns run on issued ids (<session>-turn-<n>), so a long session remembers no id per turn."""
+    for n in (1, 2, 3):
+        result = await harness.steer(f"Tidy up {n}")
+        assert result.turn_id == f"s1-turn-{n}"
+        harness.pace.release(100)
+        await harness.channel.wait_turn(f"s1-turn-{n}", "ended")
+    runtime = harness.session.runtime
+    assert runtime._core._generation_ids == set()  # before: one remembered id per turn
+    with pytest.raises(ValueError, match="reserved"):
+        runtime.open_generation("s1-turn-4")  # the runtime issues these itself
+
+
 async def test_idle_opt_in_prompt_required_changes_nothing(harness: Harness) -> None:
     """Idle with promptRequired: the answer is promptRequired/noRunningTurn; no turn, no input admitted."""
     result = await harness.steer("Keep", prompt_required=True)

@@ -83,6 +83,8 @@ from ._validate import MAX_ID_CHARS, checked_id, event_safe, input_problem
 
 __all__ = [
     "AFTER_CHECKPOINT",
+    "CONTINUED_WARNING",
+    "DEFAULT_GENERATION_ID_LIMIT",
     "DEFAULT_IDENTITY_LIMIT",
     "DEFAULT_MAX_TEXT_CHARS",
     "DELIVERY",
@@ -92,6 +94,7 @@ __all__ = [
     "OPEN",
     "STOP_REASONS",
     "UNDECIDED_EXITS",
+    "UNDECIDED_WARNING",
     "Action",
     "CheckpointDecision",
     "CoreStatistics",
@@ -108,6 +111,9 @@ __all__ = [
 ]
 
 DEFAULT_IDENTITY_LIMIT: Final = 2_000
+#: Generation ids a caller may choose per runtime (``open_generation(id)``): each is
+#: remembered so that none is used twice (C18); ids the runtime issues cost nothing.
+DEFAULT_GENERATION_ID_LIMIT: Final = 10_000
 DEFAULT_MAX_TEXT_CHARS: Final = 16_000
 DELIVERY: Final = "request_boundary"
 
@@ -306,6 +312,9 @@ _STOP_OF_HOLD: Final = {hold: stop for stop, hold in STOP_REASONS.items()}
 #: (``CheckpointDecisionWarning``).
 UNDECIDED_EXITS: Final = frozenset({(Exit.RETURNED, Standing.OPEN_PENDING)})
 UNDECIDED_WARNING: Final = "no-checkpoint-decision"
+#: The same exit, but the last decision was to continue and no boundary delivered
+#: anything since: the loop announced a continuation it did not run.
+CONTINUED_WARNING: Final = "left-after-continue"
 
 
 class CheckpointDecision(enum.Enum):
@@ -410,11 +419,16 @@ class GenerationState:
     writing: InputRecord | None = None
     """The input handed to the writer right now, if any."""
     boundary_active: bool = False
+    in_barrier: bool = False
+    """True while ``writing`` is announced to the write barrier and not yet handed to the
+    writer: if the block is left then, the writer never saw it (C15) and it is held."""
     admitted_before: int = 0
     """Admissions of the runtime before this generation started (see ``SteeringCore._admitted_into``)."""
     applied_ids: list[str] = attrs.Factory(list)
     """Every input applied in this generation, in application order."""
     continuations: int = 0
+    applied_at_continue: int = -1
+    """``len(applied_ids)`` at the last ``generation.continued``; -1 before any."""
     ending: Ending | None = None
     """``None`` while admission is open; then the ending it closed for; at the end, the ending."""
     end_reason: HoldReason | None = None
@@ -463,6 +477,7 @@ class SteeringCore:
         max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
         boundary_delivery: bool = True,
         generation_prefix: str = "gen-auto-",
+        generation_id_limit: int = DEFAULT_GENERATION_ID_LIMIT,
     ) -> None:
         session_id = checked_id(session_id, "session_id")
         if type(generation_prefix) is not str or not 1 <= len(generation_prefix) <= MAX_ID_CHARS - 20:
@@ -472,6 +487,9 @@ class SteeringCore:
             raise ValueError(f"identity_limit must be a positive int, got {identity_limit!r}")
         if type(max_text_chars) is not int or max_text_chars < 1:
             raise ValueError(f"max_text_chars must be a positive int, got {max_text_chars!r}")
+        if type(generation_id_limit) is not int or generation_id_limit < 0:
+            raise ValueError(f"generation_id_limit must be an int >= 0, got {generation_id_limit!r}")
+        self.generation_id_limit: Final = generation_id_limit
         self.session_id: Final = session_id
         self.identity_limit: Final = identity_limit
         self.max_text_chars: Final = max_text_chars
@@ -482,12 +500,17 @@ class SteeringCore:
         self.current: GenerationState | None = None
         self.closed = False
         self._generation_ids: set[str] = set()
-        """Every generation id a caller chose and started in this runtime: none is used twice (C18)."""
+        """Every generation id a caller chose and started in this runtime: none is used twice (C18).
+        At most ``generation_id_limit`` of them, never forgotten: past the limit a caller-chosen
+        id is refused (a forgotten id could be reused, and a stale anchor accepted)."""
         self._generation_prefix: Final = generation_prefix
         self._issued = 0
         """Ids ``new_generation_id`` made: ``generation_prefix`` + 1, 2, ... They are unique by
         construction, so the core remembers a counter, not the ids: a runtime that runs
         generations for ever keeps a bounded memory (issue 11)."""
+        self._issued_started = 0
+        """The counter of the last issued id started: issued ids start in counter order, each
+        at most once (one more is started only above it), so an ended one never runs again (C18)."""
         self._event_sequence = 0
         self._admission_sequence = 0
         self._generations_started = 0
@@ -834,6 +857,12 @@ class SteeringCore:
         checked = checked_id(generation_id, "generation_id")
         if checked in self._generation_ids:
             raise ValueError(f"generation id {checked!r} was already used in this runtime")
+        if len(self._generation_ids) >= self.generation_id_limit:
+            raise ValueError(
+                f"this runtime already ran {self.generation_id_limit} generations with ids of the caller's "
+                "choosing (generation_id_limit), each remembered so that none runs twice: open a "
+                "generation without an id (the runtime issues one), or use a new runtime"
+            )
         if checked.startswith(self._generation_prefix):
             raise ValueError(
                 f"generation id {checked!r} is reserved: this runtime makes the ids that start with "
@@ -844,12 +873,21 @@ class SteeringCore:
     def start_generation(self, generation_id: str, *, issued: bool = False) -> GenerationState:
         """Open admission for a new generation. One at a time per runtime; an id only once.
 
-        ``issued=True`` for an id ``new_generation_id`` made (its caller starts it at
-        most once); any other id is checked with ``check_generation_id`` and remembered.
+        ``issued=True`` for an id ``new_generation_id`` made: issued ids start in the
+        order they were made, each once (``ValueError`` for one already started, or
+        made before the last one started); any other id is checked with
+        ``check_generation_id`` and remembered.
         """
+        number = 0
         if issued:
             if type(generation_id) is not str or not self._was_issued(generation_id):
                 raise ValueError(f"generation id {generation_id!r} was not made by new_generation_id()")
+            number = int(generation_id[len(self._generation_prefix) :])
+            if number <= self._issued_started:
+                raise ValueError(
+                    f"generation id {generation_id!r} was already started, or made before the last "
+                    "one started: an issued id runs once, in the order the ids were made"
+                )
         else:
             generation_id = self.check_generation_id(generation_id)
         if self.closed:
@@ -861,7 +899,9 @@ class SteeringCore:
         time = self._clock()
         gen = GenerationState(generation_id, admitted_before=self._admission_sequence)
         self.current = gen
-        if not issued:
+        if issued:
+            self._issued_started = number
+        else:
             self._generation_ids.add(generation_id)
         self._generations_started += 1
         self._emit("generation.started", {"generation_id": generation_id}, time)
@@ -914,9 +954,17 @@ class SteeringCore:
         gen.writing = record
         return record
 
+    def announce(self, gen: GenerationState, record: InputRecord) -> None:
+        """The shell awaits the write barrier for ``record`` (the one ``next_write`` returned):
+        until ``after_barrier`` or ``return_write``, it is not handed to the writer (C15)."""
+        if gen.writing is not record:
+            raise InvariantError(f"input {record.input.id!r} announced but not the one taken to write")
+        gen.in_barrier = True
+
     def return_write(self, gen: GenerationState, record: InputRecord) -> None:
         """The input was never handed to the writer: back to the head of the queue (C15)."""
         self._take_writing(gen, record)
+        gen.in_barrier = False
         self._move(record, Action.RETURN)
         gen.pending.appendleft(record)
         if gen.phase is not Phase.OPEN:  # stopped or closed meanwhile: held like the rest (C17)
@@ -934,9 +982,10 @@ class SteeringCore:
         close): the input was not handed over and is held with the rest (C17), and
         the boundary ends.
         """
-        if gen.phase is OPEN:
+        if gen.phase is OPEN and gen.writing is record:
+            gen.in_barrier = False
             return True
-        self.return_write(gen, record)
+        self.return_write(gen, record)  # raises if the block was left meanwhile
         return False
 
     def confirm_write(self, gen: GenerationState, record: InputRecord) -> Receipt:
@@ -993,6 +1042,14 @@ class SteeringCore:
                     f"input {record.input.id!r}, which is now unknown (write-interrupted): "
                     "leave the block only after its boundaries have returned"
                 )
+            if gen.phase is Phase.ENDED and record.state is InputState.HELD:
+                # Left while the write barrier ran: never handed to the writer, so held (C15).
+                raise GenerationStateError(
+                    f"the block of generation {gen.id!r} was left while a boundary awaited the write "
+                    f"barrier for input {record.input.id!r}, which was never handed to the writer and "
+                    f"is held ({record.reason.value if record.reason else 'held'}): leave the block "
+                    "only after its boundaries have returned"
+                )
             raise InvariantError(f"input {record.input.id!r} is not the one being written")
         gen.writing = None
 
@@ -1018,6 +1075,7 @@ class SteeringCore:
         decision = AFTER_CHECKPOINT[gen.phase is OPEN and bool(gen.pending), may_call]
         if decision is CheckpointDecision.CONTINUE:
             gen.continuations += 1
+            gen.applied_at_continue = len(gen.applied_ids)
             self._emit("generation.continued", {"generation_id": gen.id}, time)
             return True
         if decision is CheckpointDecision.STOP_BUDGET:
@@ -1064,6 +1122,13 @@ class SteeringCore:
         ``error`` (the exception's type name) rides on a ``generation.failed``.
         """
         self._require_current(gen, "end")
+        record = gen.writing
+        if record is not None and gen.in_barrier:
+            # Left while the write barrier ran (another task left the block): the writer never
+            # saw it (C15), so it is pending again and ends as the rest of the queue does.
+            gen.writing, gen.in_barrier = None, False
+            self._move(record, Action.RETURN)
+            gen.pending.appendleft(record)
         standing = self.standing(gen)
         ending, reason = ENDINGS[how, standing]
         # A fact: the block was left. If the clock raises, the generation still ends
@@ -1089,7 +1154,10 @@ class SteeringCore:
         if error is not None and ending is Ending.FAILED:
             terminal["error"] = error
         if (how, standing) in UNDECIDED_EXITS:
-            terminal["warning"] = UNDECIDED_WARNING
+            # Continued, and nothing delivered since: a boundary with input pending applies
+            # at least one input or raises, so the loop left before running the continuation.
+            continued = gen.applied_at_continue == len(gen.applied_ids)
+            terminal["warning"] = CONTINUED_WARNING if continued else UNDECIDED_WARNING
         self._emit(ending.value, terminal, time)
         if clock_error is not None:
             raise clock_error
@@ -1194,6 +1262,7 @@ class SteeringCore:
                 require(identities.get(record.input.id) is record, "a queued record is not the table's")
                 live.add(id(record))
             writing = gen.writing
+            require(not gen.in_barrier or writing is not None, "in the write barrier with nothing to write")
             if writing is not None:
                 require(writing.state is InputState.WRITING, "writer holds a non-writing record")
                 require(gen.boundary_active, "a write outside a boundary")

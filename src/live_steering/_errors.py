@@ -78,6 +78,9 @@ class CheckpointDecisionWarning(UserWarning):
 
     The loop forgot ``gen.continue_after_checkpoint()`` after its checkpoint: the
     pending inputs are held (``generation-stopped``) rather than continued, and the
-    terminal event carries ``"warning": "no-checkpoint-decision"``. Turn it into an
-    error in tests (``-W error::live_steering.CheckpointDecisionWarning``).
+    terminal event carries ``"warning": "no-checkpoint-decision"``. Also when the
+    decision was made (``continue_after_checkpoint()`` returned True) but the block
+    was left before a boundary delivered the pending input: the terminal event then
+    carries ``"warning": "left-after-continue"``. Turn it into an error in tests
+    (``-W error::live_steering.CheckpointDecisionWarning``).
     """

@@ -30,6 +30,8 @@ import anyio.lowlevel
 import attrs
 
 from ._core import (
+    CONTINUED_WARNING,
+    DEFAULT_GENERATION_ID_LIMIT,
     DEFAULT_IDENTITY_LIMIT,
     DEFAULT_MAX_TEXT_CHARS,
     DELIVERY,
@@ -51,7 +53,7 @@ from ._errors import (
 from ._events import DEFAULT_LOG_SIZE, DEFAULT_SUBSCRIPTION_BUFFER, Event, EventHub, Listener, Subscription
 from ._parking import Parker, checkpoint
 from ._types import Disposition, HoldReason, Input, Receipt, StopReason
-from ._validate import input_problem
+from ._validate import input_problem, plain_str
 
 __all__ = [
     "AcceptedInput",
@@ -116,6 +118,8 @@ class LiveRuntime:
         boundary_delivery: bool = True,
         event_log_size: int = DEFAULT_LOG_SIZE,
         clock: Callable[[], float] = time.time,
+        generation_prefix: str | None = None,
+        generation_id_limit: int = DEFAULT_GENERATION_ID_LIMIT,
     ) -> None:
         """Configure a runtime.
 
@@ -123,7 +127,14 @@ class LiveRuntime:
         longest steer text admitted (C7). ``boundary_delivery=False`` makes the
         capability ``unavailable`` (for a provider that steers natively, C1).
         ``event_log_size``: events kept by ``recent_events()``. ``clock``: the
-        ``time`` of events, seconds since the epoch.
+        ``time`` of events, seconds since the epoch. ``generation_prefix``: what the
+        ids ``open_generation()`` issues start with (then 1, 2, ...); by default
+        ``gen-`` and 32 random hex digits, so that no other runtime issues the same
+        ids (pick your own only if it is as unique, e.g. a session id: ids of the
+        caller's choosing may not start with it). ``generation_id_limit``: how many
+        generations may run with an id of the caller's choosing
+        (``open_generation(id)``), each remembered so that none runs twice (C18);
+        past it ``open_generation(id)`` raises ``ValueError``. Issued ids cost nothing.
         """
         if session_id is None:
             session_id = f"session-{uuid.uuid4().hex[:12]}"
@@ -139,7 +150,10 @@ class LiveRuntime:
             boundary_delivery=boundary_delivery,
             # Random per runtime: an anchor kept from another runtime's generation (before a
             # restart, say) never names one of this runtime's.
-            generation_prefix=f"gen-{os.urandom(16).hex()}-",
+            generation_prefix=(
+                f"gen-{os.urandom(16).hex()}-" if generation_prefix is None else generation_prefix
+            ),
+            generation_id_limit=generation_id_limit,
         )
         self._settle = self._core.settle
         """What the hub calls before it shows its log or changes its consumers, while a
@@ -245,7 +259,7 @@ class LiveRuntime:
         if self._hub.dispatching:
             return RuntimeError(
                 f"{call}() called from inside an event listener: a listener must not call back into "
-                "the runtime (the stream would be reordered); submit from a task instead"
+                "the runtime (the stream would be reordered); call it from a task instead"
             )
         return RuntimeError(
             f"{call}() called from another thread or event loop than the runtime's: a runtime belongs "
@@ -273,8 +287,7 @@ class LiveRuntime:
         runtime never accepted (a refused one included), which can never become final;
         ``TypeError`` for a non-string id. O(1) per waiter.
         """
-        if type(input_id) is not str:
-            raise TypeError(f"input_id must be a str, got {type(input_id).__name__}")
+        input_id = plain_str(input_id, "input_id")
         self._guard("wait_final")
         receipt = self._core.receipt(input_id)
         if receipt is None:
@@ -326,8 +339,7 @@ class LiveRuntime:
         stands). ``TypeError`` for a non-string id or a reason that is not a
         ``StopReason``; ``RuntimeError`` from another thread or loop, or a listener.
         """
-        if type(generation_id) is not str:
-            raise TypeError(f"generation_id must be a str, got {type(generation_id).__name__}")
+        generation_id = plain_str(generation_id, "generation_id")
         if type(reason) is not StopReason:
             raise TypeError(f"reason must be a StopReason, got {reason!r}")
         self._guard("stop")
@@ -432,8 +444,12 @@ class LiveRuntime:
         """A generation to run as ``async with runtime.open_generation() as gen:``.
 
         Entering opens admission for it; leaving publishes its terminal event.
-        Raises ``GenerationStateError`` if one is running, ``ValueError`` for an id
-        used before in this runtime.
+        Without an id the runtime issues one (``generation_prefix`` and a counter,
+        remembered as a counter: prefer it for a long-lived runtime); issued
+        generations start in the order they were opened, each once. With an id of
+        the caller's choosing: ``ValueError`` for an id used before in this runtime,
+        one starting with ``generation_prefix``, or once ``generation_id_limit``
+        chosen ids ran. Entering raises ``GenerationStateError`` if one is running.
         """
         if generation_id is None:
             # unique by construction: the runtime remembers a counter, not the id (issue 11)
@@ -586,6 +602,13 @@ class Generation:
             raise GenerationStateError("use the generation as 'async with runtime.open_generation() as gen'")
         return self._state
 
+    def _guard(self, call: str) -> None:
+        """``RuntimeError`` (nothing changed) for a call from another thread or event loop than
+        the one the generation was entered in, or from inside an event listener (C8, C21)."""
+        parker = self._parker
+        if (parker is not None and not parker.at_home()) or self._runtime._hub.dispatching:
+            raise self._runtime._misuse(call)
+
     async def __aenter__(self) -> Generation:
         if self._state is not None:
             raise GenerationStateError(f"generation {self.id!r} was already entered")
@@ -623,15 +646,22 @@ class Generation:
             self._wake()
             if self._runtime.closed:  # aclose() left the hub open for this generation's last events
                 self._runtime._hub.close()
-        if "warning" in terminal:  # the last step: under -W error the warning raises here
-            warnings.warn(
-                CheckpointDecisionWarning(
+        warning = terminal.get("warning")
+        if warning is not None:  # the last step: under -W error the warning raises here
+            if warning == CONTINUED_WARNING:
+                message = (
+                    f"generation {self.id!r} was left after gen.continue_after_checkpoint() returned "
+                    "True, before a boundary delivered the input pending: it is held "
+                    "(generation-stopped) although the loop decided to continue; run the next "
+                    "boundary, or call gen.stop() to end it on purpose"
+                )
+            else:
+                message = (
                     f"generation {self.id!r} was left with input pending and no "
                     "gen.continue_after_checkpoint() decision: it is held (generation-stopped) "
                     "instead of continued; call gen.stop() to end it on purpose"
-                ),
-                stacklevel=2,
-            )
+                )
+            warnings.warn(CheckpointDecisionWarning(message), stacklevel=2)
         return absorbed
 
     # -- state ----------------------------------------------------------------------------
@@ -693,6 +723,8 @@ class Generation:
         core = runtime._core
         parker = self._parker
         assert parker is not None  # entered: _require() passed
+        # Not checked against the runtime's loop here (C8): ``boundary_single`` has no room for
+        # it. The engine's other calls are (``_guard``): a stop or decision from a thread.
         await parker.checkpoint_if_cancelled()
         core.begin_boundary(state)
         applied: list[Receipt] = []
@@ -702,6 +734,7 @@ class Generation:
                 if barrier is not None:
                     # One input per call: an input marked "maybe written" must be the one
                     # about to be handed over, so recovery can hold the rest (C23).
+                    core.announce(state, record)
                     try:
                         await barrier(record.generation_id, (record.input,))
                     except BaseException:
@@ -735,6 +768,7 @@ class Generation:
         Admission wakes it in the same step (C8): no inbox or manager in between.
         """
         state = self._require()
+        self._guard("gen.wait_for_input")
         if state.pending or state.phase is not OPEN:
             # Nothing to wait for, but an async call is always a checkpoint.
             await anyio.lowlevel.checkpoint()
@@ -757,9 +791,12 @@ class Generation:
         budget is spent): pending input is then held ``budget-exhausted`` and the
         generation stops, without a ``generation.continued`` first (C17).
         False means admission closed in this very call, and the loop should leave the
-        block; submits from now on are refused ``finishing``.
+        block; submits from now on are refused ``finishing``. Like ``stop()``, it raises
+        ``RuntimeError`` (changing nothing) from another thread or loop, or a listener.
         """
-        return self._runtime._core.after_checkpoint(self._require(), may_call)
+        state = self._require()
+        self._guard("gen.continue_after_checkpoint")
+        return self._runtime._core.after_checkpoint(state, may_call)
 
     def stop(self, reason: StopReason = StopReason.GENERATION_STOPPED) -> None:
         """Stop the generation: close admission and hold what is pending (C17).
@@ -768,9 +805,14 @@ class Generation:
         another task: the engine's next ``boundary()`` raises ``GenerationStopped``,
         which leaving the block absorbs; its exit publishes ``generation.stopped``. A
         write already handed to the writer completes. Stopping a generation whose
-        admission already closed changes nothing.
+        admission already closed changes nothing. ``RuntimeError``, before anything
+        changes, from another thread or event loop (use ``anyio.from_thread``, or the
+        host's ``runtime.stop(id)`` through a portal) or from inside an event listener
+        (the stream would be reordered).
         """
-        self._runtime._core.stop(self._require(), reason)
+        state = self._require()
+        self._guard("gen.stop")
+        self._runtime._core.stop(state, reason)
         self._wake()
 
     def _wake(self) -> None:

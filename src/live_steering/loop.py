@@ -197,7 +197,11 @@ class AgentLoop:
             self._stop()
 
     async def run(self, prompt: str, *, generation_id: str | None = None) -> LoopResult:
-        """Run one generation for ``prompt`` until the model stops calling tools."""
+        """Run one generation for ``prompt`` until the model stops calling tools.
+
+        Leave ``generation_id`` out for a runtime-issued id (no memory per run); an id of
+        your choosing is remembered by the runtime, up to its ``generation_id_limit``.
+        """
         calls = 0
         text = ""
         async with self.runtime.open_generation(generation_id) as gen:

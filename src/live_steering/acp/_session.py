@@ -35,10 +35,11 @@ import anyio
 import anyio.abc
 import attrs
 
+from .._core import DEFAULT_MAX_TEXT_CHARS
 from .._errors import GenerationClosedError, RuntimeClosedError
 from .._runtime import Generation, LiveRuntime, internals
 from .._types import Disposition, HoldReason, Input, Receipt, RefusalReason
-from .._validate import utf8_encodable
+from .._validate import MAX_ID_CHARS, utf8_encodable
 from ._turn import ClientChannel, RunTurn, Turn, TurnError, TurnResult
 from ._wire import (
     ErrorKind,
@@ -59,6 +60,9 @@ STARTED_TURN_IDS_LIMIT: Final = 2_000
 
 #: Model requests a turn may make before it ends with ``max_turn_requests`` (the default).
 DEFAULT_MAX_REQUESTS: Final = 16
+
+#: The longest ``generation_prefix`` a runtime takes (``_core``: the id limit less 20 digits).
+_MAX_PREFIX_CHARS: Final = MAX_ID_CHARS - 20
 
 #: Seconds a best-effort update to the client may take while a turn winds down after a failure.
 _FAREWELL_SECONDS: Final = 1.0
@@ -85,6 +89,8 @@ class _TurnFailed(Exception):
 class _TurnRecord:
     id: str
     origin: str
+    generation: Generation
+    """The turn's generation (its id is the turn's), entered by ``_run``."""
     opened: anyio.Event = attrs.field(factory=anyio.Event)
     """Set once the turn's generation is open (or the turn ended without opening one)."""
     done: anyio.Event = attrs.field(factory=anyio.Event)
@@ -119,10 +125,14 @@ class SteeringSession:
             raise ValueError(f"max_requests must be a positive int, got {max_requests!r}")
         self.session_id = session_id
         self.cwd = cwd
-        self.runtime = (
-            LiveRuntime(session_id=session_id)
-            if max_text_chars is None
-            else LiveRuntime(session_id=session_id, max_text_chars=max_text_chars)
+        # Turn ids are the runtime's issued ids, ``<session id>-turn-<n>``: a counter, not a
+        # remembered id per turn, so a long session keeps a bounded memory (issue 11). A
+        # session id too long for a prefix keeps the runtime's own ``gen-...-<n>`` ids.
+        prefix = f"{session_id}-turn-"
+        self.runtime = LiveRuntime(
+            session_id=session_id,
+            generation_prefix=prefix if len(prefix) <= _MAX_PREFIX_CHARS else None,
+            max_text_chars=DEFAULT_MAX_TEXT_CHARS if max_text_chars is None else max_text_chars,
         )
         self.channel = channel
         self.max_requests = max_requests
@@ -149,7 +159,8 @@ class SteeringSession:
         if self._turn is not None:
             raise TurnBusyError(f"turn {self._turn.id!r} of session {self.session_id!r} is running")
         self._turns += 1
-        turn = self._turn = _TurnRecord(f"{self.session_id}-turn-{self._turns}", origin)
+        gen = self.runtime.open_generation()  # issued: ``<session id>-turn-<n>``
+        turn = self._turn = _TurnRecord(gen.id, origin, gen)
         return turn
 
     async def prompt(self, text: str, blocks: tuple[Mapping[str, Any], ...] = ()) -> TurnResult:
@@ -163,7 +174,7 @@ class SteeringSession:
 
     async def _run(self, record: _TurnRecord, text: str, blocks: tuple[Mapping[str, Any], ...]) -> TurnResult:
         info: dict[str, Any] = {"id": record.id, "origin": record.origin}
-        gen = self.runtime.open_generation(record.id)
+        gen = record.generation
         turn: Turn | None = None
         error: BaseException | None = None
         returned: str | None = None
