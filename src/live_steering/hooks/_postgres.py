@@ -294,13 +294,7 @@ class PostgresHookStore(_store.SqliteHookStore):
             stale = now - (claimed_at or 0.0) > _store.MAX_CLAIM_SECONDS
             if not stale and self._claimant_alive(token):
                 continue
-            conn.execute(
-                "UPDATE instructions SET state = 'unknown', reason = 'hook-lost', finished_at = ? "
-                "WHERE arrival = ? AND state = 'delivering'",
-                (now, arrival),
-            )
-            prefix = f"x.{vendor}." if vendor else ""
-            self._emit(conn, prefix + "instruction.unknown", sid, now, {"reason": "hook-lost"}, command_id)
+            self._lose(conn, now, arrival, sid, command_id, vendor)
             recovered.append(command_id)
         return recovered
 

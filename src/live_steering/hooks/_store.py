@@ -423,15 +423,27 @@ class SqliteHookStore(HookStore):
             stale = now - (claimed_at or 0.0) > MAX_CLAIM_SECONDS
             if not stale and pid is not None and _alive(pid):
                 continue
-            conn.execute(
-                "UPDATE instructions SET state = 'unknown', reason = 'hook-lost', finished_at = ? "
-                "WHERE arrival = ? AND state = 'delivering'",
-                (now, arrival),
-            )
-            prefix = f"x.{vendor}." if vendor else ""
-            self._emit(conn, prefix + "instruction.unknown", sid, now, {"reason": "hook-lost"}, command_id)
+            self._lose(conn, now, arrival, sid, command_id, vendor)
             recovered.append(command_id)
         return recovered
+
+    def _lose(
+        self,
+        conn: sqlite3.Connection,
+        now: float,
+        arrival: int,
+        session_id: str,
+        command_id: str,
+        vendor: str | None,
+    ) -> None:
+        """A dead claimant's instruction: ``unknown (hook-lost)``, audited (C26b)."""
+        conn.execute(
+            "UPDATE instructions SET state = 'unknown', reason = 'hook-lost', finished_at = ? "
+            "WHERE arrival = ? AND state = 'delivering'",
+            (now, arrival),
+        )
+        prefix = f"x.{vendor}." if vendor else ""
+        self._emit(conn, prefix + "instruction.unknown", session_id, now, {"reason": "hook-lost"}, command_id)
 
     def recover(self, *, session_id: str | None = None) -> list[str]:
         """Finalise ``unknown`` every claim whose claimant is dead; returns their command ids."""
