@@ -22,7 +22,7 @@ import contextlib
 import hashlib
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
 import attrs
@@ -420,15 +420,21 @@ class StoreConnection(abc.ABC):
             (session_id,),
         ).fetchone()
 
-    def read_lease(self, session_id: str) -> Lease | None:
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[None]:
+        """One read transaction: committed when the block ends, rolled back when it raises."""
         self.begin_read()
         try:
-            row = self._lease_row(session_id, lock=False)
-            now = self.now()
+            yield
             self.commit()
         except BaseException:
             self.rollback()
             raise
+
+    def read_lease(self, session_id: str) -> Lease | None:
+        with self._reading():
+            row = self._lease_row(session_id, lock=False)
+            now = self.now()
         if row is None:
             return None
         node, epoch, expires, _pid, generation = row
@@ -537,13 +543,8 @@ class StoreConnection(abc.ABC):
         if lease is None or lease.node_id is None or lease.live:
             return
         if not self.try_session_lock(session_id):
-            self.begin_read()
-            try:
+            with self._reading():
                 row = self._lease_row(session_id, lock=False)
-                self.commit()
-            except BaseException:
-                self.rollback()
-                raise
             self.end_holder(session_id, None if row is None or row[3] is None else int(row[3]))
 
     def release(self, session_id: str, node_id: str, epoch: int) -> None:
@@ -853,13 +854,8 @@ class StoreConnection(abc.ABC):
 
     def request_receipt(self, request_no: int) -> Receipt | None:
         """The decided receipt of a request, or None while it is pending (or withdrawn)."""
-        self.begin_read()
-        try:
+        with self._reading():
             receipt = self._decided(request_no)
-            self.commit()
-        except BaseException:
-            self.rollback()
-            raise
         return receipt
 
     def _decided(self, request_no: int) -> Receipt | None:
@@ -878,17 +874,12 @@ class StoreConnection(abc.ABC):
         """The receipt of an accepted input in the session's latest runtime that accepted it."""
         if printable(input_id) != input_id:
             return None  # never accepted: the core refuses such ids (C7)
-        self.begin_read()
-        try:
+        with self._reading():
             row = self.execute(
                 "SELECT generation_id, disposition, reason FROM ls_receipts "
                 "WHERE session_id = ? AND input_id = ? ORDER BY epoch DESC LIMIT 1",
                 (session_id, input_id),
             ).fetchone()
-            self.commit()
-        except BaseException:
-            self.rollback()
-            raise
         return None if row is None else _receipt(True, input_id, row[0], row[1], row[2])
 
     def entries(
@@ -909,43 +900,28 @@ class StoreConnection(abc.ABC):
                 clauses.append(f"{column} = ?")
                 params.append(value)
         where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
-        self.begin_read()
-        try:
+        with self._reading():
             rows = self.execute(
                 f"SELECT {_ENTRY_COLUMNS} FROM ls_receipts{where} "
                 "ORDER BY session_id, epoch, accepted_sequence",
                 params,
             ).fetchall()
-            self.commit()
-        except BaseException:
-            self.rollback()
-            raise
         return [_entry(row) for row in rows]
 
     def has_pending(self, session_id: str) -> bool:
         """True if a request of the session waits for its owner (a read, for an idle owner's poll)."""
-        self.begin_read()
-        try:
+        with self._reading():
             row = self.execute(
                 "SELECT 1 FROM ls_requests WHERE session_id = ? AND state = 'pending' LIMIT 1", (session_id,)
             ).fetchone()
-            self.commit()
-        except BaseException:
-            self.rollback()
-            raise
         return row is not None
 
     def request_states(self, session_id: str) -> dict[str, int]:
         """How many requests of the session are in each state (tests and statistics)."""
-        self.begin_read()
-        try:
+        with self._reading():
             rows = self.execute(
                 "SELECT state, count(*) FROM ls_requests WHERE session_id = ? GROUP BY state", (session_id,)
             ).fetchall()
-            self.commit()
-        except BaseException:
-            self.rollback()
-            raise
         return {state: int(n) for state, n in rows}
 
 
