@@ -269,7 +269,8 @@ class PostgresHookStore(_store.SqliteHookStore):
     def _new_token(self) -> str:
         return f"{self._nonce}.{os.urandom(6).hex()}"
 
-    def _claimant_alive(self, token: str | None) -> bool:
+    def _claimant_alive(self, claimant: object) -> bool:
+        token = claimant if isinstance(claimant, str) else None
         nonce = (token or "").rpartition(".")[0]
         if not nonce:
             return False
@@ -280,23 +281,10 @@ class PostgresHookStore(_store.SqliteHookStore):
         ).fetchone()
         return not (row is not None and row[0])
 
-    def _recover(self, conn: sqlite3.Connection, now: float, session_id: str | None) -> list[str]:
-        """Inside a transaction: finalise ``unknown`` the claims whose claimant's connection is gone."""
-        query = "SELECT arrival, session_id, command_id, vendor, claim, claimed_at FROM instructions "
-        query += "WHERE state = 'delivering'"
-        params: tuple[object, ...] = ()
-        if session_id is not None:
-            query += " AND session_id = ?"
-            params = (session_id,)
-        recovered = []
-        rows = conn.execute(query + " ORDER BY arrival FOR UPDATE SKIP LOCKED", params).fetchall()
-        for arrival, sid, command_id, vendor, token, claimed_at in rows:
-            stale = now - (claimed_at or 0.0) > _store.MAX_CLAIM_SECONDS
-            if not stale and self._claimant_alive(token):
-                continue
-            self._lose(conn, now, arrival, sid, command_id, vendor)
-            recovered.append(command_id)
-        return recovered
+    # ``_recover`` is the SQLite store's: the claimant is the claim's token (its connection's
+    # liveness lock), and the rows to finalise are locked, skipping those another step holds.
+    _CLAIMANT_COLUMN = "claim"
+    _RECOVER_SUFFIX = " ORDER BY arrival FOR UPDATE SKIP LOCKED"
 
     def enqueue(
         self, session_id: str, command_id: str, text: str, *, vendor: str | None = None

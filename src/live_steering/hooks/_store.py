@@ -410,18 +410,28 @@ class SqliteHookStore(HookStore):
 
     # -- recovery ---------------------------------------------------------------------------
 
+    #: The column naming a claim's claimant, and what the read of open claims appends (a
+    #: server store locks the rows it will finalise); ``_claimant_alive`` reads the column.
+    _CLAIMANT_COLUMN = "claim_pid"
+    _RECOVER_SUFFIX = ""
+
+    def _claimant_alive(self, claimant: object) -> bool:
+        """Whether the process that claimed is alive: on one machine, its pid answers."""
+        return isinstance(claimant, int) and _alive(claimant)
+
     def _recover(self, conn: sqlite3.Connection, now: float, session_id: str | None) -> list[str]:
         """Inside a transaction: finalise ``unknown`` the claims of dead or stale claimants."""
-        query = "SELECT arrival, session_id, command_id, vendor, claim_pid, claimed_at FROM instructions "
-        query += "WHERE state = 'delivering'"
+        query = f"SELECT arrival, session_id, command_id, vendor, {self._CLAIMANT_COLUMN}, claimed_at "
+        query += "FROM instructions WHERE state = 'delivering'"
         params: tuple[object, ...] = ()
         if session_id is not None:
             query += " AND session_id = ?"
             params = (session_id,)
         recovered = []
-        for arrival, sid, command_id, vendor, pid, claimed_at in conn.execute(query, params).fetchall():
+        rows = conn.execute(query + self._RECOVER_SUFFIX, params).fetchall()
+        for arrival, sid, command_id, vendor, claimant, claimed_at in rows:
             stale = now - (claimed_at or 0.0) > MAX_CLAIM_SECONDS
-            if not stale and pid is not None and _alive(pid):
+            if not stale and self._claimant_alive(claimant):
                 continue
             self._lose(conn, now, arrival, sid, command_id, vendor)
             recovered.append(command_id)
