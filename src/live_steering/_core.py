@@ -222,6 +222,14 @@ GENERATION_TRANSITIONS: Final[dict[tuple[Phase, GenerationAction], Phase]] = {
 OPEN: Final = Phase.OPEN
 _BEGIN_WRITE: Final = Action.BEGIN_WRITE
 _CONFIRM: Final = Action.CONFIRM
+_PENDING: Final = InputState.PENDING
+_TAKEN: Final = INPUT_TRANSITIONS[(InputState.PENDING, Action.BEGIN_WRITE)]
+"""Where ``next_write`` takes a pending input: read off the table once."""
+_WRITING: Final = InputState.WRITING
+_WRITTEN: Final = INPUT_TRANSITIONS[(InputState.WRITING, Action.CONFIRM)]
+"""Where a confirmed write takes its input: read off the table once (``confirm_write``)."""
+_APPLIED: Final = _DISPOSITION_OF[_WRITTEN]
+_QUEUED: Final = Disposition.QUEUED
 
 
 class Ending(enum.Enum):
@@ -734,7 +742,10 @@ class SteeringCore:
     def queued_receipt(self, input_id: str) -> Receipt:
         """The answer to the admission of ``input_id`` (C9): queued, whatever happened since. O(1)."""
         record = self.identities[input_id]
-        return Receipt(True, input_id, record.generation_id, Disposition.QUEUED)
+        state = record.state
+        if state is _PENDING or state is _WRITING:
+            return record.receipt()  # queued still: built once, and the same object for its repeats
+        return build_receipt(True, input_id, record.generation_id, _QUEUED, None)
 
     def _refuse(self, input: Input, generation_id: str, reason: RefusalReason, detail: str) -> Receipt:
         time = self._clock()
@@ -950,7 +961,12 @@ class SteeringCore:
         if not gen.pending or gen.phase is not OPEN:
             return None
         record = gen.pending.popleft()
-        self._move(record, _BEGIN_WRITE)
+        if record.state is _PENDING and self._owed is None:
+            # ``_move(record, _BEGIN_WRITE)`` on its one legal path, as in ``confirm_write``;
+            # both states are ``queued`` with no reason, so a cached receipt stays true.
+            record.state = _TAKEN
+        else:
+            self._move(record, _BEGIN_WRITE)  # publishes an owed acceptance first, or raises
         gen.writing = record
         return record
 
@@ -1005,15 +1021,30 @@ class SteeringCore:
             gen.writing = None
         else:
             self._take_writing(gen, record)  # raises
-        self._move(record, _CONFIRM)  # publishes an owed acceptance first
+        if record.state is _WRITING and self._owed is None:
+            # ``_move(record, _CONFIRM)`` on its one legal path (nothing owed, so nothing to
+            # publish first): the table's answer is ``_WRITTEN``, read off it at import. A
+            # writing input has no reason, nor has a written one.
+            record.state = _WRITTEN
+            self._final_counts[_WRITTEN] += 1
+        else:
+            self._move(record, _CONFIRM)  # publishes an owed acceptance first, or raises
+        # ``record.receipt()`` written out, and kept before any event shows the change
+        receipt = record._receipt = build_receipt(True, record.input.id, record.generation_id, _APPLIED, None)
         gen.applied_ids.append(record.input.id)
-        for type_ in ("input.delivered", "steering.applied"):
-            event = self._envelope(type_, time, record)
-            event["delivery"] = DELIVERY
-            self._sink(event)
+        delivered = self._envelope("input.delivered", time, record)
+        delivered["delivery"] = DELIVERY
+        # The second event differs from the first only in its type and sequence number;
+        # copied before the first is published, so a listener's change cannot leak into it.
+        applied = delivered.copy()
+        self._sink(delivered)
+        applied["type"] = "steering.applied"
+        applied["sequence"] = self._event_sequence = self._event_sequence + 1
+        self._last_time = time  # as ``_envelope``: a wing may have published in between
+        self._sink(applied)
         if clock_error is not None:
             raise clock_error
-        return record.receipt()
+        return receipt
 
     def interrupt_write(self, gen: GenerationState, record: InputRecord) -> None:
         """The writer was cancelled or raised: the effect is unknown (C15). A fact (``_fact_time``)."""

@@ -175,6 +175,17 @@ class Parker:
         """
         raise NotImplementedError
 
+    def cancel_pending(self) -> bool:
+        """False when no cancellation is pending for the calling task, so that
+        ``checkpoint_if_cancelled()`` would return at once and need not be awaited;
+        True when it must be awaited (it raises the cancellation if there is one).
+
+        The start of every boundary asks this first: on asyncio it is anyio's own test,
+        without building an awaitable; on trio it is always True (trio's function is
+        public and cheap, its test is not).
+        """
+        raise NotImplementedError
+
     def checkpoint_if_cancelled(self) -> Awaitable[None]:
         """``anyio.lowlevel.checkpoint_if_cancelled()`` without its backend lookup.
 
@@ -292,26 +303,34 @@ class _AsyncioParker(Parker):
         future.set_result(None)  # schedules the parked task's wake-up
         return True
 
-    def _checkpoint_if_cancelled(self) -> Awaitable[None]:
-        # What anyio's asyncio ``checkpoint_if_cancelled`` does (walk the task's cancel
+    def cancel_pending(self) -> bool:
+        # What anyio's asyncio ``checkpoint_if_cancelled`` tests (walk the task's cancel
         # scopes from the innermost: a cancelled one means a checkpoint, which raises; a
         # shielded one ends the walk), with the task's state read once per task: anyio
         # makes it when the task starts (or enters its first scope) and drops it when the
         # task ends, so a live task keeps one.
+        task_states = self._task_states
+        if task_states is None:  # pragma: no cover - another anyio: let its own function decide
+            return True
         task = asyncio.current_task(self._loop)
         state = self._state if task is self._task else None
         if state is None:
-            state = self._task_states.get(task)
+            state = task_states.get(task)
             if state is None:
-                return self._done
+                return False
             self._task, self._state = task, state
         scope = state.cancel_scope
         while scope is not None:
-            if scope._cancel_called:  # the rare path: anyio's own, which yields until it raises
-                return _backend_checkpoint_if_cancelled("asyncio")()
+            if scope._cancel_called:
+                return True
             if scope._shield:
                 break
             scope = scope._parent_scope
+        return False
+
+    def _checkpoint_if_cancelled(self) -> Awaitable[None]:
+        if self.cancel_pending():  # the rare path: anyio's own, which yields until it raises
+            return _backend_checkpoint_if_cancelled("asyncio")()
         return self._done  # awaiting a done future returns at once, without suspending
 
     @types.coroutine
@@ -401,6 +420,9 @@ class _TrioParker(Parker):
         self.checkpoint = trio.lowlevel.checkpoint  # type: ignore[method-assign]
         # anyio's trio backend calls trio's own, which is public: bind that.
         self.checkpoint_if_cancelled = trio.lowlevel.checkpoint_if_cancelled  # type: ignore[method-assign]
+
+    def cancel_pending(self) -> bool:
+        return True  # trio's ``checkpoint_if_cancelled`` decides (its test reads private fields)
 
     @property
     def occupied(self) -> bool:

@@ -725,7 +725,8 @@ class Generation:
         assert parker is not None  # entered: _require() passed
         # Not checked against the runtime's loop here (C8): ``boundary_single`` has no room for
         # it. The engine's other calls are (``_guard``): a stop or decision from a thread.
-        await parker.checkpoint_if_cancelled()
+        if parker.cancel_pending():  # asyncio answers without an awaitable (boundary_single)
+            await parker.checkpoint_if_cancelled()
         core.begin_boundary(state)
         applied: list[Receipt] = []
         try:
