@@ -11,7 +11,9 @@ It must never import anything above ``_types``, ``_errors`` and ``_validate``.
 Its decisions, each a table or one function:
 
 * admission (C6-C12): ``decide``, with the id and text rules of ``_validate``;
-* an input's moves: ``INPUT_TRANSITIONS`` (C20), applied by ``_move`` alone;
+* an input's moves: ``INPUT_TRANSITIONS`` (C20), applied by ``_move``; the two moves
+  of every input written (``next_write``, ``confirm_write``) take the table's answer,
+  read off it at import, on their one legal path, and ``_move`` on any other;
 * a generation's phases: ``GENERATION_TRANSITIONS``, applied by ``_advance`` alone;
   admission closes in one place, ``_close_admission`` (after the checkpoint, a
   stop, the runtime's close);
