@@ -284,6 +284,64 @@ async def test_writers_of_every_callable_shape_are_accepted() -> None:
     assert written == ["i2", "i3", "i4"]
 
 
+async def test_a_closure_made_for_each_boundary_is_checked_once_by_its_code(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A writer made anew per boundary (pydantic-ai's per-run closure) reads its signature once."""
+    import inspect
+
+    reads: list[object] = []
+    real_signature = inspect.signature
+
+    def counting_signature(obj: Any, *args: Any, **kwargs: Any) -> inspect.Signature:
+        reads.append(obj)
+        return real_signature(obj, *args, **kwargs)
+
+    monkeypatch.setattr(inspect, "signature", counting_signature)
+    written: list[str] = []
+
+    def writer_for(n: int) -> Any:
+        def write(item: Input, metadata: Mapping[str, Any]) -> None:
+            written.append(f"{n}:{item.id}")
+
+        return write
+
+    runtime = LiveRuntime()
+    async with runtime.open_generation("g1") as gen:
+        for n in range(3):
+            runtime.submit_steering_nowait(steer(f"i{n}"), "g1")
+            assert len(await gen.boundary(writer_for(n))) == 1
+        assert not gen.continue_after_checkpoint()
+    assert written == ["0:i0", "1:i1", "2:i2"]
+    assert len(reads) <= 1  # none if another test already checked this code
+
+
+async def test_a_closure_of_the_wrong_shape_is_refused_at_every_boundary() -> None:
+    """Keying the check by code never lets a bad writer through; a default changes the shape."""
+
+    def bad_writer() -> Any:
+        def write(item: Input) -> None:
+            raise AssertionError("never called")
+
+        return write
+
+    def writer_with_default(default: Any) -> Any:
+        def write(item: Input, metadata: Mapping[str, Any] = default) -> None:
+            return None
+
+        return write
+
+    runtime = LiveRuntime()
+    async with runtime.open_generation("g1") as gen:
+        runtime.submit_steering_nowait(steer("a"), "g1")
+        for _ in range(2):
+            with pytest.raises(TypeError, match=r"writer\(input, metadata\)"):
+                await gen.boundary(bad_writer())
+        assert gen.pending == 1
+        assert len(await gen.boundary(writer_with_default(None))) == 1
+        assert not gen.continue_after_checkpoint()
+
+
 # -- 4. the block left while another task's boundary writes --------------------------------
 
 

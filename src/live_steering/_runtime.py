@@ -22,7 +22,7 @@ import uuid
 import warnings
 import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from types import CoroutineType, MethodType, TracebackType
+from types import CoroutineType, FunctionType, MethodType, TracebackType
 from typing import Any, Final, Protocol
 
 import anyio
@@ -538,6 +538,10 @@ def _check_writer(writer: object) -> None:
     """Raise ``TypeError`` unless ``writer`` can be called as ``writer(input, metadata)``."""
     func = getattr(writer, "__func__", None)  # a bound method is made anew at each access
     key, known = (writer, _CALLABLE_WRITERS) if func is None else (func, _CALLABLE_METHODS)
+    if type(key) is FunctionType and _signature_is_its_code(key):
+        # A closure or lambda made anew for each boundary (``lambda i, m: ...``) is a new
+        # function of the same code: its signature is its code's, so the code is the key.
+        key = key.__code__
     try:
         if key in known:
             return
@@ -549,6 +553,17 @@ def _check_writer(writer: object) -> None:
     if key is not None:
         with contextlib.suppress(TypeError):
             known[key] = True
+
+
+def _signature_is_its_code(func: FunctionType) -> bool:
+    """True when ``inspect.signature(func)`` depends on ``func.__code__`` alone: no defaults,
+    and nothing (``__wrapped__``, ``__signature__``) that ``inspect`` reads instead."""
+    return (
+        func.__defaults__ is None
+        and func.__kwdefaults__ is None
+        and "__wrapped__" not in func.__dict__
+        and "__signature__" not in func.__dict__
+    )
 
 
 def _writer_problem(writer: object) -> str | None:

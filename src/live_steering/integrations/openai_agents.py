@@ -102,7 +102,7 @@ class _Segment:
         """``RunConfig.call_model_input_filter``: the request boundary of every model call."""
         self.calls += 1
         own = list(data.model_data.input)
-        if self.gen.accepting:
+        if self.gen.accepting and self.gen.pending:  # nothing pending: the boundary would write nothing
 
             def write(steer: Input, metadata: Mapping[str, Any]) -> None:
                 item = {"type": "message", "role": "user", "content": steer.text}

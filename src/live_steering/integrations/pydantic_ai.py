@@ -96,7 +96,7 @@ class LiveSteering(AbstractCapability[Any]):
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
         gen = self._running(ctx)
-        if gen.accepting:
+        if gen.accepting and gen.pending:  # nothing pending: the boundary would write nothing
             await gen.boundary(_enqueuer(ctx))
         return request_context
 
