@@ -26,20 +26,21 @@ LAYERS: Mapping[str, int] = {
     f"{PACKAGE}._errors": 0,
     f"{PACKAGE}._extras": 0,
     f"{PACKAGE}._types": 1,
-    f"{PACKAGE}._core": 2,
-    f"{PACKAGE}._events": 2,
-    f"{PACKAGE}._parking": 2,
-    f"{PACKAGE}._runtime": 3,
-    f"{PACKAGE}.loop": 4,
-    PACKAGE: 4,  # the public face: __init__.py
-    f"{PACKAGE}.journal": 5,
-    f"{PACKAGE}.hooks": 5,
-    f"{PACKAGE}.acp": 5,
-    f"{PACKAGE}.fleet": 6,  # the receipt journal across processes: built on journal/'s changes
-    f"{PACKAGE}.testing": 7,
-    f"{PACKAGE}._cli": 8,
+    f"{PACKAGE}._rules": 2,  # the core's tables: states, moves, endings
+    f"{PACKAGE}._core": 3,
+    f"{PACKAGE}._events": 3,
+    f"{PACKAGE}._parking": 3,
+    f"{PACKAGE}._runtime": 4,
+    f"{PACKAGE}.loop": 5,
+    PACKAGE: 5,  # the public face: __init__.py
+    f"{PACKAGE}.journal": 6,
+    f"{PACKAGE}.hooks": 6,
+    f"{PACKAGE}.acp": 6,
+    f"{PACKAGE}.fleet": 7,  # the receipt journal across processes: built on journal/'s changes
+    f"{PACKAGE}.testing": 8,
+    f"{PACKAGE}._cli": 9,
 }
-WING_LAYER = 5
+WING_LAYER = 6
 CLI = f"{PACKAGE}._cli"
 
 #: Optional dependencies (pip extras and the SDKs integrations wrap): only a wing imports one.
@@ -252,10 +253,16 @@ def test_no_library_module_imports_the_cli() -> None:
 
 
 def test_the_bottom_layers_import_nothing_of_the_package_above_them() -> None:
-    """The sans-IO core sits on types, errors and validation alone; validation on nothing."""
+    """The sans-IO core sits on its tables, types, errors and validation alone; validation on nothing."""
     graph, _ = package_graph()
     assert graph[f"{PACKAGE}._validate"] == set()
-    assert graph[f"{PACKAGE}._core"] <= {f"{PACKAGE}._errors", f"{PACKAGE}._types", f"{PACKAGE}._validate"}
+    assert graph[f"{PACKAGE}._rules"] <= {f"{PACKAGE}._errors", f"{PACKAGE}._types"}
+    assert graph[f"{PACKAGE}._core"] <= {
+        f"{PACKAGE}._rules",
+        f"{PACKAGE}._errors",
+        f"{PACKAGE}._types",
+        f"{PACKAGE}._validate",
+    }
 
 
 def test_optional_dependencies_stay_in_their_wing() -> None:
@@ -278,6 +285,7 @@ def test_the_cycle_check_finds_a_cycle() -> None:
     [
         (f"{PACKAGE}._core", f"{PACKAGE}._runtime"),  # the core reaching into the shell
         (f"{PACKAGE}._types", f"{PACKAGE}._core"),
+        (f"{PACKAGE}._rules", f"{PACKAGE}._core"),  # a table reaching into the machine
         (f"{PACKAGE}.acp", f"{PACKAGE}._cli.acp"),  # a wing importing its own CLI module
         (f"{PACKAGE}.journal", f"{PACKAGE}.hooks"),  # one wing importing another of its layer
     ],
