@@ -417,7 +417,9 @@ class _TrioParker(Parker):
         # deadline the scheduler processes in that yield, or a scope another task
         # cancels meanwhile, raises here. Reading the cancel status before yielding
         # (cheaper by a frame) would miss both, and trio.testing would not count it.
-        self.checkpoint = trio.lowlevel.checkpoint  # type: ignore[method-assign]
+        # ``_one_frame_trio_checkpoint`` is that function in one frame instead of three, where
+        # this trio has the fields it reads; trio's own otherwise.
+        self.checkpoint = _one_frame_trio_checkpoint() or trio.lowlevel.checkpoint  # type: ignore[method-assign]
         # anyio's trio backend calls trio's own, which is public: bind that.
         self.checkpoint_if_cancelled = trio.lowlevel.checkpoint_if_cancelled  # type: ignore[method-assign]
 
@@ -486,6 +488,59 @@ class _TrioParker(Parker):
 
 def _nothing() -> None:
     """What ``_TrioParker.at_home`` schedules to learn whether its trio run is still alive."""
+
+
+_TRIO_CHECKPOINT: Any = None
+_TRIO_CHECKPOINT_READ = False
+
+
+def _one_frame_trio_checkpoint() -> Callable[[], Awaitable[None]] | None:
+    """``trio.lowlevel.checkpoint`` as one generator-based coroutine, or None for another trio.
+
+    trio's function awaits ``cancel_shielded_checkpoint()``, which awaits a yield of
+    trio's ``CancelShieldedCheckpoint`` message: three frames on the path of every awaited
+    repeat or refusal (``submit_repeat``). This yields the message itself, then makes the
+    same test trio's makes afterwards (the task's cancel status, a pending
+    KeyboardInterrupt of the main task) and counts the cancel point as trio's does, so
+    ``trio.testing.assert_checkpoints`` sees a checkpoint. When the test finds a
+    cancellation it awaits trio's own checkpoint, which delivers it. Called from a trio
+    task (the parker is made in one), once per process: the fields are checked on it.
+    """
+    global _TRIO_CHECKPOINT, _TRIO_CHECKPOINT_READ
+    if _TRIO_CHECKPOINT_READ:
+        return _TRIO_CHECKPOINT  # type: ignore[no-any-return]
+    _TRIO_CHECKPOINT_READ = True
+    import trio.lowlevel
+
+    try:
+        from trio._core._run import CancelShieldedCheckpoint  # type: ignore[attr-defined]
+    except ImportError:  # pragma: no cover - another trio
+        return None
+    current_task = trio.lowlevel.current_task
+    task: Any = current_task()
+    runner = getattr(task, "_runner", None)
+    status = getattr(task, "_cancel_status", None)
+    if not (
+        type(getattr(task, "_cancel_points", None)) is int
+        and type(getattr(status, "effectively_cancelled", None)) is bool
+        and hasattr(runner, "main_task")
+        and type(getattr(runner, "ki_pending", None)) is bool
+    ):
+        return None  # pragma: no cover - another trio
+    full_checkpoint = trio.lowlevel.checkpoint
+
+    @types.coroutine
+    def checkpoint() -> Generator[Any, Any, None]:
+        (yield CancelShieldedCheckpoint).unwrap()
+        task = current_task()
+        task._cancel_points += 1
+        if task._cancel_status.effectively_cancelled or (
+            task is task._runner.main_task and task._runner.ki_pending
+        ):
+            yield from full_checkpoint().__await__()  # raises the cancellation, trio's way
+
+    _TRIO_CHECKPOINT = checkpoint
+    return checkpoint
 
 
 def _refuse_abort(raise_cancel: object) -> trio.lowlevel.Abort:
