@@ -95,6 +95,15 @@ def damage_dispositions(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
+def damage_the_schema(path: Path) -> None:
+    """Flip one byte of the schema's own CHECK constraint ('appBied'), leaving the stored rows alone."""
+    data = bytearray(path.read_bytes())
+    at = data.find(b"'applied'")
+    assert at != -1, "no CHECK constraint to damage"
+    data[at + 4 : at + 5] = b"B"
+    path.write_bytes(bytes(data))
+
+
 def killed_writer(path: Path, kill: str = "after-mark:2") -> None:
     """Run the crash tests' writer on ``path`` until it SIGKILLs itself at ``kill`` (default: right
     after its second durable mark, leaving one input marked ``writing`` and one not)."""

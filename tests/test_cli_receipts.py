@@ -76,6 +76,15 @@ def test_filters_by_generation_and_disposition(
         main(["receipts", str(journal_path), "--disposition", "lost"])
 
 
+def test_filters_a_journal_by_session(journal_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--session keeps a journal's rows of that runtime session: all of them, or none for another."""
+    session = read_receipts(journal_path)[0].session_id
+    assert main(["receipts", str(journal_path), "--session", session]) == 0
+    assert len(capsys.readouterr().out.splitlines()[1:]) == 4
+    assert main(["receipts", str(journal_path), "--session", "another-session", "--json"]) == 0
+    assert capsys.readouterr().out == ""
+
+
 def test_json_lines_carry_the_wire_shape(journal_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """--json prints one object per receipt: the C4 wire shape plus kind, reason and updatedAt."""
     assert main(["receipts", str(journal_path), "--json", "--generation", "gen-b"]) == 0

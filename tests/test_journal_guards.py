@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import pytest
 
-from journal_helpers import damage_dispositions, killed_writer, rows
+from journal_helpers import damage_dispositions, damage_the_schema, killed_writer, rows
 from live_steering import Disposition, Input, LiveRuntime
 from live_steering.journal import (
     ChangeKind,
@@ -219,6 +219,22 @@ async def test_a_damaged_value_is_corruption_for_every_reader(tmp_path: Path) ->
             pass
 
 
+async def test_a_damaged_schema_is_corruption_for_every_reader(tmp_path: Path) -> None:
+    """A flipped byte in the schema's CHECK constraint, with every row intact, is JournalCorruptError
+    for read_receipts (with and without the integrity check) as for opening: a reader never lists
+    rows of a file that a writer then refuses to open."""
+    path = tmp_path / "r.db"
+    await _small_journal(path, "a", "b")
+    damage_the_schema(path)
+    damage = r"is damaged: its schema differs from a journal's \(receipts\)"
+    for check in (True, False):
+        with pytest.raises(JournalCorruptError, match=damage):
+            read_receipts(path, check=check)
+    with pytest.raises(JournalCorruptError, match="is damaged"):
+        async with ReceiptJournal(path):
+            pass
+
+
 def test_a_value_of_the_wrong_type_is_corruption(tmp_path: Path) -> None:
     """A row holding a value no journal writes (a blob id, a text sequence) is JournalCorruptError."""
     path = tmp_path / "r.db"
@@ -295,3 +311,68 @@ def test_opening_rides_out_a_probe_holding_the_lock(tmp_path: Path, monkeypatch:
     held = store.lock(path)
     store.unlock(held)
     assert len(waits) == 1
+
+
+# -- the lock file of an open that failed ---------------------------------------------------
+
+
+@pytest.mark.parametrize("what", ["a directory", "not a database"])
+async def test_an_open_that_fails_leaves_no_lock_file_it_made(tmp_path: Path, what: str) -> None:
+    """Opening a directory or a file that is no SQLite database fails, and removes the
+    PATH.lock it created (the demo's ``--journal /tmp`` used to leave ``/tmp.lock``)."""
+    path = tmp_path / "target"
+    if what == "a directory":
+        path.mkdir()
+    else:
+        path.write_text("plain text, not a database\n" * 100)
+    with pytest.raises(JournalError):
+        async with ReceiptJournal(path):
+            pass
+    assert not await anyio.Path(f"{path}.lock").exists()
+
+
+async def test_an_open_that_fails_keeps_a_lock_file_it_found(tmp_path: Path) -> None:
+    """A lock file that was there before the failed open (another journal's) stays."""
+    path = tmp_path / "target"
+    path.write_text("plain text, not a database\n" * 100)
+    os.close(os.open(f"{path}.lock", os.O_CREAT | os.O_WRONLY))
+    with pytest.raises(JournalError):
+        async with ReceiptJournal(path):
+            pass
+    assert await anyio.Path(f"{path}.lock").exists()
+
+
+def test_a_lock_file_removed_while_waiting_for_it_is_not_the_one_taken(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process that waited on a lock file which the holder then discarded locks the new file at
+    the path, never the removed one (two holders otherwise)."""
+    path = str(tmp_path / "r.db")
+    holder = store.lock(path)
+
+    class Clock:
+        """``time`` for the waiter: its first wait is where the holder discards its lock file."""
+
+        def __init__(self) -> None:
+            self.waits = 0
+
+        def sleep(self, delay: float) -> None:
+            self.waits += 1
+            if self.waits == 1:
+                store.discard_lock(path, holder)
+
+    clock = Clock()
+    monkeypatch.setattr(store, "time", clock)
+    waiter = store.lock(path)
+    try:
+        assert clock.waits == 1
+        held, at_path = os.fstat(waiter), os.stat(f"{path}.lock")
+        assert (held.st_dev, held.st_ino) == (at_path.st_dev, at_path.st_ino)
+        probe = os.open(f"{path}.lock", os.O_RDWR)
+        try:
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(probe)
+    finally:
+        store.unlock(waiter)

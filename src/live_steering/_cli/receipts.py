@@ -64,7 +64,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("path", metavar="PATH", nargs="?", help="a journal file or a SQLite fleet store")
     parser.add_argument("--dsn", metavar="DSN", help="read a PostgreSQL fleet store instead of PATH")
-    parser.add_argument("--session", metavar="S", help="fleet stores: only session S")
+    parser.add_argument("--session", metavar="S", help="only inputs of session S (a runtime's session_id)")
     parser.add_argument("--generation", metavar="G", help="only inputs anchored to generation G")
     parser.add_argument(
         "--disposition",
@@ -252,6 +252,8 @@ def run(args: argparse.Namespace) -> int:
                 return 1
             print(_recovered(path, report), file=sys.stderr)
         entries = read_receipts(path, generation_id=args.generation, disposition=args.disposition)
+        if args.session is not None:
+            entries = [e for e in entries if e.session_id == args.session]
     except JournalCorruptError as exc:
         error(_PROG, exc)
         return 2

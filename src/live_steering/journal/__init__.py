@@ -210,11 +210,19 @@ class ReceiptJournal:
 
     def _open_sync(self) -> None:
         """Lock, connect, check, recover (on the worker thread). Leaves nothing held on failure."""
+        made_lock = not os.path.lexists(self.path + ".lock")
         lock_fd = store.lock(self.path)
+
+        def release() -> None:  # a failed open leaves no lock file it made behind
+            if made_lock:
+                store.discard_lock(self.path, lock_fd)
+            else:
+                store.unlock(lock_fd)
+
         try:
             conn = self._connect(self.path)
         except sqlite3.Error as exc:
-            store.unlock(lock_fd)
+            release()
             raise store.translate(exc, "opening", self.path) from exc
         try:
             store.prepare(conn, self.path)
@@ -224,7 +232,7 @@ class ReceiptJournal:
             self._next_runtime_no = store.next_runtime_no(conn)
         except BaseException as exc:
             conn.close()
-            store.unlock(lock_fd)
+            release()
             if isinstance(exc, sqlite3.Error):
                 raise store.translate(exc, "opening", self.path) from exc
             raise

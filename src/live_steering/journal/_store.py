@@ -380,6 +380,7 @@ def read_receipts(
         application_id = conn.execute("PRAGMA application_id").fetchone()[0]
         if application_id != APPLICATION_ID:
             raise JournalCorruptError(f"{text!r} is not a live_steering receipt journal")
+        check_schema(conn, text)  # a few rows of sqlite_schema: also without ``check``
         return select(conn, text, generation_id=generation_id, disposition=disposition)
     except sqlite3.Error as exc:
         raise translate(exc, "reading", text) from exc
@@ -444,24 +445,45 @@ _LOCK_RETRIES: Final = (0.001, 0.002, 0.004, 0.008, 0.016, 0.032)
 
 
 def lock(path: str) -> int:
-    """Take the exclusive lock beside the journal; the kernel drops it when the process dies."""
-    try:
-        fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    except OSError as exc:
-        where = path + ".lock"
-        raise JournalError(
-            f"receipt journal {path!r}: cannot open its lock file {where!r}: {exc.strerror or exc}"
-        ) from exc
-    if fcntl is None:  # pragma: no cover
-        return fd
-    for delay in (*_LOCK_RETRIES, None):
-        if _try_lock(fd):
+    """Take the exclusive lock beside the journal; the kernel drops it when the process dies.
+
+    The lock is on the file at ``PATH.lock`` when it is taken: a lock file removed while
+    this waited for it (``discard_lock`` of an open that failed) is left for the new one.
+    """
+    where = path + ".lock"
+    while True:
+        try:
+            fd = os.open(where, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise JournalError(
+                f"receipt journal {path!r}: cannot open its lock file {where!r}: {exc.strerror or exc}"
+            ) from exc
+        if fcntl is None:  # pragma: no cover
             return fd
-        if delay is None:
-            break
-        time.sleep(delay)  # on the journal's worker thread, never the event loop
+        for delay in (*_LOCK_RETRIES, None):
+            if _try_lock(fd):
+                break
+            if delay is None:
+                os.close(fd)
+                raise JournalBusyError(f"receipt journal {path!r} is open elsewhere")
+            time.sleep(delay)  # on the journal's worker thread, never the event loop
+        held = os.fstat(fd)
+        try:
+            current = os.stat(where)
+        except FileNotFoundError:
+            current = None
+        if current is not None and (current.st_dev, current.st_ino) == (held.st_dev, held.st_ino):
+            return fd
+        os.close(fd)  # locked a file that was removed meanwhile: lock the one at the path
+
+
+def discard_lock(path: str, fd: int) -> None:
+    """Release the lock of an open that failed and remove the lock file it created.
+
+    Removed while still held, so that a process waiting for it finds it gone (``lock``)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path + ".lock")
     os.close(fd)
-    raise JournalBusyError(f"receipt journal {path!r} is open elsewhere")
 
 
 def _try_lock(fd: int) -> bool:
@@ -489,6 +511,36 @@ def check_integrity(conn: JournalConnection, path: str) -> None:
     if check != ["ok"]:
         detail = "; ".join(check).replace("\n", "; ")
         raise JournalCorruptError(f"receipt journal {path!r} is damaged: {detail[:400]}")
+
+
+_expected_schema: frozenset[tuple[str, str, str]] | None = None
+
+
+def _schema_of(conn: JournalConnection | sqlite3.Connection) -> frozenset[tuple[str, str, str]]:
+    rows = conn.execute("SELECT type, name, sql FROM sqlite_schema WHERE sql IS NOT NULL").fetchall()
+    return frozenset((str(kind), str(name), str(sql)) for kind, name, sql in rows)
+
+
+def check_schema(conn: JournalConnection, path: str) -> None:
+    """``JournalCorruptError`` unless the file's tables and index are exactly the ones a journal
+    creates, as SQLite stores their statements. A constraint edited in the file's schema is
+    damage that ``integrity_check`` on a read-only connection does not report (it skips
+    CHECK constraints there): the reader would show rows a writer then refuses to open."""
+    global _expected_schema
+    if _expected_schema is None:
+        scratch = sqlite3.connect(":memory:")
+        try:
+            for statement in _SCHEMA:
+                scratch.execute(statement)
+            _expected_schema = _schema_of(scratch)
+        finally:
+            scratch.close()
+    found = _schema_of(conn)
+    if found != _expected_schema:
+        names = sorted({name for _kind, name, _sql in found ^ _expected_schema})
+        raise JournalCorruptError(
+            f"receipt journal {path!r} is damaged: its schema differs from a journal's ({', '.join(names)})"
+        )
 
 
 def prepare(conn: JournalConnection, path: str) -> None:
@@ -521,6 +573,7 @@ def prepare(conn: JournalConnection, path: str) -> None:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version != SCHEMA_VERSION:
             raise JournalError(f"receipt journal {path!r} has schema {version}, not {SCHEMA_VERSION}")
+        check_schema(conn, path)
 
 
 def next_runtime_no(conn: JournalConnection) -> int:
