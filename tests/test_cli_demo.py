@@ -363,3 +363,21 @@ def test_every_usage_error_is_one_line(argv: list[str], capsys: pytest.CaptureFi
     assert err.startswith("live-steering")
     assert "error: " in err
     assert err.endswith("--help)\n")
+
+
+@pytest.mark.parametrize(
+    ("argv", "prog"),
+    [
+        (["receipts", "x.db", "--bogus"], "live-steering receipts"),
+        (["hooks", "events", "--bogus"], "live-steering hooks"),
+        (["--bogus"], "live-steering"),
+    ],
+)
+def test_an_unknown_option_is_reported_by_the_subcommand_it_follows(
+    argv: list[str], prog: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``receipts PATH --bogus`` points at ``live-steering receipts --help``, not the top command's."""
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    assert capsys.readouterr().err == f"{prog}: error: unrecognized arguments: --bogus (see {prog} --help)\n"

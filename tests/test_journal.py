@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from journal_helpers import FaultyConnection, rows, snapshot
-from live_steering import Disposition, HoldReason, Input, LiveRuntime, LiveSteeringError
+from live_steering import Disposition, HoldReason, Input, LiveRuntime, LiveSteeringError, UnknownInputError
 from live_steering.journal import (
     ChangeKind,
     JournalBusyError,
@@ -106,7 +106,7 @@ async def test_refused_input_never_reaches_sqlite(tmp_path: Path) -> None:
             for input in bad:
                 receipt = await runtime.submit_steering(input, "g1")
                 assert not receipt.accepted
-                with pytest.raises(KeyError):
+                with pytest.raises(UnknownInputError, match="was never journaled"):
                     await journal.wait_durable(input.id)
                 assert journal.durable_receipt(input.id) is None
             await _submit(runtime, "g1", "good")

@@ -96,8 +96,10 @@ def test_input_copies_str_subclasses_to_plain_str(field: str) -> None:
     ],
 )
 def test_input_rejects_non_str_fields_with_type_error(kind: Any, text: Any, id_: Any) -> None:
-    """C6: a non-string field is a caller's type error, raised at construction."""
-    with pytest.raises(TypeError, match="expected str"):
+    """C6: a non-string field is a caller's type error, raised at construction, naming the field."""
+    fields = (("kind", kind), ("text", text), ("id", id_))
+    field = next(name for name, value in fields if type(value) is not str)
+    with pytest.raises(TypeError, match=rf"^Input\.{field} must be a str, got "):
         Input(kind, text, id=id_)
 
 

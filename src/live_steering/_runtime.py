@@ -577,7 +577,10 @@ def _writer_problem(writer: object) -> str | None:
     try:
         signature.bind(None, None)
     except TypeError as exc:
-        return f"the writer must be callable as writer(input, metadata); {writer!r} is not: {exc}"
+        return (
+            f"the writer must be callable as writer(input, metadata), with two positional arguments; "
+            f"{writer!r} has the signature {signature} ({exc})"
+        )
     return None
 
 

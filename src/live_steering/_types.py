@@ -30,6 +30,19 @@ def _new_input_id() -> str:
     return uuid.uuid4().hex
 
 
+# One converter per field, so that a wrong type names the field (``Input.text must be a str``).
+def _kind(value: object) -> str:
+    return value if type(value) is str else plain_str(value, "Input.kind")
+
+
+def _text(value: object) -> str:
+    return value if type(value) is str else plain_str(value, "Input.text")
+
+
+def _id(value: object) -> str:
+    return value if type(value) is str else plain_str(value, "Input.id")
+
+
 @attrs.frozen
 class Input:
     """One piece of input for a running generation.
@@ -42,11 +55,11 @@ class Input:
     with a refusal receipt, so that a host always gets a receipt it can persist.
     """
 
-    kind: str = attrs.field(converter=plain_str)
+    kind: str = attrs.field(converter=_kind)
     """What the input is. The steering capability accepts only ``"steer"``."""
-    text: str = attrs.field(converter=plain_str)
+    text: str = attrs.field(converter=_text)
     """The text written into the generation's context."""
-    id: str = attrs.field(converter=plain_str, factory=_new_input_id, kw_only=True)
+    id: str = attrs.field(converter=_id, factory=_new_input_id, kw_only=True)
     """The stable identity (1-128 characters). Repeats with the same id are deduplicated (C10).
 
     Compared exactly: ids differing only in case or Unicode normalisation are distinct.

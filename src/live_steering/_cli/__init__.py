@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     # in the order ``--help`` lists them
     for module in (demo, receipts, steer, stop, acp, instruct, hook, hooks):
         module.register(subparsers)
+    parser._subcommands = subparsers.choices  # type: ignore[attr-defined]  # for main's errors
     return parser
 
 
@@ -54,7 +55,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     from typing import cast
 
     parser = build_parser()
-    namespace = parser.parse_args(args)
+    namespace, unknown = parser.parse_known_args(args)
+    if unknown:
+        # argparse reports them as the top command's; the subcommand's usage is the useful one
+        subcommands = parser._subcommands  # type: ignore[attr-defined]
+        where = subcommands.get(getattr(namespace, "command", None), parser)
+        where.error(f"unrecognized arguments: {' '.join(unknown)}")
     handler = cast("Callable[[argparse.Namespace], int] | None", getattr(namespace, "handler", None))
     if handler is None:
         parser.print_help(sys.stderr)

@@ -45,6 +45,7 @@ import anyio.lowlevel
 import attrs
 from sortedcontainers import SortedDict
 
+from .._errors import UnknownInputError
 from .._runtime import AcceptedInput, LiveRuntime, RuntimeInternals, internals
 from .._types import Disposition, Input, Receipt
 from . import _store as store
@@ -426,8 +427,9 @@ class ReceiptJournal:
         ``target`` is an input id (everything journaled for it so far, for example its
         ``queued`` receipt right after the submit) or a change number (``JournalChange.number``,
         ``statistics().enqueued``). ``session_id`` picks the runtime when several attached
-        runtimes accepted the same id. Raises ``KeyError`` for an input the journal never
-        saw (a refused one), ``JournalError`` if the journal failed or closed first.
+        runtimes accepted the same id. Raises ``UnknownInputError`` (a ``LookupError``) for an
+        input the journal never saw (a refused one), as ``LiveRuntime.wait_final`` does, and
+        ``JournalError`` if the journal failed or closed first.
         """
         if self._failure is not None:  # checked first: after a failure nothing is journaled
             raise self._failed()
@@ -446,7 +448,7 @@ class ReceiptJournal:
         """The last receipt of ``input_id`` known durable, or ``None`` if there is none (yet)."""
         try:
             attachment = self._attachment_of(input_id, session_id)
-        except KeyError:
+        except UnknownInputError:
             return None
         return attachment.durable.get(input_id)
 
@@ -469,7 +471,10 @@ class ReceiptJournal:
             if input_id in a.latest and (session_id is None or a.session_id == session_id)
         ]
         if not found:
-            raise KeyError(input_id)
+            raise UnknownInputError(
+                f"input {input_id!r} was never journaled: no attached runtime accepted it (a refused "
+                "submit leaves nothing to journal)"
+            )
         if len(found) > 1:
             if session_id is None:
                 raise ValueError(f"input id {input_id!r} is journaled for several runtimes; pass session_id")
