@@ -235,6 +235,10 @@ class Ending(enum.Enum):
     __hash__ = object.__hash__  # as InputState's: they key the generation tables
 
 
+#: The event type of each ending (enum ``.value`` is slow: it runs once per generation).
+_ENDING_VALUE: Final = {ending: ending.value for ending in Ending}
+
+
 class Exit(enum.Enum):
     """How the engine left a generation's block; the shell tells, ``ENDINGS`` decides."""
 
@@ -1143,12 +1147,16 @@ class SteeringCore:
         gen.end_reason = reason
         gen.boundary_active = False
         self.current = None
-        applied = set(gen.applied_ids)
-        terminal: dict[str, Any] = {
-            "generation_id": gen.id,
-            "input_ids": list(gen.applied_ids),
-            "accepted_input_ids": [i for i in self._admitted_into(gen) if i not in applied],
-        }
+        if self._admission_sequence == gen.admitted_before and not gen.applied_ids:
+            # Nothing was admitted into it (most generations): no ids to list.
+            terminal: dict[str, Any] = {"generation_id": gen.id, "input_ids": [], "accepted_input_ids": []}
+        else:
+            applied = set(gen.applied_ids)
+            terminal = {
+                "generation_id": gen.id,
+                "input_ids": list(gen.applied_ids),
+                "accepted_input_ids": [i for i in self._admitted_into(gen) if i not in applied],
+            }
         if reason is not None:
             terminal["reason"] = reason.value
         if error is not None and ending is Ending.FAILED:
@@ -1158,7 +1166,7 @@ class SteeringCore:
             # at least one input or raises, so the loop left before running the continuation.
             continued = gen.applied_at_continue == len(gen.applied_ids)
             terminal["warning"] = CONTINUED_WARNING if continued else UNDECIDED_WARNING
-        self._emit(ending.value, terminal, time)
+        self._emit(_ENDING_VALUE[ending], terminal, time)
         if clock_error is not None:
             raise clock_error
         return terminal

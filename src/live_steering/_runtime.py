@@ -616,7 +616,7 @@ class Generation:
         # The core checks the id again: two handles made for one id before either ran
         # would otherwise let an anchor to the first generation reach the second (C18).
         self._state = runtime._core.start_generation(self.id, issued=self._issued)
-        self._parker = Parker.for_running_backend()
+        self._parker = Parker.for_running_backend(runtime._home)  # the last one, if it serves
         runtime._home = self._parker
         runtime._active = self
         runtime._hub.owed = runtime._settle
