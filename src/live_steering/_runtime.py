@@ -592,7 +592,8 @@ class Generation:
         """True for an id the runtime made (``open_generation()`` without an id)."""
         self._state: GenerationState | None = None
         self._parker: Parker | None = None
-        """Where the engine waits for input; made for the running backend on entry."""
+        """Where the engine waits for input; for the running backend on entry (asyncio: the
+        runtime's last one while nobody is parked on it, see ``Parker.for_running_backend``)."""
         self._terminal: Event | None = None
         self._writer: object = _NO_WRITER
         """The last writer found callable as ``writer(input, metadata)`` (checked once)."""
