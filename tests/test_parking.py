@@ -308,34 +308,33 @@ def test_an_asyncio_parker_of_a_finished_loop_is_not_reused() -> None:
 
 async def test_a_generation_started_while_the_last_ones_waiter_has_not_resumed_parks_apart() -> None:
     """The next generation does not share the parker a woken, not yet resumed waiter of the last
-    one still holds: that waiter ends False, and the new generation's own wait parks and wakes."""
+    one still holds: its engine waits at once and is woken by a steer, the old waiter ends False;
+    once nobody is parked, the generation after reuses the parker (asyncio)."""
     runtime = LiveRuntime()
     results: list[bool] = []
 
     async def wait(gen: Any) -> None:
         results.append(await gen.wait_for_input())
 
+    async def steer(gen: Any, id_: str) -> None:
+        await anyio.wait_all_tasks_blocked()
+        await runtime.submit_steering(Input("steer", "go left", id=id_), gen.id)
+
     async with anyio.create_task_group() as tg:
         async with runtime.open_generation() as first:
             tg.start_soon(wait, first)
             await anyio.wait_all_tasks_blocked()
-        # Leaving woke the waiter, which has not run yet: the next generation starts in this step.
+        # Leaving woke that waiter, which has not run yet: the next engine waits in this same step.
         async with runtime.open_generation() as second:
-            assert second._parker is not first._parker
-            await anyio.wait_all_tasks_blocked()
+            tg.start_soon(steer, second, "a")
+            assert await second.wait_for_input() is True
             assert results == [False]
-            tg.start_soon(wait, second)
-            await anyio.wait_all_tasks_blocked()
-            await runtime.submit_steering(Input("steer", "go left", id="a"), second.id)
-            assert results == [False, True]
             second.stop()  # "a" stays unwritten on purpose
-        async with runtime.open_generation() as third:  # nobody parked any more: shared on asyncio
+        async with runtime.open_generation() as third:
             if sniffio.current_async_library() == "asyncio":
-                assert third._parker is second._parker
-            tg.start_soon(wait, third)
-            await anyio.wait_all_tasks_blocked()
-            await runtime.submit_steering(Input("steer", "go right", id="b"), third.id)
-            assert results == [False, True, True]
+                assert third._parker is second._parker  # nobody parked on it any more
+            tg.start_soon(steer, third, "b")
+            assert await third.wait_for_input() is True
             third.stop()
 
 

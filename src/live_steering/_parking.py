@@ -120,7 +120,8 @@ class Parker:
 
         ``reuse``: a parker to return instead of a new one if it serves the same way (an
         asyncio parker of the running loop with no task parked on it); a generation
-        reuses its runtime's previous one, as asyncio's parker holds nothing of its own.
+        reuses its runtime's previous one: an asyncio parker nobody is parked on keeps nothing
+        of the generation that used it.
         """
         if _trio_runs():
             return _TrioParker()
