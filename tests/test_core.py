@@ -900,6 +900,28 @@ def test_terminal_event_lists_applied_and_accepted_but_not_applied() -> None:
     assert event["generation_id"] == "g1"
 
 
+def test_terminal_event_of_a_generation_after_one_with_input_lists_only_its_own() -> None:
+    """C19: a generation with nothing admitted ends with empty lists, also after one that had
+    inputs; the one after it lists its own inputs only."""
+    rig = Rig()
+    gen = rig.start()
+    rig.submit("a")
+    rig.end(gen, Exit.RETURNED)  # "a" held: no decision after the checkpoint
+    assert rig.events[-1]["accepted_input_ids"] == ["a"]
+    for generation_id in ("g2", "g3"):
+        rig.end(rig.start(generation_id), Exit.RETURNED)
+        assert rig.events[-1]["input_ids"] == []
+        assert rig.events[-1]["accepted_input_ids"] == []
+    gen = rig.start("g4")
+    rig.submit("b", gen="g4")
+    assert rig.deliver(gen) == ["b"]
+    rig.submit("c", gen="g4")
+    rig.end(gen, Exit.RAISED)
+    assert rig.events[-1]["type"] == "generation.failed"
+    assert rig.events[-1]["input_ids"] == ["b"]
+    assert rig.events[-1]["accepted_input_ids"] == ["c"]
+
+
 def test_ended_generation_refuses_further_engine_calls() -> None:
     """C19/C20: after its terminal event a generation cannot run a boundary, stop or end again."""
     rig = Rig()

@@ -275,6 +275,69 @@ async def test_wait_for_input_cancelled_while_parked_leaves_no_waiter() -> None:
         gen.stop()  # "a" stays unwritten on purpose
 
 
+async def test_for_running_backend_reuses_only_a_free_asyncio_parker_of_this_loop(anyio_backend: str) -> None:
+    """``reuse`` is returned only for an asyncio parker of the running loop with nobody parked;
+    otherwise (occupied, another backend's parker, None) a new parker is made."""
+    first = Parker.for_running_backend()
+    again = Parker.for_running_backend(first)
+    assert (again is first) is (anyio_backend == "asyncio")
+    assert Parker.for_running_backend(None) is not first
+    probe = _Probe(first)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(probe.run)
+        await anyio.wait_all_tasks_blocked()
+        occupied = Parker.for_running_backend(first)
+        assert occupied is not first  # a task is parked on it: never shared
+        first.unpark()
+    assert probe.returned
+
+
+def test_an_asyncio_parker_of_a_finished_loop_is_not_reused() -> None:
+    """A parker of another (finished) event loop is never handed to a generation of this one."""
+
+    async def make() -> Parker:
+        return Parker.for_running_backend()
+
+    old = asyncio.run(make())
+
+    async def again() -> bool:
+        return Parker.for_running_backend(old) is old
+
+    assert asyncio.run(again()) is False
+
+
+async def test_a_generation_started_while_the_last_ones_waiter_has_not_resumed_parks_apart() -> None:
+    """The next generation does not share the parker a woken, not yet resumed waiter of the last
+    one still holds: its engine waits at once and is woken by a steer, the old waiter ends False;
+    once nobody is parked, the generation after reuses the parker (asyncio)."""
+    runtime = LiveRuntime()
+    results: list[bool] = []
+
+    async def wait(gen: Any) -> None:
+        results.append(await gen.wait_for_input())
+
+    async def steer(gen: Any, id_: str) -> None:
+        await anyio.wait_all_tasks_blocked()
+        await runtime.submit_steering(Input("steer", "go left", id=id_), gen.id)
+
+    async with anyio.create_task_group() as tg:
+        async with runtime.open_generation() as first:
+            tg.start_soon(wait, first)
+            await anyio.wait_all_tasks_blocked()
+        # Leaving woke that waiter, which has not run yet: the next engine waits in this same step.
+        async with runtime.open_generation() as second:
+            tg.start_soon(steer, second, "a")
+            assert await second.wait_for_input() is True
+            assert results == [False]
+            second.stop()  # "a" stays unwritten on purpose
+        async with runtime.open_generation() as third:
+            if sniffio.current_async_library() == "asyncio":
+                assert third._parker is second._parker  # nobody parked on it any more
+            tg.start_soon(steer, third, "b")
+            assert await third.wait_for_input() is True
+            third.stop()
+
+
 async def test_many_tasks_yield_at_once_and_all_resume() -> None:
     """Concurrent yield_shielded() calls (one shared done future on asyncio) all resume, each
     once, and the parker stays usable."""

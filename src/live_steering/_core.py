@@ -105,6 +105,7 @@ from ._rules import (
 from ._rules import CORE_EVENT_PREFIXES as _CORE_EVENT_PREFIXES
 from ._rules import DISPOSITION_OF as _DISPOSITION_OF
 from ._rules import DISPOSITION_VALUE as _DISPOSITION_VALUE
+from ._rules import ENDING_VALUE as _ENDING_VALUE
 from ._rules import HOLD_REASONS as _HOLD_REASONS
 from ._rules import STANDING_OF_STOP as _STANDING_OF_STOP
 from ._rules import STOP_OF_HOLD as _STOP_OF_HOLD
@@ -956,12 +957,16 @@ class SteeringCore:
         gen.end_reason = reason
         gen.boundary_active = False
         self.current = None
-        applied = set(gen.applied_ids)
-        terminal: dict[str, Any] = {
-            "generation_id": gen.id,
-            "input_ids": list(gen.applied_ids),
-            "accepted_input_ids": [i for i in self._admitted_into(gen) if i not in applied],
-        }
+        if self._admission_sequence == gen.admitted_before and not gen.applied_ids:
+            # Nothing was admitted into it (most generations): no ids to list.
+            terminal: dict[str, Any] = {"generation_id": gen.id, "input_ids": [], "accepted_input_ids": []}
+        else:
+            applied = set(gen.applied_ids)
+            terminal = {
+                "generation_id": gen.id,
+                "input_ids": list(gen.applied_ids),
+                "accepted_input_ids": [i for i in self._admitted_into(gen) if i not in applied],
+            }
         if reason is not None:
             terminal["reason"] = reason.value
         if error is not None and ending is Ending.FAILED:
@@ -971,7 +976,7 @@ class SteeringCore:
             # at least one input or raises, so the loop left before running the continuation.
             continued = gen.applied_at_continue == len(gen.applied_ids)
             terminal["warning"] = CONTINUED_WARNING if continued else UNDECIDED_WARNING
-        self._emit(ending.value, terminal, time)
+        self._emit(_ENDING_VALUE[ending], terminal, time)
         if clock_error is not None:
             raise clock_error
         return terminal

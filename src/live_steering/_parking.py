@@ -115,11 +115,20 @@ class Parker:
     __slots__ = ()
 
     @staticmethod
-    def for_running_backend() -> Parker:
-        """A parker for the running anyio backend (asyncio or trio)."""
+    def for_running_backend(reuse: Parker | None = None) -> Parker:
+        """A parker for the running anyio backend (asyncio or trio).
+
+        ``reuse``: a parker to return instead of a new one if it serves the same way (an
+        asyncio parker of the running loop with no task parked on it); a generation
+        reuses its runtime's previous one: an asyncio parker nobody is parked on keeps nothing
+        of the generation that used it.
+        """
         if _trio_runs():
             return _TrioParker()
-        return _AsyncioParker(asyncio.get_running_loop())
+        loop = asyncio.get_running_loop()
+        if type(reuse) is _AsyncioParker and reuse._loop is loop and reuse._future is None:
+            return reuse
+        return _AsyncioParker(loop)
 
     @property
     def occupied(self) -> bool:

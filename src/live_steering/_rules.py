@@ -33,6 +33,7 @@ __all__ = [
     "DISPOSITION_OF",
     "DISPOSITION_VALUE",
     "ENDINGS",
+    "ENDING_VALUE",
     "FINAL_STATES",
     "GENERATION_TRANSITIONS",
     "HOLD_REASONS",
@@ -167,6 +168,10 @@ class Ending(enum.Enum):
     FAILED = "generation.failed"
 
     __hash__ = object.__hash__  # as InputState's: they key the generation tables
+
+
+#: The event type of each ending (enum ``.value`` is slow: it runs once per generation).
+ENDING_VALUE: Final = {ending: ending.value for ending in Ending}
 
 
 class Exit(enum.Enum):

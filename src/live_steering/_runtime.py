@@ -610,7 +610,8 @@ class Generation:
         """True for an id the runtime made (``open_generation()`` without an id)."""
         self._state: GenerationState | None = None
         self._parker: Parker | None = None
-        """Where the engine waits for input; made for the running backend on entry."""
+        """Where the engine waits for input; for the running backend on entry (asyncio: the
+        runtime's last one while nobody is parked on it, see ``Parker.for_running_backend``)."""
         self._terminal: Event | None = None
         self._writer: object = _NO_WRITER
         """The last writer found callable as ``writer(input, metadata)`` (checked once)."""
@@ -634,7 +635,7 @@ class Generation:
         # The core checks the id again: two handles made for one id before either ran
         # would otherwise let an anchor to the first generation reach the second (C18).
         self._state = runtime._core.start_generation(self.id, issued=self._issued)
-        self._parker = Parker.for_running_backend()
+        self._parker = Parker.for_running_backend(runtime._home)  # the last one, if it serves
         runtime._home = self._parker
         runtime._active = self
         runtime._hub.owed = runtime._settle

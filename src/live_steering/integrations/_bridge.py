@@ -9,6 +9,7 @@ reorders an event, and it never calls into the runtime from the listener.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -20,10 +21,10 @@ Emit = Callable[[str, dict[str, Any]], Awaitable[object]]
 
 
 class EventBridge:
-    """Buffers a runtime's events; ``await flush(emit)`` hands them on, oldest first. O(events)."""
+    """Buffers a runtime's events; ``await flush(emit)`` hands them on, oldest first. O(1) per event."""
 
     def __init__(self, runtime: LiveRuntime) -> None:
-        self._buffer: list[dict[str, Any]] = []
+        self._buffer: deque[dict[str, Any]] = deque()
         self.detach: Callable[[], None] = runtime.add_listener(self._buffer.append)
 
     @property
@@ -35,8 +36,10 @@ class EventBridge:
         """Emit every buffered event as ``emit(event["type"], event)``, in publication order.
 
         Events published while ``emit`` awaits are emitted by the same call, after the
-        ones before them, so a flush leaves the buffer empty.
+        ones before them, so a flush leaves the buffer empty. Each ``emit`` gets its own
+        copy: the runtime's log and its other consumers share the published dict.
         """
-        while self._buffer:
-            event = self._buffer.pop(0)
+        buffer = self._buffer
+        while buffer:
+            event = buffer.popleft()
             await emit(event["type"], dict(event))
