@@ -25,7 +25,7 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from types import TracebackType
 from typing import Any, Final, Self, TypeVar
 
@@ -227,6 +227,18 @@ class Fleet(abc.ABC):
             raise FleetError("the fleet is not open ('async with SQLiteFleet(...) as fleet')")
         try:
             return await anyio.to_thread.run_sync(function, *args, limiter=self._limiter)
+        except FleetError:
+            raise
+        except self._errors() as exc:
+            raise FleetError(f"fleet store {self.location}: {exc}") from exc
+
+    async def _call_async(self, function: Callable[..., Awaitable[_T]], *args: Any) -> _T:
+        """Await a store call that holds the node's connection (the limiter); ``FleetError`` on failure."""
+        if not self._open:
+            raise FleetError("the fleet is not open ('async with SQLiteFleet(...) as fleet')")
+        try:
+            async with self._limiter:
+                return await function(*args)
         except FleetError:
             raise
         except self._errors() as exc:
@@ -456,7 +468,9 @@ class Fleet(abc.ABC):
         batch, self._inserts = self._inserts, []
         with anyio.CancelScope(shield=True):
             try:
-                results = await self._call(store.submit, self.node_id, [q.submission for q in batch])
+                results = await self._call_async(
+                    store.submit_async, self.node_id, [q.submission for q in batch]
+                )
             except FleetError as exc:
                 for queued in batch:
                     queued.error = exc

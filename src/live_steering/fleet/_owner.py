@@ -10,9 +10,9 @@ every transaction of this owner, one at a time, on one connection:
 
 1. fence: renew the lease *only if its epoch is still ours* (else ``FencedError``), and
    lock the pending requests of the session, in request order;
-2. decide each, in that order, back in the event loop (``anyio.from_thread``, the
-   transaction still open) with ``runtime.submit_steering_nowait`` (the core decides,
-   C8, C12), which queues its ``accepted`` change synchronously;
+2. decide each, in that order, in the event loop (the transaction still open, the rows
+   still locked) with ``runtime.submit_steering_nowait`` (the core decides, C8, C12),
+   which queues its ``accepted`` change synchronously;
 3. write the queued changes (accepted, writing marks, applied, held, unknown) and the
    decisions, notify the requesters, commit: one transaction, one fsync (group commit).
 
@@ -34,7 +34,6 @@ from typing import Any, Final
 
 import anyio
 import anyio.abc
-import anyio.from_thread
 import anyio.lowlevel
 import attrs
 from sortedcontainers import SortedDict
@@ -342,27 +341,23 @@ class Owner:
 
     async def _commit_once(self) -> None:
         conn = self.conn
-        taken: tuple[list[Decision], list[JournalChange]] = ([], [])
-
-        def transaction() -> None:
-            """On the worker thread: one transaction, with the decisions taken in the event loop."""
-            nonlocal taken
-            requests = conn.begin_batch(self.session_id, self._node_id, self.epoch, self._ttl)
-            try:
-                taken = anyio.from_thread.run_sync(self._decide_all, requests)
-            except BaseException:
-                conn.rollback()
-                raise
-            decisions, batch = taken
-            conn.finish_batch(self.session_id, self.epoch, batch, decisions, self._taken_generation)
-
         with anyio.CancelScope(shield=True):
             try:
-                await anyio.to_thread.run_sync(transaction, limiter=self._limiter)
+                async with self._limiter:  # the connection is this transaction's until it ends
+                    requests = await conn.begin_batch_async(
+                        self.session_id, self._node_id, self.epoch, self._ttl
+                    )
+                    try:
+                        decisions, batch = self._decide_all(requests)  # in the event loop, rows locked
+                    except BaseException:
+                        await conn.rollback_async()
+                        raise
+                    await conn.finish_batch_async(
+                        self.session_id, self.epoch, batch, decisions, self._taken_generation
+                    )
             except Exception as exc:
                 await self._fail(exc)
                 return
-        decisions, batch = taken
         self._commits += 1
         self._decisions += len(decisions)
         self._largest = max(self._largest, len(decisions))

@@ -56,9 +56,6 @@ class SQLiteConnection(StoreConnection):
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         return self._conn.execute(sql, params)
 
-    def execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        self._conn.executemany(sql, rows)
-
     def begin(self) -> None:
         self._conn.execute("BEGIN IMMEDIATE")
 
