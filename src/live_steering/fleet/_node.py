@@ -38,7 +38,7 @@ from .._runtime import LiveRuntime
 from .._types import Disposition, Input, Receipt, StopReason
 from .._validate import checked_id, plain_str
 from ..journal import JournalEntry
-from ._owner import Owner, OwnerStatistics
+from ._owner import Owner, OwnerStatistics, holding
 from ._store import (
     UNREACHABLE,
     FleetError,
@@ -237,7 +237,7 @@ class Fleet(abc.ABC):
         if not self._open:
             raise FleetError("the fleet is not open ('async with SQLiteFleet(...) as fleet')")
         try:
-            async with self._limiter:
+            async with holding(self._limiter):
                 return await function(*args)
         except FleetError:
             raise
@@ -443,7 +443,8 @@ class Fleet(abc.ABC):
                 else:
                     self._inserting = False
         try:
-            await queued.done.wait()
+            if not queued.done.is_set():  # set already when this task ran the insert: no extra turn
+                await queued.done.wait()
         except BaseException:
             if queued in self._inserts:
                 self._inserts.remove(queued)  # never stored

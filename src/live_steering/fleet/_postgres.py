@@ -220,6 +220,7 @@ class PostgresConnection(StoreConnection):
     serial = "BIGSERIAL"
     lock_pending = " FOR UPDATE SKIP LOCKED"
     lock_lease = " FOR UPDATE"
+    lock_fence = " FOR SHARE"
     now_sql = "extract(epoch FROM clock_timestamp())::float8"
     # channel(owner_node_id), computed by the server: the same sha256 hex prefix
     notify_owner_sql = (
@@ -312,14 +313,15 @@ class PostgresConnection(StoreConnection):
             results = await exchange(self._conn.pgconn, self._prepared, statements)
         return results
 
-    async def begin_batch_async(self, session_id: str, node_id: str, epoch: int, ttl: float) -> list[Request]:
+    async def begin_batch_async(
+        self, session_id: str, node_id: str, epoch: int, renew: float | None
+    ) -> list[Request]:
         if not self.holds_session_lock(session_id):  # taken from a zombie: take its lock once it let go
             await anyio.to_thread.run_sync(self.try_session_lock, session_id)
+        statements = self._batch_statements(session_id, node_id, epoch, renew)
         try:
-            _begin, fenced, read = await self._exchange(
-                self._batch_statements(session_id, node_id, epoch, ttl)
-            )
-            return self._batch_requests(session_id, epoch, fenced.rowcount, read.rows)
+            _begin, fenced, read = await self._exchange(statements)
+            return self._batch_requests(session_id, epoch, len(fenced.rows), read.rows)
         except BaseException:
             await self.rollback_async()
             raise

@@ -322,6 +322,8 @@ class StoreConnection(abc.ABC):
     lock_pending: str = ""
     #: appended to a read of the lease row that must wait out an owner's commit
     lock_lease: str = ""
+    #: appended to the owner's fence: holds the lease row against a taker until the commit
+    lock_fence: str = ""
     #: the store's clock in SQL, seconds since the epoch (leases are judged on it)
     now_sql: str = "((julianday('now') - 2440587.5) * 86400.0)"
     #: a SQL expression that wakes the row's ``owner_node_id`` for its ``session_id`` inside the
@@ -621,15 +623,32 @@ class StoreConnection(abc.ABC):
     # event loop itself, see ``_postgres.py``). The caller of an ``*_async`` form holds the
     # connection's limiter: nothing else uses the connection meanwhile.
 
-    def _batch_statements(self, session_id: str, node_id: str, epoch: int, ttl: float) -> list[Statement]:
-        """BEGIN, the fence (renew the lease only if its epoch is ours), the locked read."""
+    def _batch_statements(
+        self, session_id: str, node_id: str, epoch: int, renew: float | None
+    ) -> list[Statement]:
+        """BEGIN, the fence, the locked read of the pending requests.
+
+        The fence holds the lease row until the commit (a taker's ``FOR UPDATE`` waits for
+        it; SQLite: ``BEGIN IMMEDIATE`` already holds the whole store) and yields a row only
+        while the lease's epoch is ours. ``renew``: also renew the lease by that TTL (the owner
+        asks every ``ttl / 3``; a lease row rewritten at every decision is a page written for
+        nothing).
+        """
+        if renew is None:
+            fence: Statement = (
+                "SELECT epoch FROM ls_leases WHERE session_id = ? AND node_id = ? AND epoch = ?"
+                + self.lock_fence,
+                (session_id, node_id, epoch),
+            )
+        else:
+            fence = (
+                f"UPDATE ls_leases SET expires_at = {self.now_sql} + ? "
+                "WHERE session_id = ? AND node_id = ? AND epoch = ? RETURNING epoch",
+                (float(renew), session_id, node_id, epoch),
+            )
         return [
             ("BEGIN", ()),
-            (
-                f"UPDATE ls_leases SET expires_at = {self.now_sql} + ? "
-                "WHERE session_id = ? AND node_id = ? AND epoch = ?",
-                (float(ttl), session_id, node_id, epoch),
-            ),
+            fence,
             (
                 "SELECT request_no, input, digest, node_id FROM ls_requests "
                 "WHERE session_id = ? AND state = 'pending' ORDER BY request_no LIMIT ?" + self.lock_pending,
@@ -647,8 +666,9 @@ class StoreConnection(abc.ABC):
             _request(int(no), json.loads(wire), digest, requester) for no, wire, digest, requester in rows
         ]
 
-    def begin_batch(self, session_id: str, node_id: str, epoch: int, ttl: float) -> list[Request]:
-        """Open the owner's transaction: fence (and renew) the lease, lock the pending requests.
+    def begin_batch(self, session_id: str, node_id: str, epoch: int, renew: float | None) -> list[Request]:
+        """Open the owner's transaction: fence (and, given a TTL, renew) the lease, lock the pending
+        requests.
 
         Raises ``FencedError`` (transaction rolled back) if the lease is not this owner's.
         The transaction stays open for ``finish_batch`` or ``rollback``.
@@ -656,20 +676,29 @@ class StoreConnection(abc.ABC):
         if not self.holds_session_lock(session_id):
             # taken from a zombie that still held it: take it once the zombie let go
             self.try_session_lock(session_id)
-        _begin, fence, pending = self._batch_statements(session_id, node_id, epoch, ttl)
+        return self._fence_and_lock(session_id, node_id, epoch, renew, begun=False)
+
+    def _fence_and_lock(
+        self, session_id: str, node_id: str, epoch: int, renew: float | None, *, begun: bool
+    ) -> list[Request]:
+        """``begin_batch`` after the liveness lock; ``begun``: the transaction is open already."""
+        _begin, fence, pending = self._batch_statements(session_id, node_id, epoch, renew)
         try:
             with self.pipeline():  # PostgreSQL: BEGIN, the fence and the read in one round trip
-                self.begin()
+                if not begun:
+                    self.begin()
                 fenced = self.execute(*fence)
                 read = self.execute(*pending)
-            return self._batch_requests(session_id, epoch, fenced.rowcount, read.fetchall())
+            return self._batch_requests(session_id, epoch, len(fenced.fetchall()), read.fetchall())
         except BaseException:
             self.rollback()
             raise
 
-    async def begin_batch_async(self, session_id: str, node_id: str, epoch: int, ttl: float) -> list[Request]:
+    async def begin_batch_async(
+        self, session_id: str, node_id: str, epoch: int, renew: float | None
+    ) -> list[Request]:
         """``begin_batch``, awaited (the caller holds the connection's limiter)."""
-        return await anyio.to_thread.run_sync(self.begin_batch, session_id, node_id, epoch, ttl)
+        return await anyio.to_thread.run_sync(self.begin_batch, session_id, node_id, epoch, renew)
 
     def finish_batch(
         self,
