@@ -8,17 +8,19 @@ the socket buffer must all leave the connection in a known state (idle, or close
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import anyio
 import psycopg
 import pytest
 
 from fleet_helpers import FleetStore, new_session
-from live_steering import Disposition, Input, LiveRuntime
+from live_steering import Disposition, Input, LiveRuntime, Receipt
 from live_steering.fleet._postgres import PostgresConnection
-from live_steering.fleet._store import FencedError, Submission
+from live_steering.fleet._store import FencedError, Request, Submission
 
 pytestmark = pytest.mark.anyio
 
@@ -194,3 +196,48 @@ async def test_a_long_running_owner_keeps_its_lease_alive_while_busy(fleet_store
         assert lease.live
         gen.stop()
     assert n > 10
+
+
+async def test_sqlite_never_waits_for_the_write_lock_in_the_event_loop(tmp_path: Path) -> None:
+    """With another process's write lock held, the insert and the owner's lock go to a worker thread
+    (the loop runs on), finish once it is released, and leave SQLite's settings as they were."""
+    store = FleetStore("sqlite", str(tmp_path / "fleet.db"))
+    owner, host = store.connection(), store.connection()
+    blocker = sqlite3.connect(store.location, isolation_level=None)
+    try:
+        session = new_session()
+        taken = owner.take(session, "owner-1", 30.0)
+        assert taken is not None
+        blocker.execute("BEGIN IMMEDIATE")  # another process writing
+        stored: list[list[Receipt | int]] = []
+        locked: list[list[Request]] = []
+
+        async def insert() -> None:
+            steer = Submission(session, Input("steer", "x", id="m-1"), "d", "g1")
+            stored.append(await host.submit_async("host", [steer]))
+
+        async def lock() -> None:
+            locked.append(await owner.begin_batch_async(session, "owner-1", taken.epoch, None))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(insert)
+            await anyio.wait_all_tasks_blocked()  # the loop is free: the insert waits on a thread
+            assert stored == []
+            blocker.execute("ROLLBACK")
+        assert isinstance(stored[0][0], int)
+        blocker.execute("BEGIN IMMEDIATE")
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lock)
+            await anyio.wait_all_tasks_blocked()
+            assert locked == []
+            blocker.execute("ROLLBACK")
+        assert [r.input.id for r in locked[0]] == ["m-1"]
+        await owner.rollback_async()
+        for conn in (owner, host):
+            assert conn.execute("PRAGMA synchronous").fetchone() == (2,)  # FULL again
+            assert conn.execute("PRAGMA wal_autocheckpoint").fetchone() == (1000,)
+            assert conn.execute("PRAGMA busy_timeout").fetchone() == (30_000,)
+    finally:
+        blocker.close()
+        owner.close()
+        host.close()

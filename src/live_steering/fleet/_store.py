@@ -876,17 +876,21 @@ class StoreConnection(abc.ABC):
             for item in items
         ]
 
-    def submit(self, node_id: str, items: Sequence[Submission]) -> list[Receipt | int]:
+    def submit(
+        self, node_id: str, items: Sequence[Submission], *, begun: bool = False
+    ) -> list[Receipt | int]:
         """Store requests for their sessions' live owners (their numbers), in one transaction.
 
         A session with no live owner is answered at once: a repeat of a stored input gets
         its stored receipt, other content under a stored id is ``identity-conflict``,
         anything new ``stale-generation`` (no generation runs). Each owner is woken once.
+        ``begun``: the transaction is open already.
         """
         woken = self.notify_owner_sql is not None
         try:
             with self.pipeline():  # PostgreSQL: BEGIN and the inserts (and the commit) in one round trip
-                self.begin()
+                if not begun:
+                    self.begin()
                 cursors = [
                     self.execute(sql, params) for sql, params in self._insert_statements(node_id, items)
                 ]
