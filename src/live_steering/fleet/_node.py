@@ -3,7 +3,8 @@
 Theory of operation
 -------------------
 A ``Fleet`` is one process's handle on a fleet store. It keeps one connection for its
-hosts' requests and reads (one worker thread at a time), one listener for wake-ups
+hosts' requests and reads (one call at a time, guarded by a limiter: on a worker thread, or
+from the event loop for the insert, see ``_store.py``), one listener for wake-ups
 addressed to this node (a Unix datagram socket for SQLite, ``LISTEN`` for PostgreSQL),
 and one connection per runtime it owns (``Fleet.own``, see ``_owner.py``).
 

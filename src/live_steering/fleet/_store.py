@@ -1,7 +1,9 @@
 """The fleet's storage: one schema, one set of statements, two engines (SQLite and PostgreSQL).
 
 Everything here is synchronous and runs on a worker thread, one call at a time per
-connection. ``StoreConnection`` holds every statement the fleet runs; the two engines
+connection, except the ``*_async`` forms of the three transactions on a remote submit's
+path, which an engine may run from the event loop (PostgreSQL always, SQLite when its
+write lock is free at once). ``StoreConnection`` holds every statement the fleet runs; the two engines
 differ only in what ``Dialect`` says: the placeholder, the clock (SQLite: this
 machine's; PostgreSQL: the server's), how a transaction locks, how a dead owner is
 detected at once (SQLite: an ``flock`` beside the file; PostgreSQL: a session
