@@ -3,7 +3,8 @@
 Theory of operation
 -------------------
 A ``Fleet`` is one process's handle on a fleet store. It keeps one connection for its
-hosts' requests and reads (one worker thread at a time), one listener for wake-ups
+hosts' requests and reads (one call at a time, guarded by a limiter: on a worker thread, or
+from the event loop for the insert, see ``_store.py``), one listener for wake-ups
 addressed to this node (a Unix datagram socket for SQLite, ``LISTEN`` for PostgreSQL),
 and one connection per runtime it owns (``Fleet.own``, see ``_owner.py``).
 
@@ -25,7 +26,7 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from types import TracebackType
 from typing import Any, Final, Self, TypeVar
 
@@ -38,7 +39,7 @@ from .._runtime import LiveRuntime
 from .._types import Disposition, Input, Receipt, StopReason
 from .._validate import checked_id, plain_str
 from ..journal import JournalEntry
-from ._owner import Owner, OwnerStatistics
+from ._owner import Owner, OwnerStatistics, holding
 from ._store import (
     UNREACHABLE,
     FleetError,
@@ -227,6 +228,18 @@ class Fleet(abc.ABC):
             raise FleetError("the fleet is not open ('async with SQLiteFleet(...) as fleet')")
         try:
             return await anyio.to_thread.run_sync(function, *args, limiter=self._limiter)
+        except FleetError:
+            raise
+        except self._errors() as exc:
+            raise FleetError(f"fleet store {self.location}: {exc}") from exc
+
+    async def _call_async(self, function: Callable[..., Awaitable[_T]], *args: Any) -> _T:
+        """Await a store call that holds the node's connection (the limiter); ``FleetError`` on failure."""
+        if not self._open:
+            raise FleetError("the fleet is not open ('async with SQLiteFleet(...) as fleet')")
+        try:
+            async with holding(self._limiter):
+                return await function(*args)
         except FleetError:
             raise
         except self._errors() as exc:
@@ -431,7 +444,8 @@ class Fleet(abc.ABC):
                 else:
                     self._inserting = False
         try:
-            await queued.done.wait()
+            if not queued.done.is_set():  # set already when this task ran the insert: no extra turn
+                await queued.done.wait()
         except BaseException:
             if queued in self._inserts:
                 self._inserts.remove(queued)  # never stored
@@ -456,7 +470,9 @@ class Fleet(abc.ABC):
         batch, self._inserts = self._inserts, []
         with anyio.CancelScope(shield=True):
             try:
-                results = await self._call(store.submit, self.node_id, [q.submission for q in batch])
+                results = await self._call_async(
+                    store.submit_async, self.node_id, [q.submission for q in batch]
+                )
             except FleetError as exc:
                 for queued in batch:
                     queued.error = exc

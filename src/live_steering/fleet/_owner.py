@@ -8,11 +8,12 @@ numbered change, and the runtime's write barrier queues a ``writing`` mark for t
 input about to be written and waits until it is durable. One committer task then runs
 every transaction of this owner, one at a time, on one connection:
 
-1. fence: renew the lease *only if its epoch is still ours* (else ``FencedError``), and
-   lock the pending requests of the session, in request order;
-2. decide each, in that order, back in the event loop (``anyio.from_thread``, the
-   transaction still open) with ``runtime.submit_steering_nowait`` (the core decides,
-   C8, C12), which queues its ``accepted`` change synchronously;
+1. fence: lock the lease row *only if its epoch is still ours* (else ``FencedError``),
+   renewing it when a renewal is due (every ``ttl / 3``), and lock the pending requests
+   of the session, in request order;
+2. decide each, in that order, in the event loop (the transaction still open, the rows
+   still locked) with ``runtime.submit_steering_nowait`` (the core decides, C8, C12),
+   which queues its ``accepted`` change synchronously;
 3. write the queued changes (accepted, writing marks, applied, held, unknown) and the
    decisions, notify the requesters, commit: one transaction, one fsync (group commit).
 
@@ -27,14 +28,14 @@ did not lock in a transaction that also proved its epoch: that is the fencing of
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time as _time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, Final
 
 import anyio
 import anyio.abc
-import anyio.from_thread
 import anyio.lowlevel
 import attrs
 from sortedcontainers import SortedDict
@@ -89,6 +90,20 @@ class OwnerStatistics:
     recovered_unknown: int
 
 
+@contextlib.asynccontextmanager
+async def holding(limiter: anyio.CapacityLimiter) -> AsyncIterator[None]:
+    """Hold a connection's limiter; when it is free, without yielding (``async with limiter``
+    checkpoints twice, and on a remote submit's path each checkpoint is a turn of the loop)."""
+    try:
+        limiter.acquire_nowait()
+    except anyio.WouldBlock:
+        await limiter.acquire()
+    try:
+        yield
+    finally:
+        limiter.release()
+
+
 class Owner:
     """The journal and decider of one owned runtime; made by ``Fleet.own``."""
 
@@ -114,7 +129,7 @@ class Owner:
         self._ttl = ttl
         self._renew = ttl / 3
         self._poll = min(self._renew, poll_interval)
-        self._last_commit = anyio.current_time()
+        self._last_renewal = anyio.current_time()  # the take set the lease's expiry
         self._queue: list[JournalChange] = []
         self._number = 0
         self._durable_through = 0
@@ -311,13 +326,12 @@ class Owner:
                         await self._wakeup.wait()
                     self._wakeup = None
                     idle = not (self._queue or self._requested or self._generation is not None)
-                    renewal_due = anyio.current_time() >= self._last_commit + self._renew
+                    renewal_due = anyio.current_time() >= self._last_renewal + self._renew
                     # no renewal due: look for a request whose wake-up was lost, with a read
                     if idle and not renewal_due and not await self._has_pending():
                         continue
                 self._requested = False
                 await self._commit_next()
-                self._last_commit = anyio.current_time()
         finally:
             self._done.set()
             self._committed.set()
@@ -342,27 +356,25 @@ class Owner:
 
     async def _commit_once(self) -> None:
         conn = self.conn
-        taken: tuple[list[Decision], list[JournalChange]] = ([], [])
-
-        def transaction() -> None:
-            """On the worker thread: one transaction, with the decisions taken in the event loop."""
-            nonlocal taken
-            requests = conn.begin_batch(self.session_id, self._node_id, self.epoch, self._ttl)
-            try:
-                taken = anyio.from_thread.run_sync(self._decide_all, requests)
-            except BaseException:
-                conn.rollback()
-                raise
-            decisions, batch = taken
-            conn.finish_batch(self.session_id, self.epoch, batch, decisions, self._taken_generation)
-
         with anyio.CancelScope(shield=True):
             try:
-                await anyio.to_thread.run_sync(transaction, limiter=self._limiter)
+                started = anyio.current_time()
+                renew = self._ttl if started >= self._last_renewal + self._renew else None
+                async with holding(self._limiter):  # the connection is this transaction's until it ends
+                    requests = await conn.begin_batch_async(self.session_id, self._node_id, self.epoch, renew)
+                    try:
+                        decisions, batch = self._decide_all(requests)  # in the event loop, rows locked
+                    except BaseException:
+                        await conn.rollback_async()
+                        raise
+                    await conn.finish_batch_async(
+                        self.session_id, self.epoch, batch, decisions, self._taken_generation
+                    )
             except Exception as exc:
                 await self._fail(exc)
                 return
-        decisions, batch = taken
+        if renew is not None:
+            self._last_renewal = started
         self._commits += 1
         self._decisions += len(decisions)
         self._largest = max(self._largest, len(decisions))

@@ -1,7 +1,13 @@
 """The PostgreSQL engine of the fleet store, through psycopg 3's synchronous connection.
 
-Each connection runs in autocommit mode with explicit ``BEGIN``/``COMMIT``, always on
-an anyio worker thread (psycopg's async connection does not run on trio). The clock is
+Each connection runs in autocommit mode with explicit ``BEGIN``/``COMMIT``. Most calls run
+on an anyio worker thread (psycopg's async connection does not run on trio). The three hot
+transactions (a requester's insert, the owner's fence-and-lock and its write-and-commit) are
+sent from the event loop instead, without a thread: libpq's pipeline mode on the same
+connection's ``pgconn`` (psycopg's documented ``pq`` layer, non-blocking since psycopg
+connects so), waiting on its socket with ``anyio.wait_readable``/``wait_writable``, which
+work on asyncio and on trio alike. A thread hop costs about as much as a round trip on a
+Unix socket, and a remote submit crossed six of them. The clock is
 the server's (``clock_timestamp()``), so leases mean the same on every machine. A dead
 owner is detected at once by a session advisory lock its connection holds (the server
 frees it when the connection drops); an expired zombie's backend is terminated by the
@@ -12,18 +18,24 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import logging
 import re
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 import anyio
 import anyio.abc
+import anyio.to_thread
+import attrs
 import psycopg
+from psycopg import pq
 
+from .._types import Receipt
+from ..journal import JournalChange
 from ._node import Fleet
-from ._store import FleetError, StoreConnection
+from ._store import Decision, FleetError, Request, Statement, StoreConnection, Submission
 
 _log = logging.getLogger("live_steering.fleet")
 
@@ -47,10 +59,168 @@ def connect(dsn: str) -> psycopg.Connection[Any]:
     return psycopg.connect(dsn, autocommit=True)
 
 
+# -- statements sent from the event loop (libpq's pipeline mode, no thread) ----------------------
+
+_NUMBERED: dict[str, bytes] = {}
+
+
+def _numbered(sql: str) -> bytes:
+    """A statement's ``?`` placeholders as libpq's ``$1, $2, ...`` (no statement has a literal ``?``)."""
+    found = _NUMBERED.get(sql)
+    if found is None:
+        head, *parts = sql.split("?")
+        found = _NUMBERED[sql] = (head + "".join(f"${n}{part}" for n, part in enumerate(parts, 1))).encode()
+    return found
+
+
+_BOOL: Final = 16
+_INT8: Final = 20
+_FLOAT8: Final = 701
+_TEXT: Final = 25
+
+
+def _encode(params: Sequence[Any]) -> tuple[list[bytes | None], list[int]]:
+    """Parameters in libpq's text format, typed as psycopg would send them (None: untyped NULL)."""
+    values: list[bytes | None] = []
+    types: list[int] = []
+    for value in params:
+        if value is None:
+            values.append(None)
+            types.append(0)
+        elif isinstance(value, bool):
+            values.append(b"t" if value else b"f")
+            types.append(_BOOL)
+        elif isinstance(value, int):
+            values.append(str(value).encode())
+            types.append(_INT8)
+        elif isinstance(value, float):
+            values.append(repr(value).encode())
+            types.append(_FLOAT8)
+        elif isinstance(value, str):
+            data = value.encode("utf-8")  # a lone surrogate raises here, as psycopg's own dumper does
+            if b"\x00" in data:  # libpq would cut the C string short: refuse as psycopg does
+                raise psycopg.DataError("PostgreSQL text fields cannot contain NUL (0x00) bytes")
+            values.append(data)
+            types.append(_TEXT)
+        else:
+            raise TypeError(f"no PostgreSQL parameter for {type(value).__name__}")
+    return values, types
+
+
+@attrs.frozen
+class Result:
+    """One statement's answer: its row count (``UPDATE 1``: 1) and its rows as text."""
+
+    rowcount: int
+    rows: list[tuple[str | None, ...]]
+
+
+def _result(res: pq.abc.PGresult) -> Result:
+    rows = [
+        tuple(
+            None if (value := res.get_value(row, column)) is None else value.decode("utf-8")
+            for column in range(res.nfields)
+        )
+        for row in range(res.ntuples)
+    ]
+    return Result(res.command_tuples or 0, rows)
+
+
+def _error(res: pq.abc.PGresult) -> psycopg.Error:
+    message = res.error_message.decode("utf-8", "replace").strip() or "statement aborted"
+    sqlstate = res.error_field(pq.DiagnosticField.SQLSTATE)
+    try:
+        kind = psycopg.errors.lookup(sqlstate.decode()) if sqlstate else psycopg.DatabaseError
+    except KeyError:
+        kind = psycopg.DatabaseError
+    return kind(message)
+
+
+class Prepared:
+    """A connection's prepared statements (statement and parameter types -> name): planned once."""
+
+    def __init__(self) -> None:
+        self.names: dict[tuple[bytes, tuple[int, ...]], bytes] = {}
+        self._numbers = itertools.count(1)
+
+    def new_name(self) -> bytes:
+        return f"ls_fleet_{next(self._numbers)}".encode()
+
+
+async def exchange(
+    pgconn: pq.abc.PGconn, prepared: Prepared, statements: Sequence[Statement]
+) -> list[Result]:
+    """Send ``statements`` in one pipeline from the event loop, wait for every answer, return them.
+
+    A statement with parameters is prepared on its first use on the connection (planned
+    once, as psycopg does after a few uses). Raises the first statement's error (those
+    after it are aborted by the server); the connection is then idle again, its
+    transaction (if one was open) failed. Never leave it half-way: the caller shields
+    this from cancellation.
+    """
+    commands = [(_numbered(sql), *_encode(params)) for sql, params in statements]  # may raise: nothing sent
+    fd = pgconn.socket
+    results: list[Result] = []
+    error: psycopg.Error | None = None
+    preparing: dict[tuple[bytes, tuple[int, ...]], bytes] = {}
+    answers: list[tuple[tuple[bytes, tuple[int, ...]], bytes] | None] = []  # a prepare's, or a statement's
+    pgconn.enter_pipeline_mode()
+    try:
+        for sql, values, types in commands:
+            if not values:
+                pgconn.send_query_params(sql, None)
+                answers.append(None)
+                continue
+            key = (sql, tuple(types))
+            name = prepared.names.get(key) or preparing.get(key)
+            if name is None:
+                name = preparing[key] = prepared.new_name()
+                pgconn.send_prepare(name, sql, types)
+                answers.append((key, name))
+            pgconn.send_query_prepared(name, values)
+            answers.append(None)
+        pgconn.pipeline_sync()
+        while pgconn.flush():  # the rest did not fit the socket: read what came back meanwhile
+            pgconn.consume_input()
+            with anyio.move_on_after(0.01):
+                await anyio.wait_writable(fd)
+        position = 0
+        while True:
+            while pgconn.is_busy():
+                await anyio.wait_readable(fd)
+                pgconn.consume_input()
+            res = pgconn.get_result()
+            if res is None:  # the end of one command's results
+                continue
+            status = res.status
+            if status == pq.ExecStatus.PIPELINE_SYNC:
+                break
+            prepare = answers[position] if position < len(answers) else None
+            position += 1
+            if status in (pq.ExecStatus.TUPLES_OK, pq.ExecStatus.COMMAND_OK):
+                if prepare is None:
+                    results.append(_result(res))
+                else:
+                    prepared.names[prepare[0]] = prepare[1]
+            elif error is None:
+                error = _error(res)
+    finally:
+        with contextlib.suppress(psycopg.Error):
+            pgconn.exit_pipeline_mode()
+        if pgconn.status != pq.ConnStatus.OK and error is None:
+            error = psycopg.OperationalError("the connection to the fleet store was lost")
+    if error is not None:
+        raise error
+    if len(results) != len(statements):
+        raise psycopg.InternalError(f"{len(statements)} statements sent, {len(results)} answered")
+    return results
+
+
 class PostgresConnection(StoreConnection):
     serial = "BIGSERIAL"
     lock_pending = " FOR UPDATE SKIP LOCKED"
     lock_lease = " FOR UPDATE"
+    lock_fence = " FOR SHARE"
     now_sql = "extract(epoch FROM clock_timestamp())::float8"
     # channel(owner_node_id), computed by the server: the same sha256 hex prefix
     notify_owner_sql = (
@@ -62,16 +232,13 @@ class PostgresConnection(StoreConnection):
         super().__init__()
         self._conn = connect(dsn)
         self._locks: set[str] = set()
+        self._prepared = Prepared()
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         return self._conn.execute(_pg(sql), params)
 
     def pipeline(self) -> contextlib.AbstractContextManager[Any]:
         return self._conn.pipeline()
-
-    def execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        with self._conn.cursor() as cursor:
-            cursor.executemany(_pg(sql), rows)
 
     def begin(self) -> None:
         self._conn.execute("BEGIN")
@@ -138,6 +305,64 @@ class PostgresConnection(StoreConnection):
     def close(self) -> None:
         self._locks.clear()
         self._conn.close()
+
+    # -- the hot transactions, from the event loop -----------------------------------------------
+
+    async def _exchange(self, statements: Sequence[Statement]) -> list[Result]:
+        with anyio.CancelScope(shield=True):  # never abandon a connection mid-pipeline
+            results = await exchange(self._conn.pgconn, self._prepared, statements)
+        return results
+
+    async def begin_batch_async(
+        self, session_id: str, node_id: str, epoch: int, renew: float | None
+    ) -> list[Request]:
+        if not self.holds_session_lock(session_id):  # taken from a zombie: take its lock once it let go
+            await anyio.to_thread.run_sync(self.try_session_lock, session_id)
+        statements = self._batch_statements(session_id, node_id, epoch, renew)
+        try:
+            _begin, fenced, read = await self._exchange(statements)
+            return self._batch_requests(session_id, epoch, len(fenced.rows), read.rows)
+        except BaseException:
+            await self.rollback_async()
+            raise
+
+    async def finish_batch_async(
+        self,
+        session_id: str,
+        epoch: int,
+        changes: Sequence[JournalChange],
+        decisions: Sequence[Decision],
+        generation_id: tuple[str | None] | None,
+    ) -> None:
+        writes, replies = self._batch_writes(session_id, epoch, changes, decisions, generation_id)
+        wakeups: list[Statement] = [
+            ("SELECT pg_notify(?, ?)", (channel(node), payload)) for node, payload in replies
+        ]
+        try:
+            await self._exchange([*writes, *wakeups, ("COMMIT", ())])
+        except BaseException:
+            await self.rollback_async()
+            raise
+
+    async def rollback_async(self) -> None:
+        if not self._conn.closed:
+            with contextlib.suppress(psycopg.Error):
+                await self._exchange([("ROLLBACK", ())])
+
+    async def submit_async(self, node_id: str, items: Sequence[Submission]) -> list[Receipt | int]:
+        statements = [("BEGIN", ()), *self._insert_statements(node_id, items), ("COMMIT", ())]
+        try:
+            inserted = (await self._exchange(statements))[1:-1]
+        except BaseException:
+            await self.rollback_async()
+            raise
+        results: list[Receipt | int] = []
+        for item, result in zip(items, inserted, strict=True):
+            if result.rows:  # stored for the live owner (woken by the insert itself)
+                results.append(int(result.rows[0][0] or 0))
+            else:  # rare: answered from the stored receipts, on a thread as every read
+                results.append(await anyio.to_thread.run_sync(self._answer_without_owner, item))
+        return results
 
 
 def redact(dsn: str) -> str:

@@ -1,7 +1,9 @@
 """The fleet's storage: one schema, one set of statements, two engines (SQLite and PostgreSQL).
 
 Everything here is synchronous and runs on a worker thread, one call at a time per
-connection. ``StoreConnection`` holds every statement the fleet runs; the two engines
+connection, except the ``*_async`` forms of the three transactions on a remote submit's
+path, which an engine may run from the event loop (PostgreSQL always, SQLite when its
+write lock is free at once). ``StoreConnection`` holds every statement the fleet runs; the two engines
 differ only in what ``Dialect`` says: the placeholder, the clock (SQLite: this
 machine's; PostgreSQL: the server's), how a transaction locks, how a dead owner is
 detected at once (SQLite: an ``flock`` beside the file; PostgreSQL: a session
@@ -25,6 +27,8 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
+import anyio
+import anyio.to_thread
 import attrs
 
 from .._errors import LiveSteeringError
@@ -179,6 +183,9 @@ def receipt_from_wire(text: str) -> Receipt:
     )
 
 
+#: One statement with ``?`` placeholders and its parameters.
+Statement = tuple[str, Sequence[Any]]
+
 #: A wake-up's payload stays under PostgreSQL's NOTIFY limit (8,000 bytes) and one datagram.
 MAX_PAYLOAD: Final = 7_000
 
@@ -317,6 +324,8 @@ class StoreConnection(abc.ABC):
     lock_pending: str = ""
     #: appended to a read of the lease row that must wait out an owner's commit
     lock_lease: str = ""
+    #: appended to the owner's fence: holds the lease row against a taker until the commit
+    lock_fence: str = ""
     #: the store's clock in SQL, seconds since the epoch (leases are judged on it)
     now_sql: str = "((julianday('now') - 2440587.5) * 86400.0)"
     #: a SQL expression that wakes the row's ``owner_node_id`` for its ``session_id`` inside the
@@ -336,10 +345,6 @@ class StoreConnection(abc.ABC):
     def pipeline(self) -> contextlib.AbstractContextManager[Any]:
         """Send the statements of the block without waiting for each reply (PostgreSQL)."""
         return contextlib.nullcontext()
-
-    @abc.abstractmethod
-    def execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        """Run one statement once per row of parameters."""
 
     @abc.abstractmethod
     def begin(self) -> None:
@@ -611,9 +616,61 @@ class StoreConnection(abc.ABC):
         }
 
     # -- the owner's group commit -------------------------------------------------------------
+    #
+    # Each of the three hot transactions (the owner's fence-and-lock, its write-and-commit, a
+    # requester's insert) is built here as a list of statements and read back by one function,
+    # so the two ways of running them share every statement: ``begin_batch`` and friends run
+    # them with ``execute`` (on a worker thread), the ``*_async`` forms are what the owner and
+    # the node await (by default the same, on a worker thread; PostgreSQL sends them from the
+    # event loop itself, see ``_postgres.py``). The caller of an ``*_async`` form holds the
+    # connection's limiter: nothing else uses the connection meanwhile.
 
-    def begin_batch(self, session_id: str, node_id: str, epoch: int, ttl: float) -> list[Request]:
-        """Open the owner's transaction: fence (and renew) the lease, lock the pending requests.
+    def _batch_statements(
+        self, session_id: str, node_id: str, epoch: int, renew: float | None
+    ) -> list[Statement]:
+        """BEGIN, the fence, the locked read of the pending requests.
+
+        The fence holds the lease row until the commit (a taker's ``FOR UPDATE`` waits for
+        it; SQLite: ``BEGIN IMMEDIATE`` already holds the whole store) and yields a row only
+        while the lease's epoch is ours. ``renew``: also renew the lease by that TTL (the owner
+        asks every ``ttl / 3``; a lease row rewritten at every decision is a page written for
+        nothing).
+        """
+        if renew is None:
+            fence: Statement = (
+                "SELECT epoch FROM ls_leases WHERE session_id = ? AND node_id = ? AND epoch = ?"
+                + self.lock_fence,
+                (session_id, node_id, epoch),
+            )
+        else:
+            fence = (
+                f"UPDATE ls_leases SET expires_at = {self.now_sql} + ? "
+                "WHERE session_id = ? AND node_id = ? AND epoch = ? RETURNING epoch",
+                (float(renew), session_id, node_id, epoch),
+            )
+        return [
+            ("BEGIN", ()),
+            fence,
+            (
+                "SELECT request_no, input, digest, node_id FROM ls_requests "
+                "WHERE session_id = ? AND state = 'pending' ORDER BY request_no LIMIT ?" + self.lock_pending,
+                (session_id, MAX_BATCH),
+            ),
+        ]
+
+    @staticmethod
+    def _batch_requests(
+        session_id: str, epoch: int, fenced: int, rows: Sequence[Sequence[Any]]
+    ) -> list[Request]:
+        if fenced != 1:
+            raise FencedError(f"the lease of session {session_id!r} was taken over (epoch {epoch} is stale)")
+        return [
+            _request(int(no), json.loads(wire), digest, requester) for no, wire, digest, requester in rows
+        ]
+
+    def begin_batch(self, session_id: str, node_id: str, epoch: int, renew: float | None) -> list[Request]:
+        """Open the owner's transaction: fence (and, given a TTL, renew) the lease, lock the pending
+        requests.
 
         Raises ``FencedError`` (transaction rolled back) if the lease is not this owner's.
         The transaction stays open for ``finish_batch`` or ``rollback``.
@@ -621,31 +678,29 @@ class StoreConnection(abc.ABC):
         if not self.holds_session_lock(session_id):
             # taken from a zombie that still held it: take it once the zombie let go
             self.try_session_lock(session_id)
+        return self._fence_and_lock(session_id, node_id, epoch, renew, begun=False)
+
+    def _fence_and_lock(
+        self, session_id: str, node_id: str, epoch: int, renew: float | None, *, begun: bool
+    ) -> list[Request]:
+        """``begin_batch`` after the liveness lock; ``begun``: the transaction is open already."""
+        _begin, fence, pending = self._batch_statements(session_id, node_id, epoch, renew)
         try:
             with self.pipeline():  # PostgreSQL: BEGIN, the fence and the read in one round trip
-                self.begin()
-                fence = self.execute(
-                    f"UPDATE ls_leases SET expires_at = {self.now_sql} + ? "
-                    "WHERE session_id = ? AND node_id = ? AND epoch = ?",
-                    (ttl, session_id, node_id, epoch),
-                )
-                pending = self.execute(
-                    "SELECT request_no, input, digest, node_id FROM ls_requests "
-                    "WHERE session_id = ? AND state = 'pending' ORDER BY request_no LIMIT ?"
-                    + self.lock_pending,
-                    (session_id, MAX_BATCH),
-                )
-            if fence.rowcount != 1:
-                raise FencedError(
-                    f"the lease of session {session_id!r} was taken over (epoch {epoch} is stale)"
-                )
-            rows = pending.fetchall()
+                if not begun:
+                    self.begin()
+                fenced = self.execute(*fence)
+                read = self.execute(*pending)
+            return self._batch_requests(session_id, epoch, len(fenced.fetchall()), read.fetchall())
         except BaseException:
             self.rollback()
             raise
-        return [
-            _request(int(no), json.loads(wire), digest, requester) for no, wire, digest, requester in rows
-        ]
+
+    async def begin_batch_async(
+        self, session_id: str, node_id: str, epoch: int, renew: float | None
+    ) -> list[Request]:
+        """``begin_batch``, awaited (the caller holds the connection's limiter)."""
+        return await anyio.to_thread.run_sync(self.begin_batch, session_id, node_id, epoch, renew)
 
     def finish_batch(
         self,
@@ -656,15 +711,19 @@ class StoreConnection(abc.ABC):
         generation_id: tuple[str | None] | None,
     ) -> None:
         """Write the journal's changes and the decisions, tell the requesters, commit."""
+        writes, replies = self._batch_writes(session_id, epoch, changes, decisions, generation_id)
         try:
             with self.pipeline():
-                self._write_batch(session_id, epoch, changes, decisions, generation_id)
+                for sql, params in writes:
+                    self.execute(sql, params)
+                for node, payload in replies:
+                    self.notify(node, payload)
                 self.commit()
         except BaseException:
             self.rollback()
             raise
 
-    def _write_batch(
+    async def finish_batch_async(
         self,
         session_id: str,
         epoch: int,
@@ -672,14 +731,34 @@ class StoreConnection(abc.ABC):
         decisions: Sequence[Decision],
         generation_id: tuple[str | None] | None,
     ) -> None:
+        """``finish_batch``, awaited (the caller holds the connection's limiter)."""
+        await anyio.to_thread.run_sync(
+            self.finish_batch, session_id, epoch, changes, decisions, generation_id
+        )
+
+    async def rollback_async(self) -> None:
+        """``rollback``, awaited (the caller holds the connection's limiter)."""
+        await anyio.to_thread.run_sync(self.rollback)
+
+    def _batch_writes(
+        self,
+        session_id: str,
+        epoch: int,
+        changes: Sequence[JournalChange],
+        decisions: Sequence[Decision],
+        generation_id: tuple[str | None] | None,
+    ) -> tuple[list[Statement], list[tuple[str, str]]]:
+        """The statements of the owner's write, and the wake-ups (node, payload) it owes."""
+        writes: list[Statement] = []
         for c in changes:
-            self._write_change(session_id, epoch, c)
+            writes += self._change_statements(session_id, epoch, c)
         now = time.time()  # a record only
-        if decisions:
-            self.execute_many(
-                "UPDATE ls_requests SET state = 'decided', input = ?, accepted = ?, disposition = ?, "
-                "reason = ?, settled_at = ? WHERE request_no = ? AND state = 'pending'",
-                [
+        replies: dict[str, list[str]] = {}
+        for d in decisions:
+            writes.append(
+                (
+                    "UPDATE ls_requests SET state = 'decided', input = ?, accepted = ?, disposition = ?, "
+                    "reason = ?, settled_at = ? WHERE request_no = ? AND state = 'pending'",
                     (
                         _identity_json(d.request.input.id, d.request.anchor),
                         d.receipt.accepted,
@@ -687,82 +766,87 @@ class StoreConnection(abc.ABC):
                         d.receipt.reason,
                         now,
                         d.request.request_no,
-                    )
-                    for d in decisions
-                ],
-            )
-            replies: dict[str, list[str]] = {}
-            for d in decisions:
-                replies.setdefault(d.request.node_id, []).append(
-                    f"{d.request.request_no} {receipt_to_wire(d.receipt)}"
+                    ),
                 )
-            for node, lines in replies.items():
-                for chunk in _chunks(lines):
-                    self.notify(node, "r" + chunk)
-        if generation_id is not None:
-            self.execute(
-                "UPDATE ls_leases SET generation_id = ? WHERE session_id = ? AND epoch = ?",
-                (generation_id[0], session_id, epoch),
             )
+            replies.setdefault(d.request.node_id, []).append(
+                f"{d.request.request_no} {receipt_to_wire(d.receipt)}"
+            )
+        if generation_id is not None:
+            writes.append(
+                (
+                    "UPDATE ls_leases SET generation_id = ? WHERE session_id = ? AND epoch = ?",
+                    (generation_id[0], session_id, epoch),
+                )
+            )
+        wakeups = [(node, "r" + chunk) for node, lines in replies.items() for chunk in _chunks(lines)]
+        return writes, wakeups
 
-    def _write_change(self, session_id: str, epoch: int, c: JournalChange) -> None:
+    @staticmethod
+    def _change_statements(session_id: str, epoch: int, c: JournalChange) -> list[Statement]:
+        statements: list[Statement] = []
         if c.change is ChangeKind.ACCEPTED:
-            self.execute(
-                "INSERT INTO ls_receipts (session_id, epoch, input_id, generation_id, kind, digest, "
-                "disposition, "
-                "marked, reason, accepted_sequence, sequence, accepted_at, updated_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, 'queued', FALSE, NULL, ?, ?, ?, ?)",
+            statements.append(
+                (
+                    "INSERT INTO ls_receipts (session_id, epoch, input_id, generation_id, kind, digest, "
+                    "disposition, "
+                    "marked, reason, accepted_sequence, sequence, accepted_at, updated_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?, 'queued', FALSE, NULL, ?, ?, ?, ?)",
+                    (
+                        session_id,
+                        epoch,
+                        c.input_id,
+                        c.generation_id,
+                        c.kind,
+                        c.digest,
+                        c.admission,
+                        c.sequence,
+                        c.time,
+                        c.time,
+                    ),
+                )
+            )
+        elif c.change is ChangeKind.WRITING:
+            statements.append(
+                (
+                    "UPDATE ls_receipts SET marked = TRUE "
+                    "WHERE session_id = ? AND epoch = ? AND input_id = ? AND disposition = 'queued'",
+                    (session_id, epoch, c.input_id),
+                )
+            )
+        else:
+            statements.append(
+                (
+                    "UPDATE ls_receipts SET disposition = ?, reason = ?, sequence = ?, updated_at = ? "
+                    "WHERE session_id = ? AND epoch = ? AND input_id = ? AND disposition = 'queued'",
+                    (c.disposition.value, c.reason, c.sequence, c.time, session_id, epoch, c.input_id),
+                )
+            )
+        statements.append(
+            (
+                "INSERT INTO ls_changes (session_id, epoch, input_id, generation_id, change, disposition, "
+                "reason, "
+                "sequence, time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     session_id,
                     epoch,
                     c.input_id,
                     c.generation_id,
-                    c.kind,
-                    c.digest,
-                    c.admission,
+                    c.change.value,
+                    c.disposition.value,
+                    c.reason,
                     c.sequence,
-                    c.time,
                     c.time,
                 ),
             )
-        elif c.change is ChangeKind.WRITING:
-            self.execute(
-                "UPDATE ls_receipts SET marked = TRUE "
-                "WHERE session_id = ? AND epoch = ? AND input_id = ? AND disposition = 'queued'",
-                (session_id, epoch, c.input_id),
-            )
-        else:
-            self.execute(
-                "UPDATE ls_receipts SET disposition = ?, reason = ?, sequence = ?, updated_at = ? "
-                "WHERE session_id = ? AND epoch = ? AND input_id = ? AND disposition = 'queued'",
-                (c.disposition.value, c.reason, c.sequence, c.time, session_id, epoch, c.input_id),
-            )
-        self.execute(
-            "INSERT INTO ls_changes (session_id, epoch, input_id, generation_id, change, disposition, "
-            "reason, "
-            "sequence, time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                session_id,
-                epoch,
-                c.input_id,
-                c.generation_id,
-                c.change.value,
-                c.disposition.value,
-                c.reason,
-                c.sequence,
-                c.time,
-            ),
         )
+        return statements
 
     # -- requesters ----------------------------------------------------------------------------
 
-    def submit(self, node_id: str, items: Sequence[Submission]) -> list[Receipt | int]:
-        """Store requests for their sessions' live owners (their numbers), in one transaction.
-
-        A session with no live owner is answered at once: a repeat of a stored input gets
-        its stored receipt, other content under a stored id is ``identity-conflict``,
-        anything new ``stale-generation`` (no generation runs). Each owner is woken once.
-        """
+    def _insert_statements(self, node_id: str, items: Sequence[Submission]) -> list[Statement]:
+        """One insert per request, each stored only for its session's live owner (its number and
+        owner back; PostgreSQL: the owner's wake-up inside the statement)."""
         now = time.time()  # a record only: liveness is judged on the store's clock
         insert = (
             "INSERT INTO ls_requests (session_id, input_id, anchor, input, digest, node_id, "
@@ -772,30 +856,45 @@ class StoreConnection(abc.ABC):
             f"AND l.expires_at >= {self.now_sql} "
             "RETURNING request_no, owner_node_id"
         )
-        woken = self.notify_owner_sql is not None
-        if woken:  # the wake-up rides in the insert, and the commit in its round trip
+        if self.notify_owner_sql is not None:  # the wake-up rides in the insert
             insert = (
                 f"WITH inserted AS ({insert}, session_id) "
                 f"SELECT request_no, owner_node_id, {self.notify_owner_sql} IS NULL FROM inserted"
             )
+        return [
+            (
+                insert,
+                (
+                    item.session_id,
+                    printable(item.input.id),
+                    printable(item.anchor),
+                    _input_json(item.input, item.anchor, item.stop),
+                    item.digest,
+                    node_id,
+                    now,
+                    item.session_id,
+                ),
+            )
+            for item in items
+        ]
+
+    def submit(
+        self, node_id: str, items: Sequence[Submission], *, begun: bool = False
+    ) -> list[Receipt | int]:
+        """Store requests for their sessions' live owners (their numbers), in one transaction.
+
+        A session with no live owner is answered at once: a repeat of a stored input gets
+        its stored receipt, other content under a stored id is ``identity-conflict``,
+        anything new ``stale-generation`` (no generation runs). Each owner is woken once.
+        ``begun``: the transaction is open already.
+        """
+        woken = self.notify_owner_sql is not None
         try:
             with self.pipeline():  # PostgreSQL: BEGIN and the inserts (and the commit) in one round trip
-                self.begin()
+                if not begun:
+                    self.begin()
                 cursors = [
-                    self.execute(
-                        insert,
-                        (
-                            item.session_id,
-                            printable(item.input.id),
-                            printable(item.anchor),
-                            _input_json(item.input, item.anchor, item.stop),
-                            item.digest,
-                            node_id,
-                            now,
-                            item.session_id,
-                        ),
-                    )
-                    for item in items
+                    self.execute(sql, params) for sql, params in self._insert_statements(node_id, items)
                 ]
                 if woken:
                     self.commit()
@@ -817,6 +916,10 @@ class StoreConnection(abc.ABC):
             self.rollback()
             raise
         return results
+
+    async def submit_async(self, node_id: str, items: Sequence[Submission]) -> list[Receipt | int]:
+        """``submit``, awaited (the caller holds the connection's limiter)."""
+        return await anyio.to_thread.run_sync(self.submit, node_id, items)
 
     def _answer_without_owner(self, item: Submission) -> Receipt:
         input, anchor = item.input, item.anchor

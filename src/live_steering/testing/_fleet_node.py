@@ -70,7 +70,9 @@ async def _owner(args: argparse.Namespace) -> None:
 
                 async def stop_when_told() -> None:
                     await _stdin_closed()
-                    gen.stop()
+                    # runtime.stop, not gen.stop: a fenced owner may have closed its runtime (and
+                    # so ended the generation) first; then there is nothing left to stop
+                    runtime.stop(gen.id)
 
                 tg.start_soon(stop_when_told)
                 await fleet.flush(args.session)  # the running generation is in the store
