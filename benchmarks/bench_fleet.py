@@ -54,7 +54,11 @@ def _row(
     higher: bool = False,
     floor: float | None = None,
 ) -> Row:
-    ratio = value / floor if floor else None
+    # Rounded first, and the ratio and ``ok`` computed from what is printed, so the printed
+    # fields obey both rules exactly (a ratio of 1.5004 prints 1.5 and is ok).
+    value = round(value, 7)
+    floor = None if floor is None else round(floor, 7)
+    ratio = round(value / floor, 3) if floor else None
     measured = ratio if ratio is not None else value
     ok = measured >= target if higher else measured <= target
     return {
@@ -62,9 +66,9 @@ def _row(
         "backend": backend,
         "store": store,
         "unit": unit,
-        "value": round(value, 7),
-        "floor": None if floor is None else round(floor, 7),
-        "ratio": None if ratio is None else round(ratio, 3),
+        "value": value,
+        "floor": floor,
+        "ratio": ratio,
         "target": target,
         "ok": ok,
     }
