@@ -91,7 +91,7 @@ def test_quickstart_holds_exactly_the_two_commands() -> None:
     assert match is not None
     assert match.group(1).splitlines() == [
         "python3 -m venv .venv && .venv/bin/pip install -q -e . && .venv/bin/live-steering demo",
-        "python3 -m venv .venv && .venv/bin/pip install -q -e '.[dev]' && .venv/bin/python -m pytest -q",
+        "python3 -m venv .venv && .venv/bin/pip install -e '.[dev]' && .venv/bin/python -m pytest -q",
     ]
 
 
