@@ -19,6 +19,7 @@ import pytest
 
 from fleet_helpers import FleetStore, new_session
 from live_steering import Disposition, Input, LiveRuntime, Receipt
+from live_steering.fleet import PostgresFleet
 from live_steering.fleet._postgres import PostgresConnection
 from live_steering.fleet._store import FencedError, Request, Submission
 
@@ -143,6 +144,54 @@ async def test_a_terminated_backend_raises_an_operational_error(
     with anyio.fail_after(5), pytest.raises(psycopg.OperationalError):
         await pg._exchange([("BEGIN", ()), ("SELECT ?::bigint", (1,)), ("COMMIT", ())])
     await pg.rollback_async()  # on a closed connection: nothing to do, no error
+    # the next transaction runs on a new connection (its statements prepared again)
+    _begin, one, _commit = await pg._exchange([("BEGIN", ()), ("SELECT ?::bigint", (7,)), ("COMMIT", ())])
+    assert one.rows == [("7",)]
+
+
+async def test_a_transaction_whose_connection_was_lost_never_goes_on_on_a_new_one(
+    pg: PostgresConnection, postgres_dsn: str
+) -> None:
+    """Lost between the owner's two round trips, the transaction is lost: its second half raises
+    instead of running, unfenced, on a new connection; the next transaction reconnects."""
+    await pg._exchange([("BEGIN", ()), ("SELECT 1", ())])
+    with psycopg.connect(postgres_dsn, autocommit=True) as killer:
+        killer.execute("SELECT pg_terminate_backend(%s)", (pg.my_pid(),))
+    note = f"n-{time.monotonic_ns()}"
+    with anyio.fail_after(5), pytest.raises(psycopg.OperationalError):
+        await pg._exchange([("INSERT INTO pipeline_probe (note) VALUES (?)", (note,)), ("COMMIT", ())])
+    with pytest.raises(psycopg.OperationalError, match="in the middle of a transaction"):
+        await pg._exchange([("INSERT INTO pipeline_probe (note) VALUES (?)", (note,)), ("COMMIT", ())])
+    await pg.rollback_async()
+    assert pg.execute("SELECT count(*) FROM pipeline_probe WHERE note = %s", (note,)).fetchone() == (0,)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_natively_cancelled_submit_never_hands_its_answers_to_the_next(
+    fleet_store: FleetStore,
+) -> None:
+    """asyncio's own cancellation (``task.cancel()``, ``asyncio.timeout``) gets past anyio's shield;
+    cancelled at each step of its pipeline, a submit leaves no answer for the next submit to read:
+    every later submit gets its own receipt (asyncio only: trio has no such cancellation)."""
+    import asyncio
+
+    session = new_session()
+    async with (
+        fleet_store.fleet("owner", timeout=5) as owner,
+        fleet_store.fleet("host", timeout=5) as host,
+        owner.own(LiveRuntime(session_id=session)) as runtime,
+        runtime.open_generation("g1") as gen,
+    ):
+        for steps in range(12):
+            task = asyncio.ensure_future(host.submit(session, Input("steer", "x", id=f"c-{steps}"), "g1"))
+            for _ in range(steps):
+                await asyncio.sleep(0)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            receipt = await host.submit(session, Input("steer", "y", id=f"ok-{steps}"), "g1")
+            assert (receipt.input_id, receipt.disposition) == (f"ok-{steps}", Disposition.QUEUED)
+        gen.stop()
 
 
 async def test_the_owner_fence_renews_only_when_asked_and_refuses_a_stale_epoch(
@@ -241,3 +290,30 @@ async def test_sqlite_never_waits_for_the_write_lock_in_the_event_loop(tmp_path:
         blocker.close()
         owner.close()
         host.close()
+
+
+async def test_a_fleet_on_a_latin1_database_carries_non_ascii_ids(postgres_dsn: str) -> None:
+    """On a database that is not UTF-8, a session and node id outside ASCII work as on any other:
+    the fleet's connections speak UTF-8 whatever the database's encoding (the event-loop path
+    encodes and decodes UTF-8 itself)."""
+    name = f"latin1_{time.monotonic_ns()}"
+    with psycopg.connect(postgres_dsn, autocommit=True) as admin:
+        admin.execute(
+            f"CREATE DATABASE {name} ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0"
+        )
+    dsn = postgres_dsn.replace("dbname=postgres", f"dbname={name}")
+    assert dsn != postgres_dsn
+    session = "sessión-é"
+    async with (
+        PostgresFleet(dsn, node_id="propriétaire", timeout=5) as owner,
+        PostgresFleet(dsn, node_id="hôte", timeout=5) as host,
+        owner.own(LiveRuntime(session_id=session)) as runtime,
+        runtime.open_generation("génération-1") as gen,
+    ):
+        receipt = await host.submit(session, Input("steer", "Ça va", id="étape-1"), "génération-1")
+        assert (receipt.input_id, receipt.disposition) == ("étape-1", Disposition.QUEUED)
+        assert runtime.receipt("étape-1") == receipt
+        gen.stop()
+        with anyio.fail_after(5):
+            final = await host.wait_final(session, "étape-1")
+        assert (final.input_id, final.disposition) == ("étape-1", Disposition.HELD)

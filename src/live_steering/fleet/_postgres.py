@@ -56,7 +56,11 @@ def _pg(sql: str) -> str:
 
 
 def connect(dsn: str) -> psycopg.Connection[Any]:
-    return psycopg.connect(dsn, autocommit=True)
+    # UTF-8 on the wire whatever the database's encoding: the event-loop path encodes its
+    # parameters and decodes its rows as UTF-8 itself (``_encode``, ``_result``), and the
+    # listener decodes payloads so; on a LATIN1 database a non-ASCII session or node id
+    # otherwise missed its row (a fenced owner) or failed to decode.
+    return psycopg.connect(dsn, autocommit=True, client_encoding="UTF8")
 
 
 # -- statements sent from the event loop (libpq's pipeline mode, no thread) ----------------------
@@ -165,6 +169,7 @@ async def exchange(
     preparing: dict[tuple[bytes, tuple[int, ...]], bytes] = {}
     answers: list[tuple[tuple[bytes, tuple[int, ...]], bytes] | None] = []  # a prepare's, or a statement's
     pgconn.enter_pipeline_mode()
+    synced = False
     try:
         for sql, values, types in commands:
             if not values:
@@ -194,6 +199,7 @@ async def exchange(
                 continue
             status = res.status
             if status == pq.ExecStatus.PIPELINE_SYNC:
+                synced = True
                 break
             prepare = answers[position] if position < len(answers) else None
             position += 1
@@ -205,10 +211,17 @@ async def exchange(
             elif error is None:
                 error = _error(res)
     finally:
-        with contextlib.suppress(psycopg.Error):
-            pgconn.exit_pipeline_mode()
-        if pgconn.status != pq.ConnStatus.OK and error is None:
-            error = psycopg.OperationalError("the connection to the fleet store was lost")
+        if not synced:
+            # Left before the pipeline's end (a native asyncio cancellation, which anyio's
+            # shield does not hold back, or an error): answers are still on their way, and
+            # the next exchange would read them as its own. The connection is closed instead;
+            # its owner reconnects (``PostgresConnection._live``).
+            pgconn.finish()
+        else:
+            with contextlib.suppress(psycopg.Error):
+                pgconn.exit_pipeline_mode()
+            if pgconn.status != pq.ConnStatus.OK and error is None:
+                error = psycopg.OperationalError("the connection to the fleet store was lost")
     if error is not None:
         raise error
     if len(results) != len(statements):
@@ -230,9 +243,34 @@ class PostgresConnection(StoreConnection):
 
     def __init__(self, dsn: str) -> None:
         super().__init__()
-        self._conn = connect(dsn)
+        self._dsn = dsn
+        self._pg = connect(dsn)
         self._locks: set[str] = set()
         self._prepared = Prepared()
+
+    _closed_for_good = False
+    _in_transaction = False
+    """True from a ``BEGIN`` this connection sent until its ``COMMIT`` or ``ROLLBACK``."""
+
+    @property
+    def _conn(self) -> psycopg.Connection[Any]:
+        """The connection, made anew if the last one was closed under it (an exchange left
+        half-way, a terminated backend), but only between transactions: a transaction whose
+        connection was lost is lost with it, and its next statement raises instead of running
+        on a new connection outside the transaction (and its fence). The session locks and
+        prepared statements went with the old connection: an owner takes its lock again
+        (``begin_batch_async``) and statements are prepared again. ``close()`` ends it for good.
+        """
+        conn = self._pg
+        if conn.closed and not self._closed_for_good:
+            if self._in_transaction:
+                raise psycopg.OperationalError(
+                    "the connection to the fleet store was lost in the middle of a transaction"
+                )
+            self._locks.clear()
+            self._prepared = Prepared()
+            conn = self._pg = connect(self._dsn)
+        return conn
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         return self._conn.execute(_pg(sql), params)
@@ -242,12 +280,20 @@ class PostgresConnection(StoreConnection):
 
     def begin(self) -> None:
         self._conn.execute("BEGIN")
+        self._in_transaction = True
+
+    def begin_read(self) -> None:
+        self.begin()
 
     def commit(self) -> None:
-        self._conn.execute("COMMIT")
+        try:
+            self._conn.execute("COMMIT")
+        finally:
+            self._in_transaction = False
 
     def rollback(self) -> None:
-        if self._conn.closed:
+        self._in_transaction = False
+        if self._pg.closed:
             return
         with contextlib.suppress(psycopg.Error):
             self._conn.execute("ROLLBACK")
@@ -276,7 +322,7 @@ class PostgresConnection(StoreConnection):
     def release_session_lock(self, session_id: str) -> None:
         if session_id in self._locks:
             self._locks.discard(session_id)
-            if not self._conn.closed:
+            if not self._pg.closed:
                 with contextlib.suppress(psycopg.Error):
                     self._lock_sql("pg_advisory_unlock", session_id)
 
@@ -303,14 +349,21 @@ class PostgresConnection(StoreConnection):
         self._conn.execute("SELECT pg_notify(%s, %s)", (channel(node_id), payload))
 
     def close(self) -> None:
+        self._closed_for_good = True
         self._locks.clear()
-        self._conn.close()
+        self._pg.close()
 
     # -- the hot transactions, from the event loop -----------------------------------------------
 
     async def _exchange(self, statements: Sequence[Statement]) -> list[Result]:
+        conn = self._conn  # reconnects only between transactions
+        if statements[0][0] == "BEGIN":
+            self._in_transaction = True
+        ends = statements[-1][0] in ("COMMIT", "ROLLBACK")
         with anyio.CancelScope(shield=True):  # never abandon a connection mid-pipeline
-            results = await exchange(self._conn.pgconn, self._prepared, statements)
+            results = await exchange(conn.pgconn, self._prepared, statements)
+        if ends:
+            self._in_transaction = False
         return results
 
     async def begin_batch_async(
@@ -345,7 +398,8 @@ class PostgresConnection(StoreConnection):
             raise
 
     async def rollback_async(self) -> None:
-        if not self._conn.closed:
+        self._in_transaction = False
+        if not self._pg.closed:
             with contextlib.suppress(psycopg.Error):
                 await self._exchange([("ROLLBACK", ())])
 
