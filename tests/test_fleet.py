@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from fleet_helpers import EXPECTED_REASONS, FleetStore, LocalEngine, new_session, script
@@ -110,6 +111,34 @@ async def test_no_owner_answers_repeats_from_the_store(fleet_store: FleetStore) 
         fresh = await host.submit(session, Input("steer", "y", id="b"), "g1")
         assert fresh.reason == "stale-generation"
         assert host.statistics().answered_without_owner == 3
+
+
+async def test_every_awaited_remote_submit_lets_other_tasks_run(fleet_store: FleetStore) -> None:
+    """C8: a submit answered without an owner (a host polling while no node owns the session) still
+    yields, so the host's other tasks run; inside a cancelled scope it raises and stores nothing."""
+    session = new_session()
+    async with fleet_store.fleet("host") as host, anyio.create_task_group() as tg:
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await anyio.lowlevel.checkpoint()
+
+        tg.start_soon(ticker)
+        await anyio.lowlevel.checkpoint()  # the ticker is started (it never blocks)
+        before = ticks
+        for _ in range(20):
+            receipt = await host.submit(session, Input("steer", "x", id="m-1"), "g1")
+            assert receipt.reason == "stale-generation"
+        assert ticks - before >= 10  # about once per submit; it was 0: the ticker never ran
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await host.submit(session, Input("steer", "x", id="m-2"), "g1")
+        assert scope.cancelled_caught
+        assert host.statistics().answered_without_owner == 20
+        tg.cancel_scope.cancel()
 
 
 async def test_identities_outlive_the_owner(fleet_store: FleetStore) -> None:

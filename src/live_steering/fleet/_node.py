@@ -344,9 +344,13 @@ class Fleet(abc.ABC):
             raise TypeError(f"generation_id must be a str, got {type(generation_id).__name__}")
         generation_id = plain_str(generation_id)
         deadline = anyio.current_time() + (self.timeout if timeout is None else timeout)
+        await anyio.lowlevel.checkpoint_if_cancelled()  # cancelled already: nothing is stored (C8)
         started = await self._insert(Submission(session_id, input, input_digest(input), generation_id))
         if isinstance(started, Receipt):
             self._without_owner += 1
+            # Answered without an owner by an insert run in the event loop, which may not have
+            # yielded: every awaited submit lets the other tasks run (C8).
+            await anyio.lowlevel.cancel_shielded_checkpoint()
             return started
         decided = await self._decision(started, deadline)
         if decided is not None:
@@ -381,8 +385,10 @@ class Fleet(abc.ABC):
             raise TypeError(f"reason must be a StopReason, got {reason!r}")
         deadline = anyio.current_time() + (self.timeout if timeout is None else timeout)
         stop = Submission(session_id, Input("stop", "", id=""), "", generation_id, reason.value)
+        await anyio.lowlevel.checkpoint_if_cancelled()
         started = await self._insert(stop)
         if isinstance(started, Receipt):
+            await anyio.lowlevel.cancel_shielded_checkpoint()  # as submit's (C8)
             return StopResult(False, session_id, generation_id, started.reason)
         decided = await self._decision(started, deadline)
         if decided is None:
@@ -395,6 +401,7 @@ class Fleet(abc.ABC):
         store = self._store()
         early = self._early.pop(request_no, None)
         if early is not None:
+            await anyio.lowlevel.cancel_shielded_checkpoint()  # decided: returned, after a yield (C8)
             return early
         waiter = _Waiter()
         self._replies[request_no] = waiter
