@@ -114,6 +114,9 @@ class EventHub:
             raise ValueError(f"event_log_size must be a positive int, got {log_size!r}")
         self.log: collections.deque[Event] = collections.deque(maxlen=log_size)
         self._log_size = log_size
+        self._room = log_size
+        """Events the log takes before it forgets its oldest (nothing else removes any): a count
+        rather than ``len(log)`` per event."""
         self.log_dropped = 0
         self.listener_errors = 0
         # A fan-out goes on over the consumers it started with, whatever a listener adds
@@ -139,10 +142,11 @@ class EventHub:
             owed()
 
     def publish(self, event: Event) -> None:
-        log = self.log
-        if len(log) == self._log_size:
+        if self._room:
+            self._room -= 1
+        else:
             self.log_dropped += 1
-        log.append(event)
+        self.log.append(event)
         subscriptions = self._fan_out  # the consumers this fan-out started with
         if subscriptions is None:
             subscriptions = self._fan_out = tuple(self._subscriptions)
