@@ -318,9 +318,6 @@ class SteeringCore:
         """Ids ``new_generation_id`` made: ``generation_prefix`` + 1, 2, ... They are unique by
         construction, so the core remembers a counter, not the ids: a runtime that runs
         generations for ever keeps a bounded memory (issue 11)."""
-        self._last_issued: str | None = None
-        """The id ``new_generation_id`` made last (its number is ``_issued``): the one the
-        runtime's ``open_generation()`` enters next, recognised without parsing it."""
         self._issued_started = 0
         """The counter of the last issued id started: issued ids start in counter order, each
         at most once (one more is started only above it), so an ended one never runs again (C18)."""
@@ -656,8 +653,7 @@ class SteeringCore:
         remembered per id: the counter says which ids were made.
         """
         self._issued += 1
-        made = self._last_issued = f"{self._generation_prefix}{self._issued}"
-        return made
+        return f"{self._generation_prefix}{self._issued}"
 
     def _was_issued(self, generation_id: str) -> bool:
         """True for an id ``new_generation_id`` made (the prefix, then 1..the counter)."""
@@ -700,10 +696,13 @@ class SteeringCore:
         """
         number = 0
         if issued:
-            if type(generation_id) is str and generation_id == self._last_issued:
-                # The id made last (``open_generation()`` then entering it): it is the prefix
-                # and the counter, so ``_was_issued`` holds and its number is the counter.
-                number = self._issued
+            latest = self._issued
+            prefix = self._generation_prefix
+            if latest and type(generation_id) is str and generation_id == f"{prefix}{latest}":
+                # The id made last (``open_generation()``, then entering it): the prefix and the
+                # counter, so ``_was_issued`` holds and its number is the counter. One string
+                # built and compared instead of a parse; nothing more kept per runtime.
+                number = latest
             elif type(generation_id) is not str or not self._was_issued(generation_id):
                 raise ValueError(f"generation id {generation_id!r} was not made by new_generation_id()")
             else:
