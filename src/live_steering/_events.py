@@ -113,9 +113,7 @@ class EventHub:
         if type(log_size) is not int or log_size < 1:
             raise ValueError(f"event_log_size must be a positive int, got {log_size!r}")
         self.log: collections.deque[Event] = collections.deque(maxlen=log_size)
-        self._logged = 0
-        """Events the log holds until it is full (nothing else removes any), against its
-        ``maxlen``: a count rather than a ``len(log)`` call per event."""
+        self._log_size = log_size
         self.log_dropped = 0
         self.listener_errors = 0
         # A fan-out goes on over the consumers it started with, whatever a listener adds
@@ -142,11 +140,8 @@ class EventHub:
 
     def publish(self, event: Event) -> None:
         log = self.log
-        logged = self._logged
-        if logged == log.maxlen:
+        if len(log) == self._log_size:
             self.log_dropped += 1
-        else:
-            self._logged = logged + 1
         log.append(event)
         subscriptions = self._fan_out  # the consumers this fan-out started with
         if subscriptions is None:
