@@ -179,6 +179,29 @@ async def test_an_issued_id_runs_once_and_its_stale_anchor_stays_refused() -> No
     runtime._check()
 
 
+async def test_a_forged_issued_id_is_refused_though_the_latest_issued_id_is_not_parsed() -> None:
+    """C18: the id made last is known without parsing it; a forged, padded or subclassed one still raises."""
+    runtime = LiveRuntime(generation_prefix="p-")
+    for forged_first in ("p-0", "p-1"):  # before any id was made
+        with pytest.raises(ValueError, match="was not made"):
+            await Generation(runtime, forged_first, issued=True).__aenter__()
+    latest = runtime.open_generation()  # p-1, the id the runtime made last
+    for forged in ("p-2", "p-01", "p-1x", "p-", "p-1 ", Text("p-1"), 1):
+        with pytest.raises(ValueError, match="was not made"):
+            await Generation(runtime, forged, issued=True).__aenter__()  # type: ignore[arg-type]
+    assert runtime.generation is None
+    assert runtime.recent_events() == []
+    async with Generation(runtime, "p-" + str(1), issued=True) as gen:  # equal to it, built anew
+        assert gen.id == latest.id
+        gen.continue_after_checkpoint()
+    with pytest.raises(ValueError, match="runs once"):  # still the id made last: started already
+        await Generation(runtime, "p-1", issued=True).__aenter__()
+    with pytest.raises(ValueError, match="runs once"):
+        await latest.__aenter__()
+    assert runtime.statistics().generations_started == 1
+    runtime._check()
+
+
 # -- 4. caller-chosen ids are bounded; the ACP session uses issued ids -------------------------------
 
 

@@ -14,7 +14,9 @@ Its decisions, each a table of ``_rules.py`` or one function here:
 * an input's moves: ``INPUT_TRANSITIONS`` (C20), applied by ``_move``; the two moves
   of every input written (``next_write``, ``confirm_write``) take the table's answer,
   read off it at import, on their one legal path, and ``_move`` on any other;
-* a generation's phases: ``GENERATION_TRANSITIONS``, applied by ``_advance`` alone;
+* a generation's phases: ``GENERATION_TRANSITIONS``, applied by ``_advance``; the two
+  moves of every generation (closing admission from OPEN, the end) take the table's
+  answer, read off it at import, on their legal paths, and ``_advance`` on any other;
   admission closes in one place, ``_close_admission`` (after the checkpoint, a
   stop, the runtime's close);
 * generation start: ``check_generation_id`` (id rules, never reused in a runtime);
@@ -160,6 +162,23 @@ _WRITTEN: Final = INPUT_TRANSITIONS[(InputState.WRITING, Action.CONFIRM)]
 """Where a confirmed write takes its input: read off the table once (``confirm_write``)."""
 _APPLIED: Final = _DISPOSITION_OF[_WRITTEN]
 _QUEUED: Final = Disposition.QUEUED
+
+# The same for the path of every generation (open, the check after the checkpoint, the
+# end), which runs once per agent run with cold caches (docs/performance.md, issue 14).
+_ENDED: Final = Phase.ENDED
+_END: Final = GenerationAction.END
+_FINISHED: Final = Ending.FINISHED
+_CONTINUE: Final = CheckpointDecision.CONTINUE
+_STOP_BUDGET: Final = CheckpointDecision.STOP_BUDGET
+_CLOSED_FROM_OPEN: Final = {
+    action: target for (phase, action), target in GENERATION_TRANSITIONS.items() if phase is Phase.OPEN
+}
+"""Where each action takes an OPEN generation: read off the table once (``_close_admission``)."""
+_ENDED_FROM: Final = {
+    phase: target for (phase, action), target in GENERATION_TRANSITIONS.items() if action is _END
+}
+"""Where the end takes a generation from each phase it may end from: read off the table once
+(``end_generation``)."""
 
 
 @attrs.define(eq=False)
@@ -590,7 +609,9 @@ class SteeringCore:
             self._emit_input("steering.held", record, time, {"reason": reason.value})
 
     def _advance(self, gen: GenerationState, action: GenerationAction) -> Phase:
-        """Move ``gen`` along ``GENERATION_TRANSITIONS``; the only writer of ``gen.phase``."""
+        """Move ``gen`` along ``GENERATION_TRANSITIONS``; the only writer of ``gen.phase`` but for
+        the two moves of every generation, which take the table's answer read off it at import
+        (``_close_admission`` from OPEN, ``end_generation``)."""
         target = GENERATION_TRANSITIONS.get((gen.phase, action))
         if target is None:
             raise InvariantError(f"generation {gen.id!r}: {action.value} from {gen.phase.value}")
@@ -615,7 +636,8 @@ class SteeringCore:
             return False
         if reason is None and gen.pending:
             raise InvariantError(f"generation {gen.id!r} would close with input pending and no reason")
-        self._advance(gen, action)
+        # ``_advance(gen, action)`` from OPEN, its legal path: the table's answer, read off it at import.
+        gen.phase = _CLOSED_FROM_OPEN[action]
         gen.ending = ending
         gen.end_reason = reason
         if reason is not None:
@@ -674,9 +696,17 @@ class SteeringCore:
         """
         number = 0
         if issued:
-            if type(generation_id) is not str or not self._was_issued(generation_id):
+            latest = self._issued
+            prefix = self._generation_prefix
+            if latest and type(generation_id) is str and generation_id == f"{prefix}{latest}":
+                # The id made last (``open_generation()``, then entering it): the prefix and the
+                # counter, so ``_was_issued`` holds and its number is the counter. One string
+                # built and compared instead of a parse; nothing more kept per runtime.
+                number = latest
+            elif type(generation_id) is not str or not self._was_issued(generation_id):
                 raise ValueError(f"generation id {generation_id!r} was not made by new_generation_id()")
-            number = int(generation_id[len(self._generation_prefix) :])
+            else:
+                number = int(generation_id[len(self._generation_prefix) :])
             if number <= self._issued_started:
                 raise ValueError(
                     f"generation id {generation_id!r} was already started, or made before the last "
@@ -698,7 +728,9 @@ class SteeringCore:
         else:
             self._generation_ids.add(generation_id)
         self._generations_started += 1
-        self._emit("generation.started", {"generation_id": generation_id}, time)
+        event = self._envelope("generation.started", time)  # ``_emit``, written out: once per generation
+        event["generation_id"] = generation_id
+        self._sink(event)
         return gen
 
     def _require_current(self, gen: GenerationState, doing: str) -> None:
@@ -882,22 +914,23 @@ class SteeringCore:
         """
         if type(may_call) is not bool:
             raise TypeError(f"may_call must be a bool, got {type(may_call).__name__}")
-        self._require_current(gen, "check after the checkpoint")
+        if gen.phase is _ENDED or self.current is not gen:  # ``_require_current``'s test first
+            self._require_current(gen, "check after the checkpoint")
         if gen.boundary_active:
             raise GenerationStateError("continue_after_checkpoint() while a boundary is running")
         time = self._clock()
         decision = AFTER_CHECKPOINT[gen.phase is OPEN and bool(gen.pending), may_call]
-        if decision is CheckpointDecision.CONTINUE:
+        if decision is _CONTINUE:
             gen.continuations += 1
             gen.applied_at_continue = len(gen.applied_ids)
             self._emit("generation.continued", {"generation_id": gen.id}, time)
             return True
-        if decision is CheckpointDecision.STOP_BUDGET:
+        if decision is _STOP_BUDGET:
             self._close_admission(
                 gen, GenerationAction.STOP, Ending.STOPPED, HoldReason.BUDGET_EXHAUSTED, time
             )
         else:
-            self._close_admission(gen, GenerationAction.FINISH, Ending.FINISHED, None, time)
+            self._close_admission(gen, GenerationAction.FINISH, _FINISHED, None, time)
         return False
 
     def stop(self, gen: GenerationState, reason: StopReason = StopReason.GENERATION_STOPPED) -> None:
@@ -935,7 +968,8 @@ class SteeringCore:
         the ending. A write left unconfirmed is unknown; anything still pending is held.
         ``error`` (the exception's type name) rides on a ``generation.failed``.
         """
-        self._require_current(gen, "end")
+        if gen.phase is _ENDED or self.current is not gen:  # ``_require_current``'s test first
+            self._require_current(gen, "end")
         record = gen.writing
         if record is not None and gen.in_barrier:
             # Left while the write barrier ran (another task left the block): the writer never
@@ -946,13 +980,21 @@ class SteeringCore:
         standing = self.standing(gen)
         ending, reason = ENDINGS[how, standing]
         # A fact: the block was left. If the clock raises, the generation still ends
-        # (``_fact_time``) and then the clock's error is raised.
-        time, clock_error = self._fact_time()
+        # (``_fact_time``, written out: once per generation) and then the clock's error is raised.
+        try:
+            time = self._clock()
+            clock_error = None
+        except Exception as raised:  # (not ``error``: that is the argument, the block's exception)
+            time, clock_error = self._last_time, raised
         if gen.writing is not None:
             self._interrupt(gen, gen.writing, time)
         if reason is not None:
             self._hold_pending(gen, reason, time)
-        self._advance(gen, GenerationAction.END)
+        phase = gen.phase
+        if phase in _ENDED_FROM:  # ``_advance(gen, END)`` on its legal paths: the table's answer
+            gen.phase = _ENDED_FROM[phase]
+        else:
+            self._advance(gen, _END)  # raises
         gen.ending = ending
         gen.end_reason = reason
         gen.boundary_active = False
@@ -976,7 +1018,9 @@ class SteeringCore:
             # at least one input or raises, so the loop left before running the continuation.
             continued = gen.applied_at_continue == len(gen.applied_ids)
             terminal["warning"] = CONTINUED_WARNING if continued else UNDECIDED_WARNING
-        self._emit(_ENDING_VALUE[ending], terminal, time)
+        event = self._envelope(_ENDING_VALUE[ending], time)  # ``_emit``, written out: once per generation
+        event.update(terminal)
+        self._sink(event)
         if clock_error is not None:
             raise clock_error
         return terminal

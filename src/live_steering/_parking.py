@@ -63,13 +63,17 @@ def _asyncio_checkpoint() -> Generator[None, None, None]:
 
 _sniffio_names: Any = None
 """sniffio's thread-local (trio names itself there), once sniffio is imported."""
+_sniffio_cvar: Any = None
+"""sniffio's context variable (``anyio.run`` names the backend there), found with the thread-local."""
 
 
 def _find_sniffio_names() -> Any:
-    """sniffio's thread-local if sniffio is imported (trio imports it), else None; kept once found."""
-    global _sniffio_names
+    """sniffio's thread-local if sniffio is imported (trio imports it), else None; kept once found,
+    with its context variable."""
+    global _sniffio_names, _sniffio_cvar
     sniffio = _modules.get("sniffio")
     if sniffio is not None:
+        _sniffio_cvar = sniffio.current_async_library_cvar
         _sniffio_names = sniffio.thread_local
     return _sniffio_names
 
@@ -123,6 +127,14 @@ class Parker:
         reuses its runtime's previous one: an asyncio parker nobody is parked on keeps nothing
         of the generation that used it.
         """
+        if type(reuse) is _AsyncioParker and reuse._future is None and _running_loop() is reuse._loop:
+            # A generation after another on the same asyncio loop (the common case; once per
+            # agent run, with cold caches): ``_trio_runs()`` written out for a running loop,
+            # which leaves sniffio's names: trio as a guest on this loop names itself there.
+            names = _sniffio_names or _find_sniffio_names()
+            name = None if names is None else (names.name or _sniffio_cvar.get())
+            if name is None or name != "trio":
+                return reuse
         if _trio_runs():
             return _TrioParker()
         loop = asyncio.get_running_loop()

@@ -524,6 +524,9 @@ def _own_stop(exc: BaseException, state: GenerationState) -> bool:
     return own(exc)
 
 
+_RETURNED: Final = exit_of(None, cancelled=False)
+"""How a block left without an exception was left (``Generation.__aexit__``)."""
+
 _NO_WRITER: Final = object()
 """``Generation._writer`` before any writer was checked (``None`` is a writer to refuse)."""
 _CALLABLE_WRITERS: weakref.WeakKeyDictionary[object, bool] = weakref.WeakKeyDictionary()
@@ -647,26 +650,33 @@ class Generation:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool:
-        state = self._require()
+        state = self._state
+        if state is None:
+            state = self._require()  # raises
         # How the block was left; the core's ENDINGS table decides what that means (a
         # loop running into a stop ends stopped, not failed). This generation's stop
         # signal is absorbed; any other exception propagates.
-        absorbed = exc is not None and _own_stop(exc, state)
-        if absorbed:
-            how, error = Exit.STOP_SIGNAL, None
+        if exc is None:  # most blocks: ``exit_of(None)``, read off it at import
+            absorbed, how, error = False, _RETURNED, None
         else:
-            how = exit_of(exc, cancelled=exc is not None and _only_cancellation(exc))
-            error = None if exc is None else type(exc).__name__
+            absorbed = _own_stop(exc, state)
+            if absorbed:
+                how, error = Exit.STOP_SIGNAL, None
+            else:
+                how, error = exit_of(exc, cancelled=_only_cancellation(exc)), type(exc).__name__
+        runtime = self._runtime
         try:
-            terminal = self._terminal = self._runtime._core.end_generation(state, how, error)
+            terminal = self._terminal = runtime._core.end_generation(state, how, error)
         finally:  # the core ends the generation even when its clock raises, then re-raises it
-            self._runtime._active = None
-            self._runtime._hub.owed = None  # nothing is owed once the terminal event is out
-            self._wake()
-            if self._runtime.closed:  # aclose() left the hub open for this generation's last events
-                self._runtime._hub.close()
-        warning = terminal.get("warning")
-        if warning is not None:  # the last step: under -W error the warning raises here
+            runtime._active = None
+            runtime._hub.owed = None  # nothing is owed once the terminal event is out
+            parker = self._parker  # ``_wake()``, written out: once per generation
+            if parker is not None:
+                parker.unpark()
+            if runtime._core.closed:  # aclose() left the hub open for this generation's last events
+                runtime._hub.close()
+        if "warning" in terminal:  # the last step: under -W error the warning raises here
+            warning = terminal["warning"]
             if warning == CONTINUED_WARNING:
                 message = (
                     f"generation {self.id!r} was left after gen.continue_after_checkpoint() returned "
@@ -688,12 +698,18 @@ class Generation:
     @property
     def pending(self) -> int:
         """Inputs admitted and waiting for the next boundary."""
-        return self._runtime._core.pending_of(self._require())
+        state = self._state
+        if state is None:
+            state = self._require()  # raises
+        return self._runtime._core.pending_of(state)
 
     @property
     def accepting(self) -> bool:
         """True while admission is open."""
-        return self._require().phase is OPEN
+        state = self._state
+        if state is None:
+            state = self._require()  # raises
+        return state.phase is OPEN
 
     @property
     def terminal_event(self) -> Event | None:
@@ -814,9 +830,15 @@ class Generation:
         block; submits from now on are refused ``finishing``. Like ``stop()``, it raises
         ``RuntimeError`` (changing nothing) from another thread or loop, or a listener.
         """
-        state = self._require()
-        self._guard("gen.continue_after_checkpoint")
-        return self._runtime._core.after_checkpoint(state, may_call)
+        state = self._state
+        if state is None:
+            state = self._require()  # raises
+        # ``_guard``, written out (once per generation, with cold caches): the C8 refusal
+        runtime = self._runtime
+        parker = self._parker
+        if (parker is not None and not parker.at_home()) or runtime._hub.dispatching:
+            raise runtime._misuse("gen.continue_after_checkpoint")
+        return runtime._core.after_checkpoint(state, may_call)
 
     def stop(self, reason: StopReason = StopReason.GENERATION_STOPPED) -> None:
         """Stop the generation: close admission and hold what is pending (C17).
