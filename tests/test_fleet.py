@@ -141,6 +141,29 @@ async def test_every_awaited_remote_submit_lets_other_tasks_run(fleet_store: Fle
         tg.cancel_scope.cancel()
 
 
+@pytest.mark.parametrize("bad", ["s\ud800", "", "x" * 200, "nul\x00inside"])
+async def test_a_bad_session_id_is_refused_before_anything_is_stored(fleet_store: FleetStore, bad: str) -> None:
+    """A session id no runtime could have (a lone surrogate, empty, too long, NUL) is a ValueError
+    from every host call, before the store is touched; the node goes on serving."""
+    session = new_session()
+    async with (
+        fleet_store.fleet("owner") as owner,
+        fleet_store.fleet("host") as host,
+        owner.own(LiveRuntime(session_id=session)) as runtime,
+        runtime.open_generation("g1") as gen,
+    ):
+        with pytest.raises(ValueError, match="session_id"):
+            await host.submit(bad, Input("steer", "x", id="a"), "g1")
+        with pytest.raises(ValueError, match="session_id"):
+            await host.receipt(bad, "a")
+        with pytest.raises(ValueError, match="session_id"):
+            await host.stop(bad, "g1")
+        receipt = await host.submit(session, Input("steer", "x", id="a"), "g1")
+        assert (receipt.input_id, receipt.disposition) == ("a", Disposition.QUEUED)
+        assert host.statistics().submitted == 1
+        gen.stop()
+
+
 async def test_identities_outlive_the_owner(fleet_store: FleetStore) -> None:
     """A later owner of the session answers a repeat of an earlier owner's input from the store."""
     session = new_session()

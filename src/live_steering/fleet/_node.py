@@ -298,7 +298,7 @@ class Fleet(abc.ABC):
         ``mode`` is ``"request_boundary"`` while a live owner holds the lease, else
         ``"unavailable"`` (as read now; a submit always asks the store again).
         """
-        session_id = plain_str(session_id, "session_id")
+        session_id = checked_id(session_id, "session_id")
         lease = await self.lease(session_id)
 
         async def submit(input: Input, generation_id: str) -> Receipt:
@@ -313,7 +313,7 @@ class Fleet(abc.ABC):
 
     async def lease(self, session_id: str) -> Lease | None:
         """The session's lease as stored now, or ``None`` if no node ever owned it."""
-        return await self._call(self._store().read_lease, plain_str(session_id, "session_id"))
+        return await self._call(self._store().read_lease, checked_id(session_id, "session_id"))
 
     async def generation(self, session_id: str) -> dict[str, Any] | None:
         """``{"id": ...}`` of the generation the session's live owner runs, else ``None`` (C2)."""
@@ -337,7 +337,7 @@ class Fleet(abc.ABC):
         ``unreachable``, and it is never decided later. Cancelling the call withdraws it
         too, unless it was already decided (then ``fleet.receipt`` tells what happened).
         """
-        session_id = plain_str(session_id, "session_id")
+        session_id = checked_id(session_id, "session_id")
         if not isinstance(input, Input):
             raise TypeError(f"submit takes an Input, got {type(input).__name__}")
         if not isinstance(generation_id, str):
@@ -378,7 +378,7 @@ class Fleet(abc.ABC):
         ``no-owner`` (no live owner holds the lease), ``unreachable`` (the owner did not
         decide before ``timeout``: withdrawn, never decided later).
         """
-        session_id = plain_str(session_id, "session_id")
+        session_id = checked_id(session_id, "session_id")
         if type(generation_id) is not str:
             raise TypeError(f"generation_id must be a str, got {type(generation_id).__name__}")
         if type(reason) is not StopReason:
@@ -480,9 +480,10 @@ class Fleet(abc.ABC):
                 results = await self._call_async(
                     store.submit_async, self.node_id, [q.submission for q in batch]
                 )
-            except FleetError as exc:
+            except Exception as exc:  # any failure is every waiter's, never the fleet's task group's
+                error = exc if isinstance(exc, FleetError) else FleetError(f"fleet store {self.location}: {exc!r}")
                 for queued in batch:
-                    queued.error = exc
+                    queued.error = error
                     queued.done.set()
                 return
             abandoned: list[int] = []
@@ -498,7 +499,7 @@ class Fleet(abc.ABC):
     async def receipt(self, session_id: str, input_id: str) -> Receipt | None:
         """The stored receipt of an accepted input, from any node, also after its owner died."""
         return await self._call(
-            self._store().receipt, plain_str(session_id, "session_id"), plain_str(input_id, "input_id")
+            self._store().receipt, checked_id(session_id, "session_id"), plain_str(input_id, "input_id")
         )
 
     async def wait_final(self, session_id: str, input_id: str) -> Receipt:
@@ -508,7 +509,7 @@ class Fleet(abc.ABC):
         for a new owner. Raises ``KeyError`` for an id the session never accepted; bound
         the wait with ``anyio.fail_after``.
         """
-        session_id = plain_str(session_id, "session_id")
+        session_id = checked_id(session_id, "session_id")
         input_id = plain_str(input_id, "input_id")
         store = self._store()
         delay = 0.005
@@ -525,7 +526,7 @@ class Fleet(abc.ABC):
 
     async def recover(self, session_id: str) -> bool:
         """Finalise a session whose owner is dead or expired (C23); True if it did. Any node may."""
-        return await self._call(self._store().recover, plain_str(session_id, "session_id"))
+        return await self._call(self._store().recover, checked_id(session_id, "session_id"))
 
     async def entries(
         self,
