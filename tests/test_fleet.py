@@ -142,7 +142,9 @@ async def test_every_awaited_remote_submit_lets_other_tasks_run(fleet_store: Fle
 
 
 @pytest.mark.parametrize("bad", ["s\ud800", "", "x" * 200, "nul\x00inside"])
-async def test_a_bad_session_id_is_refused_before_anything_is_stored(fleet_store: FleetStore, bad: str) -> None:
+async def test_a_bad_session_id_is_refused_before_anything_is_stored(
+    fleet_store: FleetStore, bad: str
+) -> None:
     """A session id no runtime could have (a lone surrogate, empty, too long, NUL) is a ValueError
     from every host call, before the store is touched; the node goes on serving."""
     session = new_session()
@@ -161,6 +163,57 @@ async def test_a_bad_session_id_is_refused_before_anything_is_stored(fleet_store
         receipt = await host.submit(session, Input("steer", "x", id="a"), "g1")
         assert (receipt.input_id, receipt.disposition) == ("a", Disposition.QUEUED)
         assert host.statistics().submitted == 1
+        gen.stop()
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_submit_cancelled_after_its_group_insert_is_withdrawn(fleet_store: FleetStore) -> None:
+    """A submit waiting in a group insert run by another submit, cancelled (asyncio's own
+    ``task.cancel()``) right after that insert stored its request and before it resumed, is
+    withdrawn: never decided later (C28). asyncio only: trio has no such cancellation."""
+    import asyncio
+
+    session = new_session()
+    async with (
+        fleet_store.fleet("owner") as owner,
+        fleet_store.fleet("host") as host,
+        owner.own(LiveRuntime(session_id=session)) as runtime,
+        runtime.open_generation("g1") as gen,
+    ):
+        # The owner's batches wait until B's cancellation has run its course, so that a request
+        # left pending would be decided after it (what a missed withdraw looked like).
+        owner_conn: Any = owner._owners[session].conn
+        begin_batch = owner_conn.begin_batch_async
+        cancelled = anyio.Event()
+
+        async def gated_begin_batch(*args: Any) -> Any:
+            await cancelled.wait()
+            return await begin_batch(*args)
+
+        owner_conn.begin_batch_async = gated_begin_batch
+        store: Any = host._store()
+        original = store.submit_async
+        tasks: dict[str, asyncio.Task[Receipt]] = {}
+
+        async def insert_then_cancel_b(node_id: str, items: Any) -> Any:
+            results = await original(node_id, items)
+            if any(item.input.id == "B" for item in items):
+                asyncio.get_running_loop().call_soon(tasks["B"].cancel)  # after the insert, before B resumes
+            return results
+
+        store.submit_async = insert_then_cancel_b
+        tasks["A"] = asyncio.ensure_future(host.submit(session, Input("steer", "a", id="A"), "g1"))
+        await asyncio.sleep(0)  # A runs the insert itself
+        tasks["B"] = asyncio.ensure_future(host.submit(session, Input("steer", "b", id="B"), "g1"))
+        with pytest.raises(asyncio.CancelledError):
+            await tasks["B"]
+        store.submit_async = original
+        cancelled.set()
+        owner_conn.begin_batch_async = begin_batch
+        assert (await tasks["A"]).disposition is Disposition.QUEUED
+        await owner.flush(session)
+        assert runtime.receipt("B") is None  # never decided: withdrawn
+        assert await host.receipt(session, "B") is None
         gen.stop()
 
 

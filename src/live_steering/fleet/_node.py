@@ -456,8 +456,15 @@ class Fleet(abc.ABC):
         except BaseException:
             if queued in self._inserts:
                 self._inserts.remove(queued)  # never stored
+            elif queued.done.is_set():
+                # Stored already, and the insert's task is past its look at abandoned requests
+                # (the cancellation landed between the insert and this task's resumption):
+                # withdraw it here, so that it is never decided later.
+                if isinstance(queued.result, int):
+                    with anyio.CancelScope(shield=True), contextlib.suppress(FleetError):
+                        await self._call(self._store().withdraw, queued.result)
             else:
-                queued.abandoned = True
+                queued.abandoned = True  # the insert's task withdraws it once stored
             raise
         if queued.error is not None:
             raise queued.error
@@ -481,7 +488,8 @@ class Fleet(abc.ABC):
                     store.submit_async, self.node_id, [q.submission for q in batch]
                 )
             except Exception as exc:  # any failure is every waiter's, never the fleet's task group's
-                error = exc if isinstance(exc, FleetError) else FleetError(f"fleet store {self.location}: {exc!r}")
+                where = self.location
+                error = exc if isinstance(exc, FleetError) else FleetError(f"fleet store {where}: {exc!r}")
                 for queued in batch:
                     queued.error = error
                     queued.done.set()
