@@ -162,7 +162,9 @@ class SQLiteConnection(StoreConnection):
 
     async def submit_async(self, node_id: str, items: Sequence[Submission]) -> list[Receipt | int]:
         """In the event loop when the write lock is free at once: without an fsync or a checkpoint
-        the insert is page-cache work (about 0.05 ms), less than the thread hops it saves."""
+        the insert is page-cache work (about 0.05 ms), less than the thread hops it saves. (The
+        first commit after a checkpoint starts the WAL over and syncs its header, at any
+        ``synchronous``: about once per hundred inserts, a fraction of a millisecond.)"""
         with self._unsynced(checkpoint=False):
             begun = self._begin_at_once()
             if begun:
