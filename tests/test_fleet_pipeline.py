@@ -317,3 +317,35 @@ async def test_a_fleet_on_a_latin1_database_carries_non_ascii_ids(postgres_dsn: 
         with anyio.fail_after(5):
             final = await host.wait_final(session, "étape-1")
         assert (final.input_id, final.disposition) == ("étape-1", Disposition.HELD)
+
+
+async def test_postgres_answers_without_an_owner_from_the_event_loop(
+    postgres_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A submit no live owner will decide is answered from the stored receipts in the event loop,
+    not on a worker thread (a thread's read outlived a natively cancelled caller, and its
+    connection was then shared): repeats, conflicts and new ids all get their receipts."""
+    session = new_session()
+    async with (
+        PostgresFleet(postgres_dsn, node_id="owner") as owner,
+        PostgresFleet(postgres_dsn, node_id="host") as host,
+    ):
+        async with (
+            owner.own(LiveRuntime(session_id=session)) as runtime,
+            runtime.open_generation("g1") as gen,
+        ):
+            await host.submit(session, Input("steer", "x", id="a"), "g1")
+            gen.stop()
+        await anyio.wait_all_tasks_blocked()
+
+        def no_thread(*args: object, **kwargs: object) -> None:
+            raise AssertionError("a worker thread on the submit path")
+
+        monkeypatch.setattr(anyio.to_thread, "run_sync", no_thread)
+        repeat = await host.submit(session, Input("steer", "x", id="a"), "g1")
+        conflict = await host.submit(session, Input("steer", "y", id="a"), "g1")
+        fresh = await host.submit(session, Input("steer", "y", id="b"), "g1")
+        monkeypatch.undo()
+    assert (repeat.accepted, repeat.disposition) == (True, Disposition.HELD)
+    assert repeat.reason == "generation-stopped"
+    assert (conflict.reason, fresh.reason) == ("identity-conflict", "stale-generation")

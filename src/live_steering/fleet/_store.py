@@ -922,17 +922,37 @@ class StoreConnection(abc.ABC):
         return await anyio.to_thread.run_sync(self.submit, node_id, items)
 
     def _answer_without_owner(self, item: Submission) -> Receipt:
+        answer = self.answer_without_owner_at_once(item)
+        if answer is not None:
+            return answer
+        sql, params = self.stored_receipt_statement(item)
+        return self.answer_from_stored(item, self.execute(sql, params).fetchone())
+
+    @staticmethod
+    def answer_without_owner_at_once(item: Submission) -> Receipt | None:
+        """The answer to a request no live owner will decide, when it needs no stored receipt."""
         input, anchor = item.input, item.anchor
         if item.stop is not None:  # only a live owner's runtime can stop a generation
             return Receipt(False, input.id, anchor, None, NO_OWNER)
         if printable(input.id) != input.id or printable(anchor) != anchor:
             # no runtime ever accepted such an id or generation: a new id, and no generation runs
             return Receipt(False, input.id, anchor, None, "stale-generation")
-        row = self.execute(
+        return None
+
+    @staticmethod
+    def stored_receipt_statement(item: Submission) -> Statement:
+        """The read of the receipt stored for ``item``'s input id, if any (the latest epoch's)."""
+        return (
             "SELECT digest, generation_id, disposition, reason FROM ls_receipts "
             "WHERE session_id = ? AND input_id = ? ORDER BY epoch DESC LIMIT 1",
-            (item.session_id, input.id),
-        ).fetchone()
+            (item.session_id, item.input.id),
+        )
+
+    @staticmethod
+    def answer_from_stored(item: Submission, row: Sequence[Any] | None) -> Receipt:
+        """The answer without an owner, from the stored receipt's row (``None``: none stored):
+        a repeat gets its receipt, other content under the id a conflict, a new id stale."""
+        input, anchor = item.input, item.anchor
         if row is None:
             return Receipt(False, input.id, anchor, None, "stale-generation")
         if row[0] == item.digest and row[1] == anchor:
