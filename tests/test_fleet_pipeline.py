@@ -349,3 +349,29 @@ async def test_postgres_answers_without_an_owner_from_the_event_loop(
     assert (repeat.accepted, repeat.disposition) == (True, Disposition.HELD)
     assert repeat.reason == "generation-stopped"
     assert (conflict.reason, fresh.reason) == ("identity-conflict", "stale-generation")
+
+
+async def test_a_server_that_stops_answering_gives_the_connection_up(
+    pg: PostgresConnection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A backend that stops answering (SIGSTOP) does not hold an exchange for ever: past the bound
+    the connection is closed with OperationalError, and the next transaction reconnects."""
+    import os
+    import signal
+
+    from live_steering.fleet import _postgres
+
+    monkeypatch.setattr(_postgres, "ANSWER_BOUND", 0.3)
+    backend = pg.my_pid()
+    assert backend is not None
+    os.kill(backend, signal.SIGSTOP)
+    try:
+        given_up = pytest.raises(psycopg.OperationalError, match="no answer from the fleet store")
+        with anyio.fail_after(10), given_up:
+            await pg._exchange([("BEGIN", ()), ("SELECT ?::bigint", (1,)), ("COMMIT", ())])
+    finally:
+        os.kill(backend, signal.SIGCONT)
+    await pg.rollback_async()
+    _begin, one, _commit = await pg._exchange([("BEGIN", ()), ("SELECT ?::bigint", (5,)), ("COMMIT", ())])
+    assert one.rows == [("5",)]
+    assert pg.my_pid() != backend

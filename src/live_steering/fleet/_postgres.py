@@ -151,6 +151,18 @@ class Prepared:
         return f"ls_fleet_{next(self._numbers)}".encode()
 
 
+ANSWER_BOUND: float = 30.0
+"""Seconds an exchange waits for the server's answers before it gives the connection up (closed,
+``OperationalError``): a server that stopped answering, with no keepalive to notice it."""
+
+
+def _within(answered_by: float) -> None:
+    if anyio.current_time() >= answered_by:
+        raise psycopg.OperationalError(
+            f"no answer from the fleet store in {ANSWER_BOUND:g} s: the connection is given up"
+        )
+
+
 async def exchange(
     pgconn: pq.abc.PGconn, prepared: Prepared, statements: Sequence[Statement]
 ) -> list[Result]:
@@ -185,14 +197,19 @@ async def exchange(
             pgconn.send_query_prepared(name, values)
             answers.append(None)
         pgconn.pipeline_sync()
+        answered_by = anyio.current_time() + ANSWER_BOUND
         while pgconn.flush():  # the rest did not fit the socket: read what came back meanwhile
             pgconn.consume_input()
             with anyio.move_on_after(0.01):
                 await anyio.wait_writable(fd)
+            _within(answered_by)
         position = 0
         while True:
             while pgconn.is_busy():
-                await anyio.wait_readable(fd)
+                with anyio.move_on_after(max(answered_by - anyio.current_time(), 0)) as waited:
+                    await anyio.wait_readable(fd)
+                if waited.cancelled_caught:
+                    _within(answered_by)  # raises: the bound passed with no answer
                 pgconn.consume_input()
             res = pgconn.get_result()
             if res is None:  # the end of one command's results
