@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
+import anyio.to_thread
 import psycopg
 import pytest
 
@@ -21,7 +22,7 @@ from fleet_helpers import FleetStore, new_session
 from live_steering import Disposition, Input, LiveRuntime, Receipt
 from live_steering.fleet import PostgresFleet
 from live_steering.fleet._postgres import PostgresConnection
-from live_steering.fleet._store import FencedError, Request, Submission
+from live_steering.fleet._store import FencedError, Request, StoreConnection, Submission
 
 pytestmark = pytest.mark.anyio
 
@@ -249,7 +250,8 @@ async def test_a_long_running_owner_keeps_its_lease_alive_while_busy(fleet_store
 
 async def test_sqlite_never_waits_for_the_write_lock_in_the_event_loop(tmp_path: Path) -> None:
     """With another process's write lock held, the insert and the owner's lock go to a worker thread
-    (the loop runs on), finish once it is released, and leave SQLite's settings as they were."""
+    (the loop runs on) and finish once it is released; each transaction runs under its own
+    settings (a worker thread's waits for the lock, and only a host's insert skips the fsync)."""
     store = FleetStore("sqlite", str(tmp_path / "fleet.db"))
     owner, host = store.connection(), store.connection()
     blocker = sqlite3.connect(store.location, isolation_level=None)
@@ -282,10 +284,33 @@ async def test_sqlite_never_waits_for_the_write_lock_in_the_event_loop(tmp_path:
             blocker.execute("ROLLBACK")
         assert [r.input.id for r in locked[0]] == ["m-1"]
         await owner.rollback_async()
-        for conn in (owner, host):
-            assert conn.execute("PRAGMA synchronous").fetchone() == (2,)  # FULL again
-            assert conn.execute("PRAGMA wal_autocheckpoint").fetchone() == (1000,)
-            assert conn.execute("PRAGMA busy_timeout").fetchone() == (30_000,)
+
+        def settings(conn: StoreConnection) -> tuple[int, int, int]:
+            return tuple(
+                conn.execute(f"PRAGMA {name}").fetchone()[0]
+                for name in ("synchronous", "busy_timeout", "wal_autocheckpoint")
+            )
+
+        full, normal = 2, 1
+        assert settings(owner) == (full, 30_000, 1000)  # the lock taken on a thread
+        assert settings(host) == (normal, 30_000, 1000)  # the insert made on a thread: no fsync
+        steer = Submission(session, Input("steer", "y", id="m-2"), "d", "g1")
+        [request_no] = await host.submit_async("host", [steer])  # the lock is free: in the loop
+        assert isinstance(request_no, int)
+        assert settings(host) == (normal, 0, 0)  # left so for the next insert
+        blocker.execute("BEGIN IMMEDIATE")
+        withdrawn: list[Receipt | None] = []
+
+        async def withdraw() -> None:
+            withdrawn.append(await anyio.to_thread.run_sync(host.withdraw, request_no))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(withdraw)
+            await anyio.wait_all_tasks_blocked()
+            assert withdrawn == []  # waits for the lock on its thread instead of failing at once
+            blocker.execute("ROLLBACK")
+        assert withdrawn == [None]
+        assert settings(host) == (full, 30_000, 1000)  # the withdrawal was fsynced
     finally:
         blocker.close()
         owner.close()

@@ -21,7 +21,7 @@ import socket
 import sqlite3
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
@@ -31,6 +31,7 @@ import anyio.to_thread
 
 from .._types import Receipt
 from ..journal import JournalChange
+from . import _threads
 from ._node import Fleet
 from ._store import Decision, FleetError, Request, StoreConnection, Submission
 
@@ -38,6 +39,12 @@ _T = TypeVar("_T")
 
 #: SQLite's default: a commit that leaves this many WAL pages runs a checkpoint.
 _AUTOCHECKPOINT: Final = 1_000
+
+#: Wake-ups read in one step of a node's listener before it yields (a flood never starves the loop).
+_DRAIN: Final = 64
+
+#: The receive buffer for one wake-up (replies are cut into chunks of at most ``MAX_PAYLOAD`` bytes).
+_MAX_DATAGRAM: Final = 65_536
 
 #: How long a statement waits for another process's write lock (on a worker thread).
 _BUSY_TIMEOUT_MS: Final = 30_000
@@ -56,6 +63,21 @@ def node_socket(path: str, node_id: str) -> str:
     return os.path.join(socket_dir(path), f"{_hash(node_id)}.sock")
 
 
+#: What a transaction runs under: ``synchronous``, ``busy_timeout`` (ms), ``wal_autocheckpoint``.
+_Settings = tuple[str, int, int]
+
+#: On a worker thread: wait for another process's write lock, fsync the commit, checkpoint.
+_PATIENT: Final[_Settings] = ("FULL", _BUSY_TIMEOUT_MS, _AUTOCHECKPOINT)
+#: A host's insert on a worker thread: as patient, without an fsync (see ``submit``).
+_PATIENT_UNSYNCED: Final[_Settings] = ("NORMAL", _BUSY_TIMEOUT_MS, _AUTOCHECKPOINT)
+#: The owner's fence in the event loop: never wait for the lock; its commit, made on a worker
+#: thread, fsyncs and checkpoints (the write lock is held by then: nothing more to wait for).
+_AT_ONCE: Final[_Settings] = ("FULL", 0, _AUTOCHECKPOINT)
+#: A host's insert in the event loop: no wait, no fsync, no checkpoint (its fsyncs are left to
+#: the next commit made on a worker thread).
+_AT_ONCE_UNSYNCED: Final[_Settings] = ("NORMAL", 0, 0)
+
+
 class SQLiteConnection(StoreConnection):
     serial = "INTEGER"
 
@@ -67,29 +89,47 @@ class SQLiteConnection(StoreConnection):
         )
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=FULL")
+        self._settings: _Settings = _PATIENT
         self._locks: dict[str, int] = {}
         self._sender: socket.socket | None = None
-        self._deferring = False  # wake-ups are sent by _then_wake, in the event loop
         self._addresses: dict[str, str] = {}  # node id -> its socket (a hash of the path and the id)
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         return self._conn.execute(sql, params)
 
+    def _settle(self, settings: _Settings) -> None:
+        """Put the connection under ``settings`` before a transaction begins, changing only what
+        differs: a PRAGMA costs about 8 us in the event loop, and a run of the same kind of
+        transaction (an owner's fences, a host's inserts) then pays none."""
+        synchronous, busy, checkpoint = settings
+        now_synchronous, now_busy, now_checkpoint = self._settings
+        if synchronous != now_synchronous:
+            self._conn.execute(f"PRAGMA synchronous = {synchronous}")
+        if busy != now_busy:
+            self._conn.execute(f"PRAGMA busy_timeout = {busy}")
+        if checkpoint != now_checkpoint:
+            self._conn.execute(f"PRAGMA wal_autocheckpoint = {checkpoint}")
+        self._settings = settings
+
     def begin(self) -> None:
+        self._settle(_PATIENT)
         self._conn.execute("BEGIN IMMEDIATE")
 
-    def _begin_at_once(self) -> bool:
+    def begin_read(self) -> None:
+        # a read never waits for a writer in WAL mode, but may for a rebuild of the WAL index
+        self._settle((self._settings[0], _BUSY_TIMEOUT_MS, self._settings[2]))
+        self._conn.execute("BEGIN")
+
+    def _begin_at_once(self, settings: _Settings) -> bool:
         """``BEGIN IMMEDIATE`` if no other connection holds the write lock; False (nothing begun)
         if one does: never waits."""
-        self._conn.execute("PRAGMA busy_timeout = 0")
+        self._settle(settings)
         try:
             self._conn.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
             if exc.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
                 return False
             raise
-        finally:
-            self._conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
         return True
 
     async def begin_batch_async(
@@ -101,14 +141,13 @@ class SQLiteConnection(StoreConnection):
         the two thread hops it saves; it never waits in the event loop: when another process
         holds the write lock (a host inserting), it goes to a worker thread and waits there.
         """
-        if self.holds_session_lock(session_id) and self._begin_at_once():
+        if self.holds_session_lock(session_id) and self._begin_at_once(_AT_ONCE):
             return self._fence_and_lock(session_id, node_id, epoch, renew, begun=True)
-        return await super().begin_batch_async(session_id, node_id, epoch, renew)
+        return await _threads.run_sync(self.begin_batch, session_id, node_id, epoch, renew)
 
     def commit(self) -> None:
         self._conn.execute("COMMIT")
-        if not self._deferring:
-            self._send_nudges()
+        self._send_nudges()
 
     def _send_nudges(self) -> None:
         nudges, self.nudges = self.nudges, []
@@ -116,22 +155,18 @@ class SQLiteConnection(StoreConnection):
             self._send(node_id, payload)
 
     async def _then_wake(self, function: Callable[..., _T], *args: Any) -> _T:
-        """Run a transaction on a worker thread, then send the wake-ups it committed from the event
-        loop. Sent from the thread, a datagram wakes its node while this thread still runs Python
-        (returning its result), and a node in this process waits for the GIL: about 0.05 ms."""
-        self._deferring = True
+        """Run a transaction on a pooled worker thread (``_threads``: a cheaper hand-off than
+        anyio's). The thread sends the wake-ups it committed as soon as the commit returns:
+        a requester in another process is woken while the result is on its way back here."""
         try:
-            result = await anyio.to_thread.run_sync(function, *args)
+            return await _threads.run_sync(function, *args)
         finally:
-            self._deferring = False
-            self._send_nudges()  # a rolled-back transaction left none
-        return result
+            self._send_nudges()  # none left unless the call failed before its commit sent them
 
     def submit(
         self, node_id: str, items: Sequence[Submission], *, begun: bool = False
     ) -> list[Receipt | int]:
-        """A host's requests, committed without an fsync of their own (``synchronous=NORMAL`` for
-        this one transaction).
+        """A host's requests, committed without an fsync of their own (``synchronous=NORMAL``).
 
         They survive ``kill -9`` of any process (the kernel holds the WAL). Only a power loss or
         an OS crash can lose them, and that stops every process of the machine with them,
@@ -141,39 +176,18 @@ class SQLiteConnection(StoreConnection):
         ``synchronous=FULL``. (On PostgreSQL, with hosts on other machines, every commit
         stays synchronous.)
         """
-        if begun:
-            return super().submit(node_id, items, begun=True)
-        with self._unsynced(checkpoint=True):
-            return super().submit(node_id, items)
-
-    @contextlib.contextmanager
-    def _unsynced(self, *, checkpoint: bool) -> Iterator[None]:
-        """Commits without fsync; ``checkpoint=False``: and without running a checkpoint (whose
-        fsyncs are left to the next commit made on a worker thread)."""
-        self._conn.execute("PRAGMA synchronous = NORMAL")
-        if not checkpoint:
-            self._conn.execute("PRAGMA wal_autocheckpoint = 0")
-        try:
-            yield
-        finally:
-            self._conn.execute("PRAGMA synchronous = FULL")
-            if not checkpoint:
-                self._conn.execute(f"PRAGMA wal_autocheckpoint = {_AUTOCHECKPOINT}")
+        if not begun:
+            self._settle(_PATIENT_UNSYNCED)
+            self._conn.execute("BEGIN IMMEDIATE")
+        return super().submit(node_id, items, begun=True)
 
     async def submit_async(self, node_id: str, items: Sequence[Submission]) -> list[Receipt | int]:
         """In the event loop when the write lock is free at once: without an fsync or a checkpoint
         the insert is page-cache work (about 0.05 ms), less than the thread hops it saves. (The
         first commit after a checkpoint starts the WAL over and syncs its header, at any
         ``synchronous``: about once per hundred inserts, a fraction of a millisecond.)"""
-        with self._unsynced(checkpoint=False):
-            begun = self._begin_at_once()
-            if begun:
-                try:
-                    self._deferring = True
-                    return self.submit(node_id, items, begun=True)
-                finally:
-                    self._deferring = False
-                    self._send_nudges()
+        if self._begin_at_once(_AT_ONCE_UNSYNCED):
+            return self.submit(node_id, items, begun=True)
         return await self._then_wake(self.submit, node_id, items)
 
     async def finish_batch_async(
@@ -185,6 +199,9 @@ class SQLiteConnection(StoreConnection):
         generation_id: tuple[str | None] | None,
     ) -> None:
         await self._then_wake(self.finish_batch, session_id, epoch, changes, decisions, generation_id)
+
+    async def rollback_async(self) -> None:
+        await _threads.run_sync(self.rollback)
 
     def rollback(self) -> None:
         self.nudges.clear()
@@ -301,14 +318,25 @@ class SQLiteFleet(Fleet):
 
     async def _listen(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         path = await anyio.to_thread.run_sync(self._free_socket_path)
-        sock = await anyio.create_unix_datagram_socket(local_path=path)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         try:
+            sock.setblocking(False)
+            sock.bind(path)
             task_status.started()
-            async with sock:
-                while True:
-                    data, _ = await sock.receive()
+            while True:
+                # Each wake-up is handled in the step that read it, and the socket re-armed
+                # before the next yield: the task it wakes (an owner about to commit) runs
+                # next, with no turn of this task before it (anyio's ``receive`` starts with a
+                # checkpoint, about 0.03 ms on asyncio, right on a remote submit's path).
+                await anyio.wait_readable(sock)
+                for _ in range(_DRAIN):
+                    try:
+                        data = sock.recv(_MAX_DATAGRAM)
+                    except BlockingIOError:
+                        break
                     if data:
                         self._dispatch(data.decode("utf-8", "surrogatepass"))
         finally:
+            sock.close()
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)

@@ -1,0 +1,121 @@
+"""Worker threads for the SQLite store's fsynced commits, cheaper to hand a call to than anyio's.
+
+An owner's commit must wait for the disk (an fsync), so it runs off the event loop, and on
+a remote submit's path that hand-off happens once per decision. ``anyio.to_thread.run_sync``
+costs 110-130 us here for a call that does nothing (both backends: a checkpoint, the
+thread limiter, a future and ``call_soon_threadsafe`` on asyncio; trio's thread cache and
+token on trio); a thread blocked on a ``queue.SimpleQueue`` that answers through a
+socket pair the caller awaits with ``anyio.wait_readable`` costs 65-80 us, most of it the
+two wake-ups the kernel must make anyway (``benchmarks``: ``--fleet``, ``remote_submit``).
+
+The pool keeps idle threads for ``IDLE_SECONDS`` (as anyio's does), each used by one call
+at a time. A call always runs to its end: cancelling the caller waits for the thread and
+then re-raises (anyio's ``abandon_on_cancel=False``), so a connection is never left in use
+by a thread nobody waits for.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import socket
+import threading
+from collections.abc import Callable
+from typing import Any, Final, TypeVar
+
+import anyio
+
+_T = TypeVar("_T")
+
+#: How long an idle thread waits for its next call before it ends.
+IDLE_SECONDS: Final = 10.0
+
+_Job = tuple[Callable[..., Any], tuple[Any, ...]]
+
+
+class _Worker:
+    def __init__(self) -> None:
+        self.jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self.done, self._signal = socket.socketpair()
+        self.done.setblocking(False)
+        self.outcome: tuple[bool, Any] = (False, None)
+        self.thread = threading.Thread(target=self._serve, name="live-steering-commit", daemon=True)
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                function, args = self.jobs.get(timeout=IDLE_SECONDS)
+            except queue.Empty:
+                if _retire(self):
+                    self.done.close()
+                    self._signal.close()
+                    return
+                continue  # taken just now: its call is on the way
+            try:
+                self.outcome = (True, function(*args))
+            except BaseException as exc:  # handed to the caller, raised there
+                self.outcome = (False, exc)
+            self._signal.send(b"\0")
+
+
+_lock = threading.Lock()
+_idle: list[_Worker] = []
+
+
+def _take() -> _Worker:
+    with _lock:
+        if _idle:
+            return _idle.pop()
+    worker = _Worker()
+    worker.thread.start()
+    return worker
+
+
+def _give_back(worker: _Worker) -> None:
+    with _lock:
+        _idle.append(worker)
+
+
+def _retire(worker: _Worker) -> bool:
+    """True if ``worker`` was idle and is now out of the pool (its thread ends)."""
+    with _lock:
+        if worker in _idle:
+            _idle.remove(worker)
+            return True
+        return False
+
+
+def _forget_after_fork() -> None:
+    # a forked child has none of its parent's threads: a call handed to one would never end
+    global _lock
+    _lock = threading.Lock()
+    _idle.clear()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+async def run_sync(function: Callable[..., _T], *args: Any) -> _T:
+    """``function(*args)`` on a pooled thread; its result, or its exception raised here."""
+    worker = _take()
+    worker.jobs.put((function, args))
+    cancelled: BaseException | None = None
+    while True:
+        try:
+            with anyio.CancelScope(shield=cancelled is not None):
+                await anyio.wait_readable(worker.done)
+            worker.done.recv(1)
+        except BlockingIOError:  # woken without the byte: wait again
+            continue
+        except anyio.get_cancelled_exc_class() as exc:
+            cancelled = exc  # the call runs to its end first
+            continue
+        break
+    ok, value = worker.outcome
+    worker.outcome = (False, None)
+    _give_back(worker)
+    if cancelled is not None:
+        raise cancelled
+    if not ok:
+        raise value
+    return value  # type: ignore[no-any-return]

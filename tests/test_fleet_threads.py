@@ -1,0 +1,180 @@
+"""The SQLite store's worker threads (``fleet._threads``): a call's result and exception come back,
+a cancelled caller waits for its call to end, idle threads are reused and end after their idle
+time, and the wake-ups a committing thread owes are sent from that thread.
+
+Both anyio backends; races are scripted with ``threading.Event`` gates and
+``wait_all_tasks_blocked``, never sleeps.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from pathlib import Path
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from fleet_helpers import new_session
+from live_steering import LiveRuntime
+from live_steering.fleet import SQLiteFleet, _sqlite, _threads
+from live_steering.fleet._sqlite import SQLiteConnection, node_socket
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_call_returns_its_result_from_another_thread() -> None:
+    threads: list[threading.Thread] = []
+
+    def work(a: int, b: int) -> int:
+        threads.append(threading.current_thread())
+        return a * b
+
+    assert await _threads.run_sync(work, 6, 7) == 42
+    assert threads[0] is not threading.current_thread()
+
+
+async def test_a_call_raises_its_exception_in_the_caller() -> None:
+    def fail() -> None:
+        raise LookupError("no such row")
+
+    with pytest.raises(LookupError, match="no such row"):
+        await _threads.run_sync(fail)
+    assert await _threads.run_sync(lambda: "next") == "next"  # the thread serves on
+
+
+async def test_an_idle_thread_is_reused() -> None:
+    seen: set[int] = set()
+    for _ in range(5):
+        seen.add(await _threads.run_sync(threading.get_ident))
+    assert len(seen) == 1
+
+
+async def test_concurrent_calls_each_get_their_own_thread_and_outcome() -> None:
+    gate = threading.Event()
+    results: dict[int, int] = {}
+
+    def wait_then(n: int) -> int:
+        gate.wait()
+        return n * 10
+
+    async def call(n: int) -> None:
+        results[n] = await _threads.run_sync(wait_then, n)
+
+    async with anyio.create_task_group() as tg:
+        for n in range(4):
+            tg.start_soon(call, n)
+        await anyio.wait_all_tasks_blocked()
+        assert results == {}  # all four wait on their threads, the loop runs on
+        gate.set()
+    assert results == {0: 0, 1: 10, 2: 20, 3: 30}
+
+
+async def test_a_cancelled_caller_waits_for_the_call_to_end() -> None:
+    """Cancelling the caller never leaves its call running behind it (the connection it uses would
+    be in use by a thread nobody waits for): the caller waits, then raises the cancellation."""
+    started, release = threading.Event(), threading.Event()
+    ended: list[str] = []
+
+    def slow() -> str:
+        started.set()
+        release.wait()
+        ended.append("call")
+        return "done"
+
+    scope = anyio.CancelScope()
+
+    async def caller() -> None:
+        with scope:
+            try:
+                await _threads.run_sync(slow)
+            finally:
+                ended.append("caller")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(caller)
+        await anyio.to_thread.run_sync(started.wait)
+        scope.cancel()
+        await anyio.wait_all_tasks_blocked()
+        assert ended == []  # cancelled, and still waiting for its call
+        release.set()
+    assert ended == ["call", "caller"]
+    assert await _threads.run_sync(lambda: "free") == "free"  # the thread is usable again
+
+
+async def test_an_idle_thread_ends_after_its_idle_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_threads, "IDLE_SECONDS", 0.01)
+    ident = await _threads.run_sync(threading.get_ident)
+    [worker] = [w for w in _threads._idle if w.thread.ident == ident]
+    await anyio.to_thread.run_sync(worker.thread.join, 5.0)
+    assert not worker.thread.is_alive()
+    assert worker not in _threads._idle
+    assert await _threads.run_sync(lambda: "new thread") == "new thread"
+
+
+async def test_a_committing_thread_sends_the_wake_ups_it_owes(tmp_path: Path) -> None:
+    """The reply datagram leaves from the thread that made the commit, before its result reaches
+    the event loop: a requester in another process is woken one hand-off sooner."""
+    path = str(tmp_path / "fleet.db")
+    conn = SQLiteConnection(path)
+    os.makedirs(os.path.dirname(node_socket(path, "requester")), mode=0o700, exist_ok=True)
+    inbox = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    inbox.bind(node_socket(path, "requester"))
+    senders: list[threading.Thread] = []
+    send = conn._send
+
+    def spy(node_id: str, payload: str) -> None:
+        senders.append(threading.current_thread())
+        send(node_id, payload)
+
+    conn._send = spy  # type: ignore[method-assign]
+    try:
+        conn.ensure_schema()
+
+        def transaction() -> None:
+            conn.begin()
+            conn.notify("requester", "r1 payload")
+            conn.commit()
+
+        await conn._then_wake(transaction)
+        assert inbox.recv(100) == b"r1 payload"
+        assert len(senders) == 1
+        assert senders[0] is not threading.current_thread()
+    finally:
+        inbox.close()
+        os.unlink(node_socket(path, "requester"))
+        conn.close()
+
+
+async def test_the_listener_reads_every_wake_up_of_a_burst(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """More wake-ups waiting than one step of the listener reads (``_DRAIN``): none is lost, the
+    rest are read after a yield, in the order sent."""
+    monkeypatch.setattr(_sqlite, "_DRAIN", 3)
+    path = str(tmp_path / "fleet.db")
+    session = new_session()
+    async with SQLiteFleet(path, node_id="owner") as owner, owner.own(LiveRuntime(session_id=session)):
+        seen: list[str] = []
+        dispatch = owner._dispatch
+
+        def spy(payload: str) -> None:
+            seen.append(payload)
+            dispatch(payload)
+
+        owner._dispatch = spy  # type: ignore[method-assign]
+        sender = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        try:
+            # sent while the listener cannot run: all of them wait in the socket at once (fewer
+            # than Linux's default queue of 10 datagrams, net.unix.max_dgram_qlen)
+            for n in range(8):
+                sender.sendto(f"w{session}-{n}".encode(), node_socket(path, "owner"))
+        finally:
+            sender.close()
+        with anyio.fail_after(5):
+            while len(seen) < 8:
+                await anyio.lowlevel.checkpoint()
+        assert seen == [f"w{session}-{n}" for n in range(8)]
+        owner._dispatch = dispatch  # type: ignore[method-assign]
