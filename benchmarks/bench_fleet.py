@@ -360,7 +360,7 @@ def run(
     ``tiny``: one round, 100 submits, one takeover: to test the machinery, its numbers mean nothing.
     """
     rows: list[Row] = []
-    rounds = 1 if tiny else 5 if quick else 20
+    rounds = 1 if tiny else 10 if quick else 20
     scale = _Scale(total=100 if tiny else 1_000, takeovers=1 if tiny else 3)
     with (
         tempfile.TemporaryDirectory(prefix="ls-bench-fleet-") as folder,
