@@ -1047,6 +1047,23 @@ class StoreConnection(abc.ABC):
             ).fetchall()
         return {state: int(n) for state, n in rows}
 
+    def lease_sessions(self) -> list[str]:
+        """Every session that has a lease row (ever owned), sorted (a read, for operators' tools)."""
+        with self._reading():
+            rows = self.execute("SELECT session_id FROM ls_leases ORDER BY session_id").fetchall()
+        return [row[0] for row in rows]
+
+    def owner_live(self, session_id: str) -> bool:
+        """True while a live owner holds the session's lease: held, not expired, and its liveness
+        lock taken. ``recover`` leaves exactly these alone. A read and a lock probe, no write."""
+        lease = self.read_lease(session_id)
+        if lease is None or not lease.live:
+            return False
+        if self.holds_session_lock(session_id) or not self.try_session_lock(session_id):
+            return True
+        self.release_session_lock(session_id)  # free: its holder died
+        return False
+
 
 def wall_clock() -> float:
     return time.time()
