@@ -13,8 +13,10 @@ import json
 import os
 import pty
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -151,6 +153,63 @@ def test_demo_json_into_a_closed_pipe_exits_quietly() -> None:
         os.close(write_end)
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [(["--json"], "--json"), (["--steers", "3"], "--steers"), (["--journal"], "--journal")],
+)
+def test_demo_fleet_refuses_options_it_cannot_honour(
+    flags: list[str], named: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """demo --fleet with --json, --steers or --journal: a one-line usage error (exit 2), nothing run
+    and no journal file created, rather than the option silently ignored."""
+    if flags == ["--journal"]:
+        flags = ["--journal", str(tmp_path / "demo.db")]
+    assert main(["demo", "--fleet", *flags]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    (line,) = captured.err.splitlines()
+    assert line.startswith("live-steering demo: --fleet takes no ")
+    assert named in line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_demo_fleet_into_a_closed_pipe_exits_quietly() -> None:
+    """`demo --fleet | head`: a reader gone ends the output quietly (exit 0, no traceback), and the
+    run still ends its worker process and removes its temporary store."""
+    folder = tempfile.mkdtemp(prefix="ls-")  # short: the nodes' Unix sockets live under it too
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # every write now fails with EPIPE, deterministically
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "live_steering._cli", "demo", "--fleet"],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            check=False,
+            env={**os.environ, "TMPDIR": folder},
+        )
+        os.close(write_end)
+        assert proc.returncode == 0, proc.stderr
+        assert "Traceback" not in proc.stderr
+        assert not [name for name in os.listdir(folder) if name.startswith("live-steering-fleet-")]
+        workers = [
+            pid
+            for pid in os.listdir("/proc")
+            if pid.isdigit() and folder.encode() in _cmdline(pid) and b"_fleet_node" in _cmdline(pid)
+        ]
+        assert workers == []
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _cmdline(pid: str) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:  # ended meanwhile
+        return b""
 
 
 def test_demo_exits_1_when_a_case_is_off(

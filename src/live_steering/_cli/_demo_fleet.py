@@ -25,6 +25,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from .._runtime import LiveRuntime
 from .._types import Input, Receipt
 from ..fleet import SQLiteFleet
+from ._output import stdout_gone
 
 SESSION = "demo-chat"
 
@@ -42,23 +43,36 @@ def _show(receipt: Receipt | None) -> str:
     return receipt.disposition.value + (f" ({receipt.reason})" if receipt.reason else "")
 
 
-async def _line(stream: BufferedByteReceiveStream, type_: str) -> dict[str, Any]:
+async def _line(stream: BufferedByteReceiveStream, type_: str, input_id: str | None = None) -> dict[str, Any]:
+    """The worker's next line of ``type_`` (about ``input_id``, if given), skipping the others."""
     with anyio.fail_after(20):
         while True:
             try:
                 line: dict[str, Any] = json.loads(await stream.receive_until(b"\n", 1 << 16))
             except (anyio.EndOfStream, anyio.IncompleteRead):
                 raise FleetDemoError("the worker process ended early") from None
-            if line["type"] == type_:
+            if line["type"] == type_ and (input_id is None or line.get("input_id") == input_id):
                 return line
 
 
 async def run_fleet_demo(out: TextIO, backend: str = "asyncio") -> dict[str, Receipt | None]:
     """Run the demo on a temporary store, narrating to ``out``; the final receipts by input id."""
 
+    gone = False
+
     def say(text: str) -> None:
-        out.write(text + "\n")
-        out.flush()
+        # a reader gone (``| head``) ends the narration quietly; the story still runs to its end,
+        # so the worker is killed and the temporary store removed as on any run
+        nonlocal gone
+        if gone:
+            return
+        try:
+            out.write(text + "\n")
+            out.flush()
+        except BrokenPipeError:
+            gone = True
+            if out is sys.stdout:
+                stdout_gone()
 
     with tempfile.TemporaryDirectory(prefix="live-steering-fleet-") as folder:
         path = os.path.join(folder, "fleet.db")
@@ -90,7 +104,7 @@ async def run_fleet_demo(out: TextIO, backend: str = "asyncio") -> dict[str, Rec
                     conflict = await submit(Input("steer", "Something else", id="fix-1"), "gen-1")
                     say(f"   the same id with other text: {_show(conflict)}")
                     second = await submit(Input("steer", "Check the tests", id="fix-2"), "gen-1")
-                    await _line(lines, "context.write")
+                    await _line(lines, "context.write", "fix-2")  # its write-ahead mark is durable
                     third = await submit(Input("steer", "And update the docs", id="fix-3"), "gen-1")
                     say(f"4. 'fix-2': {_show(second)}; the worker is writing it now (its mark is durable)")
                     say(f"   'fix-3': {_show(third)}, waiting behind it")

@@ -75,6 +75,9 @@ def _positive(text: str) -> int:
 
 _PROG = "live-steering demo"
 
+#: The options of the in-process demo that ``--fleet`` refuses rather than ignore (flag -> attribute).
+_FLEET_REFUSES = {"--json": "json", "--steers": "steers", "--journal": "journal"}
+
 #: A long run of at least this many steers shows its progress on stderr, when that is a terminal.
 PROGRESS_FROM = 200
 
@@ -88,6 +91,14 @@ def run(args: argparse.Namespace) -> int:
         journal_log.addHandler(logging.NullHandler())
     progress = sys.stderr if steers is not None and steers >= PROGRESS_FROM else None
     if args.fleet:
+        ignored = [
+            flag for flag, given in _FLEET_REFUSES.items() if getattr(args, given) not in (None, False)
+        ]
+        if ignored:
+            # the fleet demo is a narrated story of two processes on a temporary store: it has no
+            # event stream to print, no long run, and its store is its journal (removed at the end)
+            error(_PROG, f"--fleet takes no {' or '.join(ignored)} (it narrates one scripted takeover)")
+            return 2
         from ._demo_fleet import FleetDemoError, run_fleet_demo
 
         try:
