@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import io
 import json
+import sqlite3
+import sys
+import uuid
+from pathlib import Path
 
 import anyio
 import pytest
 
-from fleet_helpers import FleetStore, new_session
-from live_steering import Disposition, LiveRuntime
+from fleet_helpers import FleetStore, new_session, spawn
+from live_steering import Disposition, Input, LiveRuntime
 from live_steering._cli import main
 from live_steering._cli._demo_fleet import run_fleet_demo
+from live_steering.fleet import SQLiteFleet
 
 #: These tests leave generations with steers pending on purpose, to see them held across the
 #: store (C17, C23); the library's warning for a forgotten checkpoint decision is not their subject.
@@ -75,7 +80,8 @@ async def test_steer_reaches_the_owner_and_receipts_reads_the_store(
 async def test_steer_without_a_running_generation_says_so(
     tmp_path: object, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A missing store, no generation to anchor to, a bad timeout: steer explains and exits 2."""
+    """A missing store or a bad timeout exit 2; with no generation running a new id is refused
+    stale-generation (exit 1, the receipt printed), as a submit no owner decides is."""
     store = FleetStore("sqlite", f"{tmp_path}/fleet.db")
     code, out, err = await _cli(["steer", "--store", store.location, "nobody", "hi", "--id", "a"], capsys)
     assert (code, out) == (2, "")
@@ -83,8 +89,18 @@ async def test_steer_without_a_running_generation_says_so(
     async with store.fleet("creates-it"):
         pass
     code, out, err = await _cli(["steer", "--store", store.location, "nobody", "hi", "--id", "a"], capsys)
-    assert (code, out) == (2, "")
-    assert "runs no generation" in err
+    assert (code, out, err) == (1, "a: refused (stale-generation)\n", "")
+    code, out, _ = await _cli(
+        ["steer", "--store", store.location, "nobody", "hi", "--id", "a", "--json"], capsys
+    )
+    assert code == 1
+    assert json.loads(out) == {
+        "accepted": False,
+        "inputId": "a",
+        "generationId": "",
+        "disposition": None,
+        "reason": "stale-generation",
+    }
     code, _, err = await _cli(
         ["steer", "--store", store.location, "s", "hi", "--id", "a", "--timeout", "0"], capsys
     )
@@ -94,6 +110,248 @@ async def test_steer_without_a_running_generation_says_so(
         ["steer", "--store", store.location, "nobody", "hi", "--id", "a", "--generation", "g"], capsys
     )
     assert (code, out) == (1, "a: refused (stale-generation)\n")
+
+
+async def test_steer_repeat_without_an_owner_gets_its_stored_receipt(
+    fleet_store: FleetStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No live owner, no --generation: a repeat of a stored input gets its stored receipt (exit 0),
+    other text under its id identity-conflict, a new id stale-generation (exit 1)."""
+    session = new_session()
+    where = fleet_store.args()
+    async with (
+        fleet_store.fleet("owner") as owner,
+        owner.own(LiveRuntime(session_id=session)) as runtime,
+        runtime.open_generation("g1"),
+    ):
+        await owner.submit(session, Input("steer", "Use X", id="m-1"), "g1")
+    code, out, _ = await _cli(["steer", *where, session, "Use X", "--id", "m-1", "--json"], capsys)
+    assert (code, json.loads(out)) == (
+        0,
+        {
+            "accepted": True,
+            "inputId": "m-1",
+            "generationId": "g1",
+            "disposition": "held",
+            "reason": "generation-stopped",
+        },
+    )
+    code, out, _ = await _cli(["steer", *where, session, "Other", "--id", "m-1"], capsys)
+    assert (code, out) == (1, "m-1: refused (identity-conflict)\n")
+    code, out, _ = await _cli(["steer", *where, session, "New", "--id", "m-2"], capsys)
+    assert (code, out) == (1, "m-2: refused (stale-generation)\n")
+
+
+async def _sqlite_store(path: str) -> None:
+    async with SQLiteFleet(path, node_id="creates-it"):
+        pass
+
+
+@pytest.mark.parametrize("session", ["", "x" * 200, "chat\udcff"])
+@pytest.mark.parametrize("command", ["steer", "stop"])
+def test_a_bad_session_id_is_a_usage_error(
+    command: str, session: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An empty, 200-character or non-UTF-8 SESSION: one line on stderr, exit 2, no traceback."""
+    path = str(tmp_path / "fleet.db")
+    anyio.run(_sqlite_store, path)
+    extra = ["New", "--id", "msg-10", "--generation", "gen-1", "--json"] if command == "steer" else []
+    assert main([command, "--store", path, session, *extra]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    (line,) = captured.err.splitlines()
+    assert line.startswith(f"live-steering {command}: SESSION must be")
+    line.encode("utf-8")  # the bad id is shown escaped
+
+
+def test_steer_json_is_valid_utf8_for_a_non_utf8_argument(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--id $'u\\xff2' arrives as a lone surrogate: the JSON printed is valid UTF-8 (a \\udcff escape)."""
+    path = str(tmp_path / "fleet.db")
+    anyio.run(_sqlite_store, path)
+    assert main(["steer", "--store", path, "chat", "New", "--id", "u\udcff2", "--json"]) == 1
+    out = capsys.readouterr().out
+    assert "\\udcff" in out
+    assert json.loads(out.encode("utf-8"))["inputId"] == "u\udcff2"
+    assert main(["steer", "--store", path, "chat", "New", "--id", "u\udcff2"]) == 1
+    assert capsys.readouterr().out == "u\\udcff2: refused (stale-generation)\n"
+
+
+def test_store_paths_that_are_no_fleet_store_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A directory, a file that is not SQLite, a SQLite file without the fleet's tables: each
+    refused in one line (exit 2), and nothing is written to them."""
+    foreign = tmp_path / "other.db"
+    conn = sqlite3.connect(foreign)
+    conn.execute("CREATE TABLE notes (text TEXT)")
+    conn.commit()
+    conn.close()
+    before = foreign.read_bytes()
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"not sqlite" * 10)
+    for command, extra in (("steer", ["hi", "--id", "a"]), ("stop", [])):
+        for path, says in (
+            (tmp_path, "is a directory"),
+            (garbage, "no fleet store"),
+            (foreign, "no fleet tables"),
+        ):
+            assert main([command, "--store", str(path), "s", *extra]) == 2
+            captured = capsys.readouterr()
+            (line,) = captured.err.splitlines()
+            assert says in line, line
+            assert captured.out == ""
+    assert foreign.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["garbage.db", "other.db"]
+
+
+def test_a_malformed_dsn_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """--dsn nonsense: one line on stderr with no blank line after it (exit 2; receipts: 1)."""
+    for argv, status in (
+        (["steer", "--dsn", "nonsense", "s", "hi", "--id", "a"], 2),
+        (["stop", "--dsn", "nonsense", "s"], 2),
+        (["receipts", "--dsn", "nonsense"], 1),
+    ):
+        assert main(argv) == status
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1, err
+        assert "nonsense" in err
+
+
+def test_a_missing_postgres_extra_is_exit_2_with_the_hint(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without psycopg, steer, stop and receipts --dsn all exit 2 naming the extra to install."""
+    import live_steering.fleet
+
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    monkeypatch.delitem(sys.modules, "live_steering.fleet._postgres", raising=False)
+    monkeypatch.delattr(live_steering.fleet, "_postgres", raising=False)
+    for argv in (
+        ["steer", "--dsn", "dbname=x", "s", "hi", "--id", "a"],
+        ["stop", "--dsn", "dbname=x", "s"],
+        ["receipts", "--dsn", "dbname=x"],
+    ):
+        assert main(argv) == 2
+        (line,) = capsys.readouterr().err.splitlines()
+        assert "--dsn needs the 'postgres' extra: pip install 'live-steering[postgres]'" in line
+
+
+def test_an_empty_database_is_no_fleet_store(postgres_dsn: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """steer, stop and receipts --dsn on a database without the fleet's tables refuse it in one line
+    (steer and stop exit 2, receipts 1) and create no table there."""
+    import psycopg
+
+    name = f"empty_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    dsn = f"{postgres_dsn.replace('dbname=postgres', '')} dbname={name}"
+    for argv, status in (
+        (["steer", "--dsn", dsn, "s", "hi", "--id", "a", "--generation", "g"], 2),
+        (["stop", "--dsn", dsn, "s"], 2),
+        (["receipts", "--dsn", dsn], 1),
+        (["receipts", "--dsn", dsn, "--recover"], 1),
+    ):
+        assert main(argv) == status
+        captured = capsys.readouterr()
+        (line,) = captured.err.splitlines()
+        assert f"no fleet store in database {dsn!r}" in line, line
+        assert captured.out == ""
+    with psycopg.connect(dsn) as conn:
+        tables = conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'").fetchone()
+    assert tables == (0,)
+
+
+def test_receipts_names_both_kinds_of_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """receipts on a missing path says neither a journal nor a fleet store is there (exit 1)."""
+    missing = tmp_path / "fleet.db"
+    assert main(["receipts", str(missing)]) == 1
+    assert (
+        capsys.readouterr().err
+        == f"live-steering receipts: no receipt journal or fleet store at {str(missing)!r}\n"
+    )
+
+
+async def _owner_killed_mid_write(store: FleetStore, session: str, backend: str) -> None:
+    """An owner in a child process: a-1 applied, b-1 being written (marked), c-1 queued; then kill -9."""
+    child = await spawn(
+        store,
+        "owner",
+        session,
+        "--generation",
+        "g1",
+        "--hang-after",
+        "1",
+        "--node",
+        "worker-x",
+        backend=backend,
+    )
+    try:
+        await child.next("owning")
+        async with store.fleet("host") as host:
+            await host.submit(session, Input("steer", "A", id="a-1"), "g1")
+            await host.wait_final(session, "a-1")
+            await host.submit(session, Input("steer", "B", id="b-1"), "g1")
+            while (await child.next("context.write"))["input_id"] != "b-1":
+                pass
+            await host.submit(session, Input("steer", "C", id="c-1"), "g1")
+    finally:
+        await child.kill()
+    conn = store.connection()
+    try:
+        with anyio.fail_after(10):  # PostgreSQL frees the dead backend's lock once it sees the EOF
+            while await anyio.to_thread.run_sync(conn.owner_live, session):  # noqa: ASYNC110 - polls the store
+                await anyio.sleep(0.01)
+    finally:
+        conn.close()
+
+
+def _finals(out: str) -> dict[str, tuple[str, str | None]]:
+    return {r["inputId"]: (r["disposition"], r["reason"]) for r in map(json.loads, out.splitlines())}
+
+
+async def test_receipts_recover_finalises_a_dead_owners_session(
+    fleet_store: FleetStore, anyio_backend: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """receipts --recover on a fleet store: the dead owner's session is finalised as C23 says
+    (marked -> unknown, else held, runtime-lost); a live owner's session is left alone; the notes
+    before it tell the two apart."""
+    dead, live = new_session(), new_session()
+    await _owner_killed_mid_write(fleet_store, dead, anyio_backend)
+    source = [fleet_store.location] if fleet_store.kind == "sqlite" else ["--dsn", fleet_store.location]
+    async with (
+        fleet_store.fleet("live-owner") as owner,
+        owner.own(LiveRuntime(session_id=live)) as runtime,
+        runtime.open_generation("g1"),
+    ):
+        await owner.submit(live, Input("steer", "Wait", id="w-1"), "g1")
+        code, _, err = await _cli(["receipts", *source], capsys)
+        assert code == 0
+        notes = err.splitlines()
+        assert len(notes) == 2, notes
+        assert f"note: 1 queued in session {live!r}, held by its live owner: they may still change" in notes
+        (dead_note,) = [note for note in notes if f"session {dead!r}" in note]
+        assert dead_note.startswith(f"note: 2 queued in session {dead!r}, left by an owner that died; ")
+        assert f"--session {dead} --recover' makes them 1 unknown (marked writing), 1 held" in dead_note
+        code, _, err = await _cli(["receipts", *source, "--recover"], capsys)
+        assert code == 0
+        said = err.splitlines()
+        assert (
+            f"recovered session {dead!r}: its owner 'worker-x' is dead; "
+            "2 left queued: 1 held, 1 unknown (marked writing), reason runtime-lost"
+        ) in said
+        assert f"session {live!r}: its owner 'live-owner' is live: left alone" in said
+        code, out, _ = await _cli(["receipts", *source, "--session", dead, "--json"], capsys)
+        assert _finals(out) == {
+            "a-1": ("applied", None),
+            "b-1": ("unknown", "runtime-lost"),
+            "c-1": ("held", "runtime-lost"),
+        }
+        code, out, _ = await _cli(["receipts", *source, "--session", live, "--json"], capsys)
+        assert _finals(out) == {"w-1": ("queued", None)}
+        code, _, err = await _cli(["receipts", *source, "--session", dead, "--recover"], capsys)
+        assert (code, err) == (0, f"session {dead!r}: no owner holds it: nothing to recover\n")
 
 
 async def test_receipts_needs_exactly_one_source(capsys: pytest.CaptureFixture[str]) -> None:

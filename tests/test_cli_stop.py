@@ -54,7 +54,7 @@ async def test_stop_reaches_the_owner_and_holds_the_pending_steer(
 async def test_stop_without_a_generation_or_store_says_so(
     tmp_path: object, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A missing store or a bad timeout exit 2; no running generation: nothing to stop, exit 1."""
+    """A missing store or a bad timeout exit 2; no live owner and no --generation: no-owner, exit 1."""
     store = FleetStore("sqlite", f"{tmp_path}/fleet.db")
     code, out, err = await _cli(["stop", "--store", store.location, "nobody"], capsys)
     assert (code, out) == (2, "")
@@ -64,10 +64,27 @@ async def test_stop_without_a_generation_or_store_says_so(
     code, out, _ = await _cli(["stop", "--store", store.location, "nobody", "--json"], capsys)
     assert (code, json.loads(out)) == (
         1,
-        {"stopped": False, "sessionId": "nobody", "generationId": None, "reason": "not-running"},
+        {"stopped": False, "sessionId": "nobody", "generationId": None, "reason": "no-owner"},
     )
     code, out, _ = await _cli(["stop", "--store", store.location, "nobody"], capsys)
-    assert (code, out) == (1, "session 'nobody' runs no generation now: nothing to stop\n")
+    assert (code, out) == (1, "session 'nobody' has no live owner: nothing to stop (no-owner)\n")
     code, _, err = await _cli(["stop", "--store", store.location, "nobody", "--timeout", "0"], capsys)
     assert code == 2
     assert "--timeout" in err
+
+
+async def test_stop_between_generations_is_not_running_and_after_the_owner_no_owner(
+    fleet_store: FleetStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No --generation: a live owner between generations answers not-running; once its lease is
+    released the same command answers no-owner (as it does with --generation)."""
+    session = new_session()
+    where = fleet_store.args()
+    async with fleet_store.fleet("owner") as owner, owner.own(LiveRuntime(session_id=session)) as runtime:
+        async with runtime.open_generation("g1"):
+            pass
+        await owner.flush(session)
+        code, out, _ = await _cli(["stop", *where, session, "--json"], capsys)
+        assert (code, json.loads(out)["reason"]) == (1, "not-running")
+    code, out, _ = await _cli(["stop", *where, session, "--json"], capsys)
+    assert (code, json.loads(out)["reason"]) == (1, "no-owner")

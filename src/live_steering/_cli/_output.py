@@ -9,17 +9,35 @@ a journal for instance, is not only its output). Errors are one line on stderr.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import re
 import sys
-from typing import TextIO
+from typing import Any, TextIO
 
-__all__ = ["Progress", "error", "stdout_gone"]
+__all__ = ["Progress", "error", "json_line", "printable", "stdout_gone"]
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def error(prog: str, message: object) -> None:
     """Print ``prog: message`` as one line on stderr, whatever newlines ``message`` holds."""
     text = " ".join(str(message).splitlines()) or type(message).__name__
     print(f"{prog}: {text}", file=sys.stderr)
+
+
+def json_line(value: Any) -> str:
+    """``value`` as one line of JSON that is always valid UTF-8: non-ASCII text stays readable,
+    and a lone surrogate (an argument that was not UTF-8, such as ``$'u\\xff'``) is written as a
+    ``\\udcff`` escape rather than as the raw byte it stood for."""
+    text = json.dumps(value, ensure_ascii=False)
+    return _SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
+
+
+def printable(text: str) -> str:
+    """An id or text as a line people read: control characters and lone surrogates escaped, so
+    nothing moves the cursor and the line stays valid UTF-8."""
+    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
 
 
 def stdout_gone() -> None:

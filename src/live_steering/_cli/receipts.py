@@ -8,31 +8,34 @@ those whose write-ahead mark is durable (``queued (writing)``: recovery makes th
 recovery first, by opening the journal, and refuses while a live writer has it.
 
 PATH may also be a SQLite fleet store (told apart by its tables), and ``--dsn``
-reads a PostgreSQL fleet store; there RUNTIME is ``session#epoch``, and what a
-dead owner left ``queued`` is finalised by the node that takes the session over
-or recovers it (``--recover`` is for journals only).
+reads a PostgreSQL fleet store; there RUNTIME is ``session#epoch``. The note on
+``queued`` rows says, per session, whether a live owner holds it (the probe
+``Fleet.recover`` makes: its lease held, its lock taken) or its owner died;
+``--recover`` finalises each session whose owner is dead (``--session S``: only S)
+as ``Fleet.recover`` does, and leaves sessions with a live owner alone. It never
+creates a fleet store.
 
 Exit codes: 0 listed; 1 the file is missing or cannot be read or recovered (a
-live writer holds it), or the fleet store cannot be reached; 2 the file is
-damaged or is not a receipt journal (and usage errors). Every error is one line
-on stderr.
+live writer holds it), or the fleet store cannot be reached or holds no fleet;
+2 the file is damaged or is not a receipt journal, the 'postgres' extra is
+missing (and usage errors). Every error is one line on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import sqlite3
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 
-from .._extras import install_hint
-from .._types import Disposition
-from ..fleet._store import read_sqlite_receipts
+from .._types import Disposition, HoldReason
+from ..fleet import FleetError
+from ..fleet._store import StoreConnection, read_sqlite_receipts
 from ..journal import (
     JournalBusyError,
     JournalCorruptError,
@@ -44,7 +47,8 @@ from ..journal import (
     read_receipts,
 )
 from ..journal._store import iso
-from ._output import error, stdout_gone
+from ._fleet import StoreProblem, connect, fleet_at
+from ._output import error, json_line, printable, stdout_gone
 
 __all__ = ["register", "run"]
 
@@ -86,12 +90,6 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=run)
 
 
-def _printable(text: str) -> str:
-    # ids and generation ids may hold control characters (only NUL is refused); never let
-    # one move the cursor or recolour the terminal
-    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
-
-
 def _writing(entry: JournalEntry) -> bool:
     """Queued with a durable write-ahead mark: the writer may have it (recovery: ``unknown``)."""
     return entry.disposition is Disposition.QUEUED and entry.marked
@@ -99,12 +97,12 @@ def _writing(entry: JournalEntry) -> bool:
 
 def _row(entry: JournalEntry) -> tuple[str, ...]:
     return (
-        _printable(entry.input_id),
-        _printable(entry.generation_id),
+        printable(entry.input_id),
+        printable(entry.generation_id),
         "queued (writing)" if _writing(entry) else entry.disposition.value,
         entry.reason or "-",
         iso(entry.updated_at),
-        f"{_printable(entry.session_id)}#{entry.runtime_no}",
+        f"{printable(entry.session_id)}#{entry.runtime_no}",
     )
 
 
@@ -155,30 +153,7 @@ def _queued_note(path: str, entries: list[JournalEntry], live: bool | None) -> s
     )
 
 
-def _fleet_entries(args: argparse.Namespace) -> list[JournalEntry] | None:
-    """The receipts of a fleet store (``--dsn``, or PATH when it is a SQLite fleet store), filtered;
-    ``None`` when PATH is not a fleet store (then it is read as a receipt journal)."""
-    if args.dsn is not None:
-        try:
-            from ..fleet._postgres import PostgresConnection
-        except ImportError as exc:
-            hint = install_hint("live-steering receipts --dsn", "postgres", "psycopg[binary]")
-            raise ImportError(hint) from exc
-        conn = PostgresConnection(args.dsn)
-        try:
-            entries = conn.entries(session_id=args.session)
-        finally:
-            conn.close()
-    else:
-        if not Path(args.path).is_file():
-            return None  # the journal path says what is missing
-        try:
-            found = read_sqlite_receipts(args.path, session_id=args.session)
-        except sqlite3.DatabaseError:
-            return None  # not SQLite, or damaged: the journal's reader reports it as corruption
-        if found is None:
-            return None
-        entries = found
+def _filtered(args: argparse.Namespace, entries: list[JournalEntry]) -> list[JournalEntry]:
     return [
         e
         for e in entries
@@ -187,22 +162,119 @@ def _fleet_entries(args: argparse.Namespace) -> list[JournalEntry] | None:
     ]
 
 
+def _is_fleet_file(path: str) -> bool:
+    """True if PATH is a SQLite fleet store (else it is read as a receipt journal)."""
+    if not Path(path).is_file():
+        return False
+    try:
+        return read_sqlite_receipts(path, session_id="") is not None
+    except sqlite3.DatabaseError:
+        return False  # not SQLite, or damaged: the journal's reader reports it as corruption
+
+
 def _print(entries: list[JournalEntry], as_json: bool) -> None:
     if as_json:
         for entry in entries:
             wire = entry.to_dict()
             wire["writing"] = _writing(entry)
-            print(json.dumps(wire, ensure_ascii=False))
+            print(json_line(wire))
     else:
         print(_table(entries))
     sys.stdout.flush()
 
 
+def _fleet_command(args: argparse.Namespace) -> str:
+    where = f"--dsn {shlex.quote(_redacted(args.dsn))}" if args.dsn is not None else shlex.quote(args.path)
+    return f"{_PROG} {where}"
+
+
+def _redacted(dsn: str) -> str:
+    from ..fleet._postgres import redact  # psycopg is importable: the connection was made
+
+    return redact(dsn)
+
+
+def _counts(entries: list[JournalEntry]) -> str:
+    writing = sum(map(_writing, entries))
+    return f"{writing} unknown (marked writing), {len(entries) - writing} held"
+
+
+async def _recover_fleet(args: argparse.Namespace, sessions: list[str]) -> list[str]:
+    """``Fleet.recover`` of each session whose owner is dead; one line per session, saying what it did."""
+    lines: list[str] = []
+    lost = HoldReason.RUNTIME_LOST.value
+    async with fleet_at(args.path, args.dsn) as fleet:
+        for session in sessions:
+            shown = repr(printable(session))
+            lease = await fleet.lease(session)
+            if lease is None or lease.node_id is None:
+                lines.append(f"session {shown}: no owner holds it: nothing to recover")
+                continue
+            queued = await fleet.entries(session_id=session, disposition=Disposition.QUEUED)
+            owner = repr(printable(lease.node_id))
+            if not await fleet.recover(session):
+                lines.append(f"session {shown}: its owner {owner} is live: left alone")
+                continue
+            mark = {(e.runtime_no, e.input_id) for e in queued}
+            final = [e for e in await fleet.entries(session_id=session) if (e.runtime_no, e.input_id) in mark]
+            finalised = [e for e in final if e.reason == lost]
+            unknown = sum(e.disposition is Disposition.UNKNOWN for e in finalised)
+            left = "nothing was left queued"
+            if finalised:
+                held = len(finalised) - unknown
+                left = (
+                    f"{len(finalised)} left queued: {held} held, {unknown} unknown (marked writing), "
+                    f"reason {lost}"
+                )
+            lines.append(f"recovered session {shown}: its owner {owner} is dead; {left}")
+    return lines
+
+
+def _queued_notes(
+    args: argparse.Namespace, conn: StoreConnection, entries: list[JournalEntry]
+) -> Iterator[str]:
+    """Per session with ``queued`` rows: a live owner's (they may still change), or a dead one's."""
+    by_session: dict[str, list[JournalEntry]] = {}
+    for entry in entries:
+        if entry.disposition is Disposition.QUEUED:
+            by_session.setdefault(entry.session_id, []).append(entry)
+    for session, queued in by_session.items():
+        shown = repr(printable(session))
+        if conn.owner_live(session):
+            yield (
+                f"note: {len(queued)} queued in session {shown}, held by its live owner: "
+                "they may still change"
+            )
+        else:
+            command = f"{_fleet_command(args)} --session {shlex.quote(printable(session))} --recover"
+            yield (
+                f"note: {len(queued)} queued in session {shown}, left by an owner that died; "
+                f"'{command}' makes them {_counts(queued)}, reason runtime-lost"
+            )
+
+
 def _run_fleet(args: argparse.Namespace) -> int | None:
-    """List a fleet store; ``None`` when PATH is a receipt journal instead."""
+    """List (and with ``--recover`` first recover) a fleet store; ``None`` when PATH is a receipt journal."""
+    if args.dsn is None and not _is_fleet_file(args.path):
+        return None
     try:
-        entries = _fleet_entries(args)
-    except (OSError, sqlite3.Error, ImportError) as exc:
+        conn = connect(args.path, args.dsn, _PROG, unreachable=1)
+    except StoreProblem as exc:
+        error(_PROG, exc)
+        return exc.code
+    try:
+        if args.recover:
+            sessions = [args.session] if args.session is not None else conn.lease_sessions()
+            for line in anyio.run(_recover_fleet, args, sessions):
+                print(line, file=sys.stderr)
+        entries = _filtered(args, conn.entries(session_id=args.session))
+        try:
+            _print(entries, args.json)
+        except BrokenPipeError:
+            stdout_gone()
+        for note in _queued_notes(args, conn, entries):
+            print(note, file=sys.stderr)
+    except (OSError, sqlite3.Error, FleetError) as exc:
         error(_PROG, exc)
         return 1
     except Exception as exc:  # psycopg's errors, without importing psycopg here
@@ -210,22 +282,8 @@ def _run_fleet(args: argparse.Namespace) -> int | None:
             raise
         error(_PROG, exc)
         return 1
-    if entries is None:
-        return None
-    if args.recover:
-        error(_PROG, "--recover is for receipt journals: a fleet node recovers a session as it takes it over")
-        return 2
-    try:
-        _print(entries, args.json)
-    except BrokenPipeError:
-        stdout_gone()
-    queued = sum(e.disposition is Disposition.QUEUED for e in entries)
-    if queued:
-        print(
-            f"note: {queued} queued: still live, or left by an owner that died "
-            "(finalised when a fleet node takes the session over or recovers it)",
-            file=sys.stderr,
-        )
+    finally:
+        conn.close()
     return 0
 
 
@@ -237,6 +295,9 @@ def run(args: argparse.Namespace) -> int:
     if fleet is not None:
         return fleet
     path: str = args.path
+    if not Path(path).exists():
+        error(_PROG, f"no receipt journal or fleet store at {path!r}")
+        return 1
     try:
         if args.recover:
             # a file that is not a journal yet must not become one (opening creates the schema)

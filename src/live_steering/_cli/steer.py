@@ -3,22 +3,26 @@
 Sends one steer through a fleet store to whichever process owns SESSION, and prints the
 owner's receipt (C27): ``queued`` is durable when printed; ``unreachable`` means the
 owner did not decide before ``--timeout`` and never will (C28). Without
-``--generation`` the steer is anchored to the generation the owner runs now. Exit
-status: 0 accepted, 1 refused (the receipt says why), 2 for a usage or store error.
+``--generation`` the steer is anchored to the generation the owner runs now; when none
+runs it is answered as the library answers a submit no live owner decides: a repeat of
+a stored input gets its stored receipt, a new one is refused ``stale-generation``. It
+never creates a store (``_fleet.py``). Exit status: 0 accepted, 1 refused (the receipt
+says why), 2 for a usage or store error.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import sys
 from typing import Any
 
 import anyio
 
 from .._types import Input, Receipt
-from ..fleet import Fleet, FleetError, SQLiteFleet
+from ..fleet import FleetError
+from ._fleet import StoreProblem, check_store, fleet_at, store_arguments, timeout_argument, usage_error
+from ._output import error, json_line, printable
+
+_PROG = "live-steering steer"
 
 
 def register(subparsers: Any) -> None:
@@ -41,82 +45,46 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=run)
 
 
-def store_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--store PATH | --dsn DSN`` and ``SESSION`` (shared with ``live-steering stop``)."""
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--store", metavar="PATH", help="a SQLite fleet store (processes on one machine)")
-    where.add_argument("--dsn", metavar="DSN", help="a PostgreSQL fleet store (needs the 'postgres' extra)")
-    parser.add_argument("session", metavar="SESSION", help="the session id the owner runs")
-
-
-def timeout_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--timeout",
-        type=float,
-        default=10.0,
-        metavar="S",
-        help="seconds the owner has to decide (default 10)",
-    )
-
-
-def usage_error(args: argparse.Namespace, command: str) -> str | None:
-    """What is wrong with ``--timeout`` or ``--store`` before anything opens, or ``None``."""
-    if args.timeout <= 0:
-        return f"live-steering {command}: --timeout must be positive"
-    if args.store is not None and not os.path.isfile(args.store):
-        # opening would create an empty store: a mistyped path must not look like an idle session
-        return f"live-steering {command}: no fleet store at {args.store!r}"
-    return None
-
-
-def fleet_of(args: argparse.Namespace) -> Fleet:
-    if args.dsn is not None:
-        from ..fleet import PostgresFleet
-
-        return PostgresFleet(args.dsn, timeout=args.timeout)
-    return SQLiteFleet(args.store, timeout=args.timeout)
-
-
-class _NoGeneration(Exception):
-    pass
-
-
 async def _steer(args: argparse.Namespace) -> Receipt:
-    async with fleet_of(args) as fleet:
+    async with fleet_at(args.store, args.dsn, args.timeout) as fleet:
+        steer = Input("steer", args.text, id=args.id)
         generation = args.generation
         if generation is None:
             running = await fleet.generation(args.session)
-            if running is None:
-                raise _NoGeneration(args.session)
-            generation = running["id"]
-        return await fleet.submit(args.session, Input("steer", args.text, id=args.id), generation)
+            if running is not None:
+                generation = running["id"]
+            else:
+                # No generation runs: answered as the library answers a submit no live owner
+                # decides. A repeat of a stored input is anchored where it was accepted, so it
+                # gets its stored receipt (or identity-conflict); a new one is anchored to no
+                # generation and refused stale-generation, as it would be in-process.
+                stored = await fleet.receipt(args.session, args.id)
+                generation = "" if stored is None else stored.generation_id
+        return await fleet.submit(args.session, steer, generation)
 
 
 def run(args: argparse.Namespace) -> int:
-    problem = usage_error(args, "steer")
+    problem = usage_error(args)
     if problem is not None:
-        print(problem, file=sys.stderr)
+        error(_PROG, problem)
         return 2
     try:
+        check_store(args, _PROG)
         receipt = anyio.run(_steer, args)
-    except _NoGeneration:
-        print(
-            f"live-steering steer: session {args.session!r} runs no generation now "
-            "(no live owner, or between generations); pass --generation G to anchor anyway",
-            file=sys.stderr,
-        )
-        return 2
-    except (FleetError, ImportError) as exc:
-        print(f"live-steering steer: {exc}", file=sys.stderr)
+    except StoreProblem as exc:
+        error(_PROG, exc)
+        return exc.code
+    except FleetError as exc:
+        error(_PROG, exc)
         return 2
     if args.json:
-        print(json.dumps(receipt.to_dict(), ensure_ascii=False))
+        print(json_line(receipt.to_dict()))
     elif receipt.accepted:
         assert receipt.disposition is not None
         print(
-            f"{receipt.input_id}: {receipt.disposition.value}"
+            f"{printable(receipt.input_id)}: {receipt.disposition.value}"
             + (f" ({receipt.reason})" if receipt.reason else "")
         )
     else:
-        print(f"{receipt.input_id}: refused ({receipt.reason})")
+        print(f"{printable(receipt.input_id)}: refused ({receipt.reason})")
     return 0 if receipt.accepted else 1

@@ -5,22 +5,34 @@ owner calls ``runtime.stop`` in request order with the steers stored before it, 
 engine's next boundary ends the loop (``generation.stopped``), and what was pending is
 held. Without ``--generation`` it stops the generation the owner runs now. A command of
 its own rather than ``steer --stop``: a stop has no TEXT and no ``--id``, and its answer
-is not a receipt. Exit status: 0 stopped, 1 not stopped (the answer says why:
-``not-running``, ``no-owner``, ``unreachable``), 2 for a usage or store error.
+is not a receipt. With no generation running and none named, the answer is ``no-owner``
+when no live owner holds the session's lease (the owner's process died, or none took
+it), else ``not-running`` (the owner is between generations). Exit status: 0 stopped, 1
+not stopped (the answer says why: ``not-running``, ``no-owner``, ``unreachable``), 2 for
+a usage or store error.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from typing import Any
 
 import anyio
 
 from .._types import StopReason
-from ..fleet import NOT_RUNNING, FleetError, StopResult
-from .steer import fleet_of, store_arguments, timeout_argument, usage_error
+from ..fleet import NO_OWNER, NOT_RUNNING, FleetError, StopResult
+from ._fleet import (
+    StoreProblem,
+    check_store,
+    connect,
+    fleet_at,
+    store_arguments,
+    timeout_argument,
+    usage_error,
+)
+from ._output import error, json_line, printable
+
+_PROG = "live-steering stop"
 
 
 def register(subparsers: Any) -> None:
@@ -43,40 +55,54 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=run)
 
 
-async def _stop(args: argparse.Namespace) -> StopResult | None:
-    """The owner's answer; ``None`` if no generation runs now (and none was named)."""
-    async with fleet_of(args) as fleet:
+def _owner_live(args: argparse.Namespace) -> bool:
+    conn = connect(args.store, args.dsn, _PROG, unreachable=2)
+    try:
+        return conn.owner_live(args.session)
+    finally:
+        conn.close()
+
+
+async def _stop(args: argparse.Namespace) -> StopResult | str:
+    """The owner's answer; else why nothing was asked: no generation runs now (and none was named)."""
+    async with fleet_at(args.store, args.dsn, args.timeout) as fleet:
         generation = args.generation
         if generation is None:
             running = await fleet.generation(args.session)
             if running is None:
-                return None
+                # the probe ``fleet.recover`` makes: a lease held and not expired, its lock taken
+                live = await anyio.to_thread.run_sync(_owner_live, args)
+                return NOT_RUNNING if live else NO_OWNER
             generation = running["id"]
         return await fleet.stop(args.session, generation, StopReason(args.reason))
 
 
 def run(args: argparse.Namespace) -> int:
-    problem = usage_error(args, "stop")
+    problem = usage_error(args)
     if problem is not None:
-        print(problem, file=sys.stderr)
+        error(_PROG, problem)
         return 2
     try:
+        check_store(args, _PROG)
         result = anyio.run(_stop, args)
-    except (FleetError, ImportError) as exc:
-        print(f"live-steering stop: {exc}", file=sys.stderr)
+    except StoreProblem as exc:
+        error(_PROG, exc)
+        return exc.code
+    except FleetError as exc:
+        error(_PROG, exc)
         return 2
-    if args.json:
-        answer = {
-            "stopped": False if result is None else result.stopped,
-            "sessionId": args.session,
-            "generationId": None if result is None else result.generation_id,
-            "reason": NOT_RUNNING if result is None else result.reason,
-        }
-        print(json.dumps(answer, ensure_ascii=False))
-    elif result is None:
-        print(f"session {args.session!r} runs no generation now: nothing to stop")
-    elif result.stopped:
-        print(f"{result.generation_id}: stopped")
+    if isinstance(result, str):
+        answer = {"stopped": False, "sessionId": args.session, "generationId": None, "reason": result}
+        why = "has no live owner" if result == NO_OWNER else "runs no generation now"
+        text = f"session {printable(args.session)!r} {why}: nothing to stop ({result})"
     else:
-        print(f"{result.generation_id}: not stopped ({result.reason})")
-    return 0 if result is not None and result.stopped else 1
+        answer = {
+            "stopped": result.stopped,
+            "sessionId": args.session,
+            "generationId": result.generation_id,
+            "reason": result.reason,
+        }
+        generation = printable(result.generation_id)
+        text = f"{generation}: stopped" if result.stopped else f"{generation}: not stopped ({result.reason})"
+    print(json_line(answer) if args.json else text)
+    return 0 if answer["stopped"] else 1
