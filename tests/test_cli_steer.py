@@ -307,6 +307,14 @@ async def _owner_killed_mid_write(store: FleetStore, session: str, backend: str)
         conn.close()
 
 
+def _lease_sessions(store: FleetStore) -> list[str]:
+    conn = store.connection()
+    try:
+        return conn.lease_sessions()
+    finally:
+        conn.close()
+
+
 def _finals(out: str) -> dict[str, tuple[str, str | None]]:
     return {r["inputId"]: (r["disposition"], r["reason"]) for r in map(json.loads, out.splitlines())}
 
@@ -342,6 +350,11 @@ async def test_receipts_recover_finalises_a_dead_owners_session(
             "2 left queued: 1 held, 1 unknown (marked writing), reason runtime-lost"
         ) in said
         assert f"session {live!r}: its owner 'live-owner' is live: left alone" in said
+        sessions = len(await anyio.to_thread.run_sync(_lease_sessions, fleet_store))
+        assert (
+            f"recovered 1 of {sessions} sessions (their owner was dead); 1 with a live owner left alone, "
+            f"{sessions - 2} with no owner"
+        ) in said
         code, out, _ = await _cli(["receipts", *source, "--session", dead, "--json"], capsys)
         assert _finals(out) == {
             "a-1": ("applied", None),

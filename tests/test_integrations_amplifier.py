@@ -123,7 +123,11 @@ class Rig:
     async def execute(self, prompt: str = "Make the suite pass") -> None:
         self.results.append(
             await self.orchestrator.execute(
-                prompt, self.context, {"default": self.provider}, self.tools, self.hooks,
+                prompt,
+                self.context,
+                {"default": self.provider},
+                self.tools,
+                self.hooks,
                 coordinator=self.coordinator,
             )
         )
@@ -213,7 +217,10 @@ async def test_steer_during_a_tool_lands_in_the_next_provider_request() -> None:
         gen_id = rig.generation_id()
         receipt = await rig.steer()
         assert receipt.to_dict() == {
-            "accepted": True, "inputId": "s1", "generationId": gen_id, "disposition": "queued",
+            "accepted": True,
+            "inputId": "s1",
+            "generationId": gen_id,
+            "disposition": "queued",
         }
         tool_gate.release()
     second = rig.provider.requests[1]
@@ -369,7 +376,9 @@ async def test_unsupported_kind_and_stale_generation_are_refused() -> None:
     op = rig.history.invoke(Input("steer", STEER, id="late"), gen_id)
     refusals.append(rig.history.complete(op, await submit(op.input, gen_id)))
     assert [(r.accepted, r.reason) for r in refusals] == [
-        (False, "unsupported-kind"), (False, "stale-generation"), (False, "stale-generation"),
+        (False, "unsupported-kind"),
+        (False, "stale-generation"),
+        (False, "stale-generation"),
     ]
     assert rig.steers_in_context() == []
     assert rig.runtime.statistics().identities == 0
@@ -444,7 +453,9 @@ def test_steer_messages_are_valid_amplifier_messages() -> None:
     from amplifier_core.message_models import Message
 
     metadata: Mapping[str, Any] = {
-        "input_id": "s1", "target_generation_id": "gen-1", "delivery": "request_boundary",
+        "input_id": "s1",
+        "target_generation_id": "gen-1",
+        "delivery": "request_boundary",
     }
     message = Message(**{"role": "user", "content": STEER, "metadata": dict(metadata)})
     assert message.metadata == dict(metadata)

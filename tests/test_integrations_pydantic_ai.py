@@ -313,6 +313,9 @@ async def test_run_stream_cancels_a_continuation_when_its_block_is_left() -> Non
     assert (late.disposition, output) == ("queued", "First.")
     types = [e["type"] for e in history.events]
     assert types[-4:] == [
-        "generation.continued", "input.delivered", "steering.applied", "generation.cancelled",
+        "generation.continued",
+        "input.delivered",
+        "steering.applied",
+        "generation.cancelled",
     ]
     history.check(require_final=True).assert_ok()

@@ -62,7 +62,6 @@ DEFAULT_MAX_TEXT_CHARS: Final = 16_000
 DELIVERY: Final = "request_boundary"
 
 
-
 class InputState(enum.Enum):
     """Internal lifecycle of an accepted input; ``disposition`` is what hosts see."""
 
@@ -155,8 +154,6 @@ GENERATION_TRANSITIONS: Final[dict[tuple[Phase, GenerationAction], Phase]] = {
     (Phase.CLOSING, GenerationAction.CLOSE): Phase.CLOSING,
     (Phase.CLOSING, GenerationAction.END): Phase.ENDED,
 }
-
-
 
 
 class Ending(enum.Enum):

@@ -257,4 +257,3 @@ class AgentLoop:
             applied_input_ids=tuple(terminal.get("input_ids", ())),
             held_input_ids=tuple(terminal.get("accepted_input_ids", ())),
         )
-

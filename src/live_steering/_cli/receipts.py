@@ -203,18 +203,23 @@ async def _recover_fleet(args: argparse.Namespace, sessions: list[str]) -> list[
     """``Fleet.recover`` of each session whose owner is dead; one line per session, saying what it did."""
     lines: list[str] = []
     lost = HoldReason.RUNTIME_LOST.value
+    recovered = live = free = 0
     async with fleet_at(args.path, args.dsn) as fleet:
         for session in sessions:
             shown = repr(printable(session))
             lease = await fleet.lease(session)
             if lease is None or lease.node_id is None:
-                lines.append(f"session {shown}: no owner holds it: nothing to recover")
+                free += 1
+                if args.session is not None:  # every session: counted in the summary, not listed
+                    lines.append(f"session {shown}: no owner holds it: nothing to recover")
                 continue
             queued = await fleet.entries(session_id=session, disposition=Disposition.QUEUED)
             owner = repr(printable(lease.node_id))
             if not await fleet.recover(session):
+                live += 1
                 lines.append(f"session {shown}: its owner {owner} is live: left alone")
                 continue
+            recovered += 1
             mark = {(e.runtime_no, e.input_id) for e in queued}
             final = [e for e in await fleet.entries(session_id=session) if (e.runtime_no, e.input_id) in mark]
             finalised = [e for e in final if e.reason == lost]
@@ -227,6 +232,11 @@ async def _recover_fleet(args: argparse.Namespace, sessions: list[str]) -> list[
                     f"reason {lost}"
                 )
             lines.append(f"recovered session {shown}: its owner {owner} is dead; {left}")
+    if args.session is None:
+        lines.append(
+            f"recovered {recovered} of {len(sessions)} sessions (their owner was dead); "
+            f"{live} with a live owner left alone, {free} with no owner"
+        )
     return lines
 
 

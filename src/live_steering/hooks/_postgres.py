@@ -110,6 +110,8 @@ def _close_parked() -> None:
     """The process ends: its parked claims' liveness locks go with it (as a pid does on SQLite)."""
     while _PARKED:
         _PARKED.pop().close()
+
+
 _TABLES = re.compile(r"(?<![\w.])(sessions|instructions|events)(?!\w)")
 _TRANSLATED: dict[str, str] = {}
 
