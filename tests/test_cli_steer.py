@@ -264,12 +264,17 @@ def test_an_empty_database_is_no_fleet_store(postgres_dsn: str, capsys: pytest.C
 
 
 def test_receipts_names_both_kinds_of_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """receipts on a missing path says neither a journal nor a fleet store is there (exit 1)."""
+    """receipts on a missing path says neither a journal nor a fleet store is there, on a directory
+    that it is one (exit 1)."""
     missing = tmp_path / "fleet.db"
     assert main(["receipts", str(missing)]) == 1
     assert (
         capsys.readouterr().err
         == f"live-steering receipts: no receipt journal or fleet store at {str(missing)!r}\n"
+    )
+    assert main(["receipts", str(tmp_path)]) == 1
+    assert capsys.readouterr().err == (
+        f"live-steering receipts: {str(tmp_path)!r} is a directory, not a receipt journal or fleet store\n"
     )
 
 

@@ -305,6 +305,9 @@ def run(args: argparse.Namespace) -> int:
     if fleet is not None:
         return fleet
     path: str = args.path
+    if Path(path).is_dir():
+        error(_PROG, f"{path!r} is a directory, not a receipt journal or fleet store")
+        return 1
     if not Path(path).exists():
         error(_PROG, f"no receipt journal or fleet store at {path!r}")
         return 1
