@@ -136,21 +136,27 @@ def test_demo_json_stdout_has_nothing_else_in_a_subprocess(backend: str) -> None
     check_event_stream([json.loads(line) for line in proc.stdout.splitlines()])
 
 
-def test_demo_json_into_a_closed_pipe_exits_quietly() -> None:
-    """`demo --json | head -0`: a reader already gone makes no crash and no traceback (exit 0)."""
+def _into_closed_pipe(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``live-steering ARGS`` with its stdout a pipe whose reader is already gone."""
     read_end, write_end = os.pipe()
     os.close(read_end)  # every write now fails with EPIPE, deterministically
     try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "live_steering._cli", "demo", "--json"],
+        return subprocess.run(
+            [sys.executable, "-m", "live_steering._cli", *args],
             stdout=write_end,
             stderr=subprocess.PIPE,
             text=True,
             timeout=60,
             check=False,
+            env=env,
         )
     finally:
         os.close(write_end)
+
+
+def test_demo_json_into_a_closed_pipe_exits_quietly() -> None:
+    """`demo --json | head -0`: a reader already gone makes no crash and no traceback (exit 0)."""
+    proc = _into_closed_pipe("demo", "--json")
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
 
@@ -179,19 +185,8 @@ def test_demo_fleet_into_a_closed_pipe_exits_quietly() -> None:
     """`demo --fleet | head`: a reader gone ends the output quietly (exit 0, no traceback), and the
     run still ends its worker process and removes its temporary store."""
     folder = tempfile.mkdtemp(prefix="ls-")  # short: the nodes' Unix sockets live under it too
-    read_end, write_end = os.pipe()
-    os.close(read_end)  # every write now fails with EPIPE, deterministically
     try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "live_steering._cli", "demo", "--fleet"],
-            stdout=write_end,
-            stderr=subprocess.PIPE,
-            text=True,
-            timeout=60,
-            check=False,
-            env={**os.environ, "TMPDIR": folder},
-        )
-        os.close(write_end)
+        proc = _into_closed_pipe("demo", "--fleet", env={**os.environ, "TMPDIR": folder})
         assert proc.returncode == 0, proc.stderr
         assert "Traceback" not in proc.stderr
         assert not [name for name in os.listdir(folder) if name.startswith("live-steering-fleet-")]

@@ -343,7 +343,9 @@ async def test_receipts_recover_finalises_a_dead_owners_session(
         assert code == 0
         notes = err.splitlines()
         assert len(notes) == 2, notes
-        assert f"note: 1 queued in session {live!r}, held by its live owner: they may still change" in notes
+        assert (
+            f"note: 1 queued in session {live!r}, whose live owner has them: they may still change" in notes
+        )
         (dead_note,) = [note for note in notes if f"session {dead!r}" in note]
         assert dead_note.startswith(f"note: 2 queued in session {dead!r}, left by an owner that died; ")
         assert f"--session {dead} --recover' makes them 1 unknown (marked writing), 1 held" in dead_note
@@ -370,6 +372,9 @@ async def test_receipts_recover_finalises_a_dead_owners_session(
         assert _finals(out) == {"w-1": ("queued", None)}
         code, _, err = await _cli(["receipts", *source, "--session", dead, "--recover"], capsys)
         assert (code, err) == (0, f"session {dead!r}: no owner holds it: nothing to recover\n")
+        code, out, err = await _cli(["receipts", *source, "--session", "", "--recover"], capsys)
+        assert (code, out) == (2, "")
+        assert err.startswith("live-steering receipts: --session must be")
 
 
 async def test_receipts_needs_exactly_one_source(capsys: pytest.CaptureFixture[str]) -> None:

@@ -34,6 +34,7 @@ from typing import Any
 import anyio
 
 from .._types import Disposition, HoldReason
+from .._validate import checked_id
 from ..fleet import FleetError
 from ..fleet._store import StoreConnection, read_sqlite_receipts
 from ..journal import (
@@ -252,7 +253,7 @@ def _queued_notes(
         shown = repr(printable(session))
         if conn.owner_live(session):
             yield (
-                f"note: {len(queued)} queued in session {shown}, held by its live owner: "
+                f"note: {len(queued)} queued in session {shown}, whose live owner has them: "
                 "they may still change"
             )
         else:
@@ -267,6 +268,12 @@ def _run_fleet(args: argparse.Namespace) -> int | None:
     """List (and with ``--recover`` first recover) a fleet store; ``None`` when PATH is a receipt journal."""
     if args.dsn is None and not _is_fleet_file(args.path):
         return None
+    if args.recover and args.session is not None:
+        try:
+            checked_id(args.session, "--session")  # the library's rule: a usage error, not a traceback
+        except ValueError as exc:
+            error(_PROG, exc)
+            return 2
     try:
         conn = connect(args.path, args.dsn, _PROG, unreachable=1)
     except StoreProblem as exc:
