@@ -18,8 +18,9 @@ import anyio.lowlevel
 import pytest
 
 from fleet_helpers import EXPECTED_REASONS, FleetStore, LocalEngine, new_session, script
-from live_steering import Disposition, Input, LiveRuntime, Receipt
+from live_steering import Disposition, Input, LiveRuntime, Receipt, UnknownInputError
 from live_steering.fleet import UNREACHABLE, FleetError, LeaseHeldError, SQLiteFleet
+from live_steering.fleet._sqlite import socket_dir
 
 #: These tests leave generations with steers pending on purpose, to see them held across the
 #: store (C17, C23); the library's warning for a forgotten checkpoint decision is not their subject.
@@ -437,6 +438,39 @@ async def test_own_refuses_a_used_runtime_and_bad_arguments(tmp_path: Any) -> No
         SQLiteFleet(tmp_path / "f.db", ttl=0)
     with pytest.raises(ValueError, match="file path"):
         SQLiteFleet(":memory:")
+    with pytest.raises(ValueError, match="file path"):
+        SQLiteFleet("")  # SQLite's private temporary database: nothing would be shared
+
+
+async def test_wait_final_of_an_unknown_id_raises_as_in_process(fleet_store: FleetStore) -> None:
+    """fleet.wait_final of an id the session never accepted raises UnknownInputError, as
+    LiveRuntime.wait_final does (it can never become final)."""
+    session = new_session()
+    async with fleet_store.fleet("owner") as owner, owner.own(LiveRuntime(session_id=session)):
+        with pytest.raises(UnknownInputError, match="never accepted"):
+            await owner.wait_final(session, "no-such-id")
+
+
+async def test_a_store_opened_through_a_symlink_wakes_the_same_nodes(tmp_path: Any) -> None:
+    """Every name of one SQLite file (a symlink, a path with ``..``) reaches the same nodes'
+    wake-up sockets: the owner answers at once, not at its next poll."""
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    session = new_session()
+    async with (
+        SQLiteFleet(tmp_path / "real" / "f.db", node_id="owner", ttl=120, poll_interval=60) as owner,
+        owner.own(LiveRuntime(session_id=session)) as runtime,
+        runtime.open_generation("g1") as gen,
+    ):
+        await owner.flush(session)
+        for i, path in enumerate((tmp_path / "link" / "f.db", tmp_path / "real" / ".." / "real" / "f.db")):
+            async with SQLiteFleet(path, node_id=f"host-{i}", poll_interval=60) as host:
+                with anyio.fail_after(10):  # without its wake-up the owner would look in 60 s
+                    receipt = await host.submit(session, Input("steer", "x", id=f"x{i}"), "g1")
+                assert receipt.disposition is Disposition.QUEUED
+        gen.stop()
+    folder = anyio.Path(socket_dir(str(tmp_path / "real" / "f.db")))
+    assert not await folder.exists()  # the last node of the store removed it
 
 
 def test_importing_the_fleet_never_imports_psycopg() -> None:

@@ -35,6 +35,7 @@ import anyio.abc
 import anyio.lowlevel
 import attrs
 
+from .._errors import UnknownInputError
 from .._runtime import LiveRuntime
 from .._types import Disposition, Input, Receipt, StopReason
 from .._validate import checked_id, plain_str
@@ -312,8 +313,13 @@ class Fleet(abc.ABC):
         }
 
     async def lease(self, session_id: str) -> Lease | None:
-        """The session's lease as stored now, or ``None`` if no node ever owned it."""
-        return await self._call(self._store().read_lease, checked_id(session_id, "session_id"))
+        """The session's lease as stored now, or ``None`` if no node ever owned it.
+
+        ``live`` is False for a free or expired lease, and for an owner whose process is gone
+        (``kill -9``), though its lease has not expired yet: the owner's liveness lock is
+        probed (an ``flock`` beside a SQLite store, an advisory lock on PostgreSQL).
+        """
+        return await self._call(self._store().probed_lease, checked_id(session_id, "session_id"))
 
     async def generation(self, session_id: str) -> dict[str, Any] | None:
         """``{"id": ...}`` of the generation the session's live owner runs, else ``None`` (C2)."""
@@ -345,14 +351,15 @@ class Fleet(abc.ABC):
         generation_id = plain_str(generation_id)
         deadline = anyio.current_time() + (self.timeout if timeout is None else timeout)
         await anyio.lowlevel.checkpoint_if_cancelled()  # cancelled already: nothing is stored (C8)
-        started = await self._insert(Submission(session_id, input, input_digest(input), generation_id))
+        submission = Submission(session_id, input, input_digest(input), generation_id)
+        started = await self._insert(submission)
         if isinstance(started, Receipt):
             self._without_owner += 1
             # Answered without an owner by an insert run in the event loop, which may not have
             # yielded: every awaited submit lets the other tasks run (C8).
             await anyio.lowlevel.cancel_shielded_checkpoint()
             return started
-        decided = await self._decision(started, deadline)
+        decided = await self._decision(started, deadline, submission)
         if decided is not None:
             return decided
         return Receipt(False, input.id, generation_id, None, UNREACHABLE)
@@ -390,13 +397,20 @@ class Fleet(abc.ABC):
         if isinstance(started, Receipt):
             await anyio.lowlevel.cancel_shielded_checkpoint()  # as submit's (C8)
             return StopResult(False, session_id, generation_id, started.reason)
-        decided = await self._decision(started, deadline)
+        decided = await self._decision(started, deadline, stop)
         if decided is None:
             return StopResult(False, session_id, generation_id, UNREACHABLE)
         return StopResult(decided.accepted, session_id, generation_id, decided.reason)
 
-    async def _decision(self, request_no: int, deadline: float) -> Receipt | None:
-        """Wait for the owner's answer to a stored request; ``None``: withdrawn at the deadline."""
+    async def _decision(self, request_no: int, deadline: float, submission: Submission) -> Receipt | None:
+        """Wait for the owner's answer to a stored request; ``None``: withdrawn at the deadline.
+
+        At each poll without an answer, the owner's liveness lock is probed: an owner killed
+        after the request was stored decides nothing, so the session is finalised (C23), the
+        request withdrawn and answered as a node with no owner answers it (a repeat its stored
+        receipt, a new input ``stale-generation``, a stop ``no-owner``): within the poll
+        interval of the death, instead of ``unreachable`` at the deadline.
+        """
         self._submitted += 1
         store = self._store()
         early = self._early.pop(request_no, None)
@@ -418,6 +432,9 @@ class Fleet(abc.ABC):
                 decided = await self._call(store.request_receipt, request_no)
                 if decided is not None:
                     return decided
+                if await self._call(store.owner_died, submission.session_id):
+                    with anyio.CancelScope(shield=True):
+                        return await self._after_owner_died(request_no, submission)
             with anyio.CancelScope(shield=True):
                 decided = await self._call(store.withdraw, request_no)
             if decided is None:
@@ -429,6 +446,15 @@ class Fleet(abc.ABC):
             raise
         finally:
             self._replies.pop(request_no, None)
+
+    async def _after_owner_died(self, request_no: int, submission: Submission) -> Receipt:
+        store = self._store()
+        await self._call(store.recover, submission.session_id)
+        decided = await self._call(store.withdraw, request_no)
+        if decided is not None:  # a new owner took the session over and decided it first
+            return decided
+        self._without_owner += 1
+        return await self._call(store.answer_without_owner, submission)
 
     async def _insert(self, submission: Submission) -> Receipt | int:
         """Store one request in a group insert (one transaction for every submit waiting).
@@ -514,8 +540,9 @@ class Fleet(abc.ABC):
         """Wait until an accepted input is ``applied``, ``held`` or ``unknown``; its receipt.
 
         If its owner died meanwhile, this node finalises the session (C23) rather than wait
-        for a new owner. Raises ``KeyError`` for an id the session never accepted; bound
-        the wait with ``anyio.fail_after``.
+        for a new owner. Raises ``UnknownInputError`` (a ``LookupError``) for an id the
+        session never accepted, as ``LiveRuntime.wait_final`` does; bound the wait with
+        ``anyio.fail_after``.
         """
         session_id = checked_id(session_id, "session_id")
         input_id = plain_str(input_id, "input_id")
@@ -524,7 +551,9 @@ class Fleet(abc.ABC):
         while True:
             receipt = await self._call(store.receipt, session_id, input_id)
             if receipt is None:
-                raise KeyError(input_id)
+                raise UnknownInputError(
+                    f"session {session_id!r} never accepted input {input_id!r}: it can never be final"
+                )
             if receipt.disposition is not Disposition.QUEUED:
                 return receipt
             if session_id not in self._owners:  # a dead owner's inputs: finalise them here (C23)

@@ -22,7 +22,6 @@ import sqlite3
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any, Final, TypeVar
 
 import anyio
@@ -55,8 +54,12 @@ def _hash(text: str, n: int = 20) -> str:
 
 
 def socket_dir(path: str) -> str:
-    """Where the nodes of the store at ``path`` bind their wake-up sockets (short enough for AF_UNIX)."""
-    return os.path.join(tempfile.gettempdir(), f"live-steering-{_hash(str(Path(path).absolute()), 16)}")
+    """Where the nodes of the store at ``path`` bind their wake-up sockets (short enough for AF_UNIX).
+
+    Named from the store's real path (symlinks and ``..`` resolved), so every name of one file
+    reaches the same nodes: named from the path as given, a host that opened the store through
+    a symlink sent its wake-ups where no owner listened (each submit then waited for a poll)."""
+    return os.path.join(tempfile.gettempdir(), f"live-steering-{_hash(os.path.realpath(path), 16)}")
 
 
 def node_socket(path: str, node_id: str) -> str:
@@ -286,8 +289,8 @@ class SQLiteFleet(Fleet):
     def __init__(self, path: str | os.PathLike[str], **options: Any) -> None:
         super().__init__(**options)
         self.path: str = os.fspath(path)
-        if self.path == ":memory:" or self.path.startswith("file:"):
-            raise ValueError("a SQLite fleet needs a file path that every process opens")
+        if self.path in ("", ":memory:") or self.path.startswith("file:"):
+            raise ValueError(f"a SQLite fleet needs a file path that every process opens, got {self.path!r}")
 
     @property
     def location(self) -> str:
@@ -317,11 +320,20 @@ class SQLiteFleet(Fleet):
         return path
 
     async def _listen(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
-        path = await anyio.to_thread.run_sync(self._free_socket_path)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        path: str | None = None  # set once this node's socket is bound: its file to remove
         try:
             sock.setblocking(False)
-            sock.bind(path)
+            for attempt in range(3):
+                free = await anyio.to_thread.run_sync(self._free_socket_path)
+                try:
+                    sock.bind(free)
+                except FileNotFoundError:  # the folder's last other node removed it just now
+                    if attempt == 2:
+                        raise
+                else:
+                    path = free
+                    break
             task_status.started()
             while True:
                 # Each wake-up is handled in the step that read it, and the socket re-armed
@@ -338,5 +350,8 @@ class SQLiteFleet(Fleet):
                         self._dispatch(data.decode("utf-8", "surrogatepass"))
         finally:
             sock.close()
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
+            if path is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+                with contextlib.suppress(OSError):  # not empty: other nodes of the store listen there
+                    os.rmdir(os.path.dirname(path))

@@ -447,6 +447,27 @@ class StoreConnection(abc.ABC):
             session_id, node, int(epoch), float(expires), generation, node is not None and expires >= now
         )
 
+    def probed_lease(self, session_id: str) -> Lease | None:
+        """``read_lease``, with ``live`` False also when the owner's process is gone (its liveness
+        lock is free: ``kill -9`` drops it at once, while the lease stays unexpired for up to
+        its TTL). A read and a lock probe; writes nothing."""
+        lease = self.read_lease(session_id)
+        if lease is not None and lease.live and self._owner_gone(session_id):
+            return attrs.evolve(lease, live=False)
+        return lease
+
+    def owner_died(self, session_id: str) -> bool:
+        """True if the lease is unexpired but its owner's process is gone (see ``probed_lease``);
+        an owner that is only stopped or slow keeps its lock and is not reported."""
+        lease = self.read_lease(session_id)
+        return lease is not None and lease.live and self._owner_gone(session_id)
+
+    def _owner_gone(self, session_id: str) -> bool:
+        if self.holds_session_lock(session_id) or not self.try_session_lock(session_id):
+            return False  # this connection owns it, or a live process holds its lock
+        self.release_session_lock(session_id)
+        return True
+
     def take(self, session_id: str, node_id: str, ttl: float) -> Taken | None:
         """Take the lease if free, expired or held by a dead process; None if a live owner holds it.
 
@@ -920,6 +941,14 @@ class StoreConnection(abc.ABC):
     async def submit_async(self, node_id: str, items: Sequence[Submission]) -> list[Receipt | int]:
         """``submit``, awaited (the caller holds the connection's limiter)."""
         return await anyio.to_thread.run_sync(self.submit, node_id, items)
+
+    def answer_without_owner(self, item: Submission) -> Receipt:
+        """The answer to ``item`` from the stored receipts, as if no live owner held the lease."""
+        answer = self.answer_without_owner_at_once(item)
+        if answer is not None:
+            return answer
+        with self._reading():
+            return self._answer_without_owner(item)
 
     def _answer_without_owner(self, item: Submission) -> Receipt:
         answer = self.answer_without_owner_at_once(item)
