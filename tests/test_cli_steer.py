@@ -306,7 +306,7 @@ async def _owner_killed_mid_write(store: FleetStore, session: str, backend: str)
     conn = store.connection()
     try:
         with anyio.fail_after(10):  # PostgreSQL frees the dead backend's lock once it sees the EOF
-            while await anyio.to_thread.run_sync(conn.owner_live, session):  # noqa: ASYNC110 - polls the store
+            while not await anyio.to_thread.run_sync(conn.owner_died, session):  # noqa: ASYNC110 - polls the store
                 await anyio.sleep(0.01)
     finally:
         conn.close()
@@ -359,7 +359,7 @@ async def test_receipts_recover_finalises_a_dead_owners_session(
         assert f"session {live!r}: its owner 'live-owner' is live: left alone" in said
         sessions = len(await anyio.to_thread.run_sync(_lease_sessions, fleet_store))
         assert (
-            f"recovered 1 of {sessions} sessions (their owner was dead); 1 with a live owner left alone, "
+            f"{sessions} sessions: 1 recovered (owner dead), 1 left alone (live owner), "
             f"{sessions - 2} with no owner"
         ) in said
         code, out, _ = await _cli(["receipts", *source, "--session", dead, "--json"], capsys)

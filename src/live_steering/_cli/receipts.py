@@ -235,8 +235,8 @@ async def _recover_fleet(args: argparse.Namespace, sessions: list[str]) -> list[
             lines.append(f"recovered session {shown}: its owner {owner} is dead; {left}")
     if args.session is None:
         lines.append(
-            f"recovered {recovered} of {len(sessions)} sessions (their owner was dead); "
-            f"{live} with a live owner left alone, {free} with no owner"
+            f"{len(sessions)} sessions: {recovered} recovered (owner dead), "
+            f"{live} left alone (live owner), {free} with no owner"
         )
     return lines
 
@@ -251,7 +251,8 @@ def _queued_notes(
             by_session.setdefault(entry.session_id, []).append(entry)
     for session, queued in by_session.items():
         shown = repr(printable(session))
-        if conn.owner_live(session):
+        lease = conn.probed_lease(session)  # live: held, unexpired, its owner's lock taken
+        if lease is not None and lease.live:
             yield (
                 f"note: {len(queued)} queued in session {shown}, whose live owner has them: "
                 "they may still change"

@@ -24,7 +24,6 @@ from ..fleet import NO_OWNER, NOT_RUNNING, FleetError, StopResult
 from ._fleet import (
     StoreProblem,
     check_store,
-    connect,
     fleet_at,
     store_arguments,
     timeout_argument,
@@ -55,14 +54,6 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=run)
 
 
-def _owner_live(args: argparse.Namespace) -> bool:
-    conn = connect(args.store, args.dsn, _PROG, unreachable=2)
-    try:
-        return conn.owner_live(args.session)
-    finally:
-        conn.close()
-
-
 async def _stop(args: argparse.Namespace) -> StopResult | str:
     """The owner's answer; else why nothing was asked: no generation runs now (and none was named)."""
     async with fleet_at(args.store, args.dsn, args.timeout) as fleet:
@@ -70,9 +61,10 @@ async def _stop(args: argparse.Namespace) -> StopResult | str:
         if generation is None:
             running = await fleet.generation(args.session)
             if running is None:
-                # the probe ``fleet.recover`` makes: a lease held and not expired, its lock taken
-                live = await anyio.to_thread.run_sync(_owner_live, args)
-                return NOT_RUNNING if live else NO_OWNER
+                # a live owner between generations, or none: a lease free, expired, or left by a
+                # process that died (``lease`` probes the owner's liveness lock)
+                lease = await fleet.lease(args.session)
+                return NOT_RUNNING if lease is not None and lease.live else NO_OWNER
             generation = running["id"]
         return await fleet.stop(args.session, generation, StopReason(args.reason))
 

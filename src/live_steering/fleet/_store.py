@@ -1082,17 +1082,6 @@ class StoreConnection(abc.ABC):
             rows = self.execute("SELECT session_id FROM ls_leases ORDER BY session_id").fetchall()
         return [row[0] for row in rows]
 
-    def owner_live(self, session_id: str) -> bool:
-        """True while a live owner holds the session's lease: held, not expired, and its liveness
-        lock taken. ``recover`` leaves exactly these alone. A read and a lock probe, no write."""
-        lease = self.read_lease(session_id)
-        if lease is None or not lease.live:
-            return False
-        if self.holds_session_lock(session_id) or not self.try_session_lock(session_id):
-            return True
-        self.release_session_lock(session_id)  # free: its holder died
-        return False
-
 
 def wall_clock() -> float:
     return time.time()
