@@ -21,8 +21,14 @@ def shown_in_docs(path: Path) -> bool:
 #: The framework integrations' examples (docs/integrations/): the frameworks are asyncio-only,
 #: so these take no argument and run on asyncio.
 ASYNCIO_ONLY = [path for path in EXAMPLES if path.name.startswith("integration_")]
+#: Shown whole in docs/fleet.md, but they need a database or a second shell: tests/test_examples_fleet.py.
+OWN_TESTS = {"fleet_postgres.py", "fleet_worker.py"}
 #: Shown whole in docs/; they take the anyio backend as their only argument.
-DOC_EXAMPLES = [path for path in EXAMPLES if shown_in_docs(path) and path not in ASYNCIO_ONLY]
+DOC_EXAMPLES = [
+    path
+    for path in EXAMPLES
+    if shown_in_docs(path) and path not in ASYNCIO_ONLY and path.name not in OWN_TESTS
+]
 #: Any other script in examples/ (for example a feature's client): run as its docstring says.
 OTHER_EXAMPLES = [path for path in EXAMPLES if not shown_in_docs(path)]
 

@@ -90,6 +90,9 @@ def run(args: argparse.Namespace) -> int:
     if not any(isinstance(h, logging.NullHandler) for h in journal_log.handlers):
         journal_log.addHandler(logging.NullHandler())
     progress = sys.stderr if steers is not None and steers >= PROGRESS_FROM else None
+    if args.backend == "trio" and not _trio_installed():
+        error(_PROG, TRIO_MISSING)
+        return 2
     if args.fleet:
         ignored = [
             flag for flag, given in _FLEET_REFUSES.items() if getattr(args, given) not in (None, False)
@@ -124,6 +127,21 @@ def run(args: argparse.Namespace) -> int:
         error(_PROG, found)
         return 2 if isinstance(found, JournalCorruptError) else 1
     return 0
+
+
+#: What ``--backend trio`` says when trio is not installed (anyio's own error is a ``LookupError``).
+TRIO_MISSING = (
+    "--backend trio needs trio: pip install 'live-steering[trio]' "
+    "(in a checkout: .venv/bin/pip install -e '.[trio]')"
+)
+
+
+def _trio_installed() -> bool:
+    try:
+        import trio  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def _expected(exc: BaseException) -> BaseException | None:
