@@ -178,3 +178,42 @@ async def test_the_listener_reads_every_wake_up_of_a_burst(
                 await anyio.lowlevel.checkpoint()
         assert seen == [f"w{session}-{n}" for n in range(8)]
         owner._dispatch = dispatch  # type: ignore[method-assign]
+
+
+async def test_an_interrupted_caller_waits_for_its_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A KeyboardInterrupt at the caller's wait (trio raises Ctrl-C at the main task's checkpoint)
+    is raised once the call ended, its worker given back: the call's connection is never closed
+    under it (which crashed the process: SIGSEGV in sqlite3)."""
+    started, release = threading.Event(), threading.Event()
+    ended: list[str] = []
+    real_wait = anyio.wait_readable
+    interrupts = [KeyboardInterrupt()]
+
+    async def wait_readable(obj: socket.socket) -> None:
+        if interrupts:
+            await anyio.to_thread.run_sync(started.wait)
+            release.set()  # the call may end now; the caller is interrupted first
+            raise interrupts.pop()
+        await real_wait(obj)
+
+    monkeypatch.setattr(anyio, "wait_readable", wait_readable)
+
+    def slow() -> str:
+        release.wait()
+        ended.append("call")
+        return "done"
+
+    def start_then_slow() -> str:
+        started.set()
+        return slow()
+
+    async def caller() -> None:
+        try:
+            await _threads.run_sync(start_then_slow)
+        finally:
+            ended.append("caller")
+
+    with pytest.raises(KeyboardInterrupt):
+        await caller()
+    assert ended == ["call", "caller"]
+    assert await _threads.run_sync(lambda: "free") == "free"

@@ -10,8 +10,9 @@ two wake-ups the kernel must make anyway (``benchmarks``: ``--fleet``, ``remote_
 
 The pool keeps idle threads for ``IDLE_SECONDS`` (as anyio's does), each used by one call
 at a time. A call always runs to its end: cancelling the caller waits for the thread and
-then re-raises (anyio's ``abandon_on_cancel=False``), so a connection is never left in use
-by a thread nobody waits for.
+then re-raises (anyio's ``abandon_on_cancel=False``), and so does a KeyboardInterrupt raised
+at the wait (trio delivers Ctrl-C at the main task's checkpoint; ``trio.to_thread`` defers it),
+so a connection is never left in use by a thread nobody waits for.
 """
 
 from __future__ import annotations
@@ -95,27 +96,43 @@ def _forget_after_fork() -> None:
 os.register_at_fork(after_in_child=_forget_after_fork)
 
 
+def _wait_here(worker: _Worker) -> None:
+    """Block until the call ends (the caller can no longer await: its coroutine is closing)."""
+    worker.done.setblocking(True)
+    try:
+        worker.done.recv(1)
+    finally:
+        worker.done.setblocking(False)
+
+
 async def run_sync(function: Callable[..., _T], *args: Any) -> _T:
     """``function(*args)`` on a pooled thread; its result, or its exception raised here."""
+    interrupts = (anyio.get_cancelled_exc_class(), KeyboardInterrupt, SystemExit)
     worker = _take()
     worker.jobs.put((function, args))
-    cancelled: BaseException | None = None
+    interrupted: BaseException | None = None
     while True:
         try:
-            with anyio.CancelScope(shield=cancelled is not None):
+            with anyio.CancelScope(shield=interrupted is not None):
                 await anyio.wait_readable(worker.done)
             worker.done.recv(1)
         except BlockingIOError:  # woken without the byte: wait again
             continue
-        except anyio.get_cancelled_exc_class() as exc:
-            cancelled = exc  # the call runs to its end first
+        except interrupts as exc:  # cancelled, or Ctrl-C at trio's checkpoint: the call ends first
+            if interrupted is None:
+                interrupted = exc
             continue
+        except BaseException:  # the wait itself cannot go on (GeneratorExit, its loop gone)
+            _wait_here(worker)
+            worker.outcome = (False, None)
+            _give_back(worker)
+            raise
         break
     ok, value = worker.outcome
     worker.outcome = (False, None)
     _give_back(worker)
-    if cancelled is not None:
-        raise cancelled
+    if interrupted is not None:
+        raise interrupted
     if not ok:
         raise value
     return value  # type: ignore[no-any-return]
