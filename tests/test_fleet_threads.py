@@ -18,8 +18,8 @@ import anyio.lowlevel
 import pytest
 
 from fleet_helpers import new_session
-from live_steering import LiveRuntime
-from live_steering.fleet import SQLiteFleet, _sqlite, _threads
+from live_steering import Disposition, Input, LiveRuntime
+from live_steering.fleet import FleetError, SQLiteFleet, _sqlite, _threads
 from live_steering.fleet._sqlite import SQLiteConnection, node_socket
 
 pytestmark = pytest.mark.anyio
@@ -217,3 +217,91 @@ async def test_an_interrupted_caller_waits_for_its_call(monkeypatch: pytest.Monk
         await caller()
     assert ended == ["call", "caller"]
     assert await _threads.run_sync(lambda: "free") == "free"
+
+
+async def test_calls_beyond_the_pool_run_on_anyio_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At most MAX_THREADS pool threads exist; the calls beyond them still run, on anyio's threads."""
+    idle, alive = len(_threads._idle), _threads._alive  # left by earlier tests: reused first
+    monkeypatch.setattr(_threads, "MAX_THREADS", alive + 2)
+    gate = threading.Event()
+    names: dict[int, str] = {}
+
+    def wait_then(n: int) -> int:
+        names[n] = threading.current_thread().name
+        gate.wait()
+        return n
+
+    results: dict[int, int] = {}
+
+    async def call(n: int) -> None:
+        results[n] = await _threads.run_sync(wait_then, n)
+
+    async with anyio.create_task_group() as tg:
+        for n in range(idle + 5):
+            tg.start_soon(call, n)
+        await anyio.wait_all_tasks_blocked()
+        assert list(names.values()).count("live-steering-commit") == idle + 2  # 3 on anyio's
+        gate.set()
+    assert results == {n: n for n in range(idle + 5)}
+    assert _threads._alive == alive + 2
+
+
+async def test_a_refused_thread_or_socket_pair_falls_back_to_anyio(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Out of descriptors (EMFILE) for a new worker: the call runs on anyio's threads instead of
+    failing the owner's commit."""
+    monkeypatch.setattr(_threads, "_idle", [])
+    monkeypatch.setattr(_threads, "_alive", 0)
+
+    def no_descriptors() -> None:
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(_threads, "_Worker", no_descriptors)
+    assert await _threads.run_sync(lambda: threading.current_thread().name) != "live-steering-commit"
+    assert _threads._alive == 0  # the refused worker is not counted
+
+
+async def test_a_malformed_wake_up_never_ends_the_node(tmp_path: Path) -> None:
+    """Any local process can send to a node's socket: bytes that are not UTF-8, or a reply too
+    deeply nested to parse, are ignored (logged) and the node goes on answering."""
+    path = str(tmp_path / "fleet.db")
+    session = new_session()
+    async with (
+        SQLiteFleet(path, node_id="owner") as owner,
+        owner.own(LiveRuntime(session_id=session)) as runtime,
+        runtime.open_generation("g1") as gen,
+        SQLiteFleet(path, node_id="host") as host,
+    ):
+        await owner.flush(session)
+        sender = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        try:
+            for target in ("owner", "host"):
+                sender.sendto(b"\xff\xfe", node_socket(path, target))
+                sender.sendto(b"r1 " + b"[" * 60_000, node_socket(path, target))
+        finally:
+            sender.close()
+        for n in range(3):  # the listeners have read the bad ones by the second round trip
+            receipt = await host.submit(session, Input("steer", "x", id=f"x{n}"), "g1")
+            assert receipt.disposition is Disposition.QUEUED
+        gen.stop()
+
+
+async def test_a_node_id_bound_meanwhile_is_refused_and_left_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A socket bound by another process between the probe and the bind: the node refuses to open
+    (FleetError naming the id) and leaves the other process's socket in place."""
+    path = str(tmp_path / "fleet.db")
+    taken = node_socket(path, "twin")
+    os.makedirs(os.path.dirname(taken), mode=0o700, exist_ok=True)
+    other = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    other.bind(taken)
+    try:
+        monkeypatch.setattr(SQLiteFleet, "_free_socket_path", lambda self: taken)  # the probe raced
+        with pytest.raises(FleetError, match="'twin' is in use"):
+            async with SQLiteFleet(path, node_id="twin"):
+                pass
+        assert await anyio.Path(taken).exists()
+        other.sendto(b"", taken)  # still the other process's, and still bound
+    finally:
+        other.close()
+        os.unlink(taken)

@@ -263,7 +263,7 @@ class Fleet(abc.ABC):
                 number, _, wire = line.partition(" ")
                 try:
                     request_no, receipt = int(number), receipt_from_wire(wire)
-                except (ValueError, KeyError, TypeError):
+                except Exception:  # sent by no node of ours (any local process can): never ends the node
                     _log.warning("fleet node %r: ignored a malformed wake-up %r", self.node_id, line[:80])
                     continue
                 waiter = self._replies.get(request_no)

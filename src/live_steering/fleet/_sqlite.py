@@ -14,8 +14,10 @@ answer: truth is in the tables).
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
+import logging
 import os
 import socket
 import sqlite3
@@ -35,6 +37,8 @@ from ._node import Fleet
 from ._store import Decision, FleetError, Request, StoreConnection, Submission
 
 _T = TypeVar("_T")
+
+_log = logging.getLogger("live_steering.fleet")
 
 #: SQLite's default: a commit that leaves this many WAL pages runs a checkpoint.
 _AUTOCHECKPOINT: Final = 1_000
@@ -331,6 +335,13 @@ class SQLiteFleet(Fleet):
                 except FileNotFoundError:  # the folder's last other node removed it just now
                     if attempt == 2:
                         raise
+                except OSError as exc:
+                    if exc.errno != errno.EADDRINUSE:
+                        raise
+                    # bound by another process between the probe and here: never unlinked here
+                    raise FleetError(
+                        f"node id {self.node_id!r} is in use by another process on this store"
+                    ) from exc
                 else:
                     path = free
                     break
@@ -346,8 +357,13 @@ class SQLiteFleet(Fleet):
                         data = sock.recv(_MAX_DATAGRAM)
                     except BlockingIOError:
                         break
-                    if data:
-                        self._dispatch(data.decode("utf-8", "surrogatepass"))
+                    try:
+                        payload = data.decode("utf-8", "surrogatepass")
+                    except UnicodeDecodeError:  # no node sends this: any local process can
+                        _log.warning("fleet node %r: ignored a wake-up that is not UTF-8", self.node_id)
+                        continue
+                    if payload:
+                        self._dispatch(payload)
         finally:
             sock.close()
             if path is not None:

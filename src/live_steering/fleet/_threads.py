@@ -5,14 +5,18 @@ a remote submit's path that hand-off happens once per decision. ``anyio.to_threa
 costs 110-130 us here for a call that does nothing (both backends: a checkpoint, the
 thread limiter, a future and ``call_soon_threadsafe`` on asyncio; trio's thread cache and
 token on trio); a thread blocked on a ``queue.SimpleQueue`` that answers through a
-socket pair the caller awaits with ``anyio.wait_readable`` costs 65-80 us, most of it the
+socket pair the caller awaits with ``anyio.wait_readable`` costs 58-85 us, most of it the
 two wake-ups the kernel must make anyway (``benchmarks``: ``--fleet``, ``remote_submit``).
 
 The pool keeps idle threads for ``IDLE_SECONDS`` (as anyio's does), each used by one call
-at a time. A call always runs to its end: cancelling the caller waits for the thread and
-then re-raises (anyio's ``abandon_on_cancel=False``), and so does a KeyboardInterrupt raised
-at the wait (trio delivers Ctrl-C at the main task's checkpoint; ``trio.to_thread`` defers it),
-so a connection is never left in use by a thread nobody waits for.
+at a time, and at most ``MAX_THREADS`` of them (two file descriptors each): beyond that, or
+when the system refuses a new thread or socket pair, a call runs through
+``anyio.to_thread.run_sync`` instead, so many owners committing at once never exhaust the
+process's threads or descriptors. A call always runs to its end: cancelling the caller
+waits for the thread and then re-raises (anyio's ``abandon_on_cancel=False``), and so does a
+KeyboardInterrupt raised at the wait (trio delivers Ctrl-C at the main task's checkpoint;
+``trio.to_thread`` defers it), so a connection is never left in use by a thread nobody
+waits for.
 """
 
 from __future__ import annotations
@@ -25,11 +29,16 @@ from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
 import anyio
+import anyio.to_thread
 
 _T = TypeVar("_T")
 
 #: How long an idle thread waits for its next call before it ends.
 IDLE_SECONDS: Final = 10.0
+
+#: Threads the pool keeps at most; calls beyond them go to anyio's threads. SQLite has one
+#: writer per file, so more commits than this at once would mostly wait for each other.
+MAX_THREADS: Final = 16
 
 _Job = tuple[Callable[..., Any], tuple[Any, ...]]
 
@@ -61,14 +70,30 @@ class _Worker:
 
 _lock = threading.Lock()
 _idle: list[_Worker] = []
+_alive = 0  # alive, idle or busy
 
 
-def _take() -> _Worker:
+def _take() -> _Worker | None:
+    """An idle worker, a new one, or ``None``: the pool is full or the system refused one."""
+    global _alive
     with _lock:
         if _idle:
             return _idle.pop()
-    worker = _Worker()
-    worker.thread.start()
+        if _alive >= MAX_THREADS:
+            return None
+        _alive += 1
+    try:
+        worker = _Worker()
+        try:
+            worker.thread.start()
+        except BaseException:
+            worker.done.close()
+            worker._signal.close()
+            raise
+    except (OSError, RuntimeError):  # out of descriptors or threads: anyio's pool instead
+        with _lock:
+            _alive -= 1
+        return None
     return worker
 
 
@@ -79,18 +104,21 @@ def _give_back(worker: _Worker) -> None:
 
 def _retire(worker: _Worker) -> bool:
     """True if ``worker`` was idle and is now out of the pool (its thread ends)."""
+    global _alive
     with _lock:
         if worker in _idle:
             _idle.remove(worker)
+            _alive -= 1
             return True
         return False
 
 
 def _forget_after_fork() -> None:
     # a forked child has none of its parent's threads: a call handed to one would never end
-    global _lock
+    global _lock, _alive
     _lock = threading.Lock()
     _idle.clear()
+    _alive = 0
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)
@@ -107,8 +135,10 @@ def _wait_here(worker: _Worker) -> None:
 
 async def run_sync(function: Callable[..., _T], *args: Any) -> _T:
     """``function(*args)`` on a pooled thread; its result, or its exception raised here."""
-    interrupts = (anyio.get_cancelled_exc_class(), KeyboardInterrupt, SystemExit)
     worker = _take()
+    if worker is None:
+        return await anyio.to_thread.run_sync(function, *args)
+    interrupts = (anyio.get_cancelled_exc_class(), KeyboardInterrupt, SystemExit)
     worker.jobs.put((function, args))
     interrupted: BaseException | None = None
     while True:
