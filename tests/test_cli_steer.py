@@ -324,12 +324,26 @@ def _finals(out: str) -> dict[str, tuple[str, str | None]]:
     return {r["inputId"]: (r["disposition"], r["reason"]) for r in map(json.loads, out.splitlines())}
 
 
+def _fresh_database(dsn: str) -> FleetStore:
+    """A new, empty database on the test cluster (the shared one holds other tests' sessions)."""
+    import psycopg
+
+    name = f"recover_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    fresh = dsn.replace("dbname=postgres", f"dbname={name}")
+    assert fresh != dsn
+    return FleetStore("postgres", fresh)
+
+
 async def test_receipts_recover_finalises_a_dead_owners_session(
     fleet_store: FleetStore, anyio_backend: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """receipts --recover on a fleet store: the dead owner's session is finalised as C23 says
     (marked -> unknown, else held, runtime-lost); a live owner's session is left alone; the notes
     before it tell the two apart."""
+    if fleet_store.kind == "postgres":  # a database of its own: it counts every session of the store
+        fleet_store = await anyio.to_thread.run_sync(_fresh_database, fleet_store.location)
     dead, live = new_session(), new_session()
     await _owner_killed_mid_write(fleet_store, dead, anyio_backend)
     source = [fleet_store.location] if fleet_store.kind == "sqlite" else ["--dsn", fleet_store.location]
