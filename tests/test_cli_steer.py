@@ -167,7 +167,8 @@ def test_a_bad_session_id_is_a_usage_error(
 def test_steer_json_is_valid_utf8_for_a_non_utf8_argument(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """--id $'u\\xff2' arrives as a lone surrogate: the JSON printed is valid UTF-8 (a \\udcff escape)."""
+    """--id $'u\\xff2' arrives as a lone surrogate: the JSON printed is valid UTF-8 (a \\udcff escape),
+    and the id is refused invalid-input, as the core refuses it in-process (C7's one order)."""
     path = str(tmp_path / "fleet.db")
     anyio.run(_sqlite_store, path)
     assert main(["steer", "--store", path, "chat", "New", "--id", "u\udcff2", "--json"]) == 1
@@ -175,7 +176,7 @@ def test_steer_json_is_valid_utf8_for_a_non_utf8_argument(
     assert "\\udcff" in out
     assert json.loads(out.encode("utf-8"))["inputId"] == "u\udcff2"
     assert main(["steer", "--store", path, "chat", "New", "--id", "u\udcff2"]) == 1
-    assert capsys.readouterr().out == "u\\udcff2: refused (stale-generation)\n"
+    assert capsys.readouterr().out == "u\\udcff2: refused (invalid-input)\n"
 
 
 def test_store_paths_that_are_no_fleet_store_are_refused(

@@ -74,6 +74,8 @@ from typing import Any, Final
 
 import attrs
 
+from . import _admission as admission
+from ._admission import content_digest
 from ._errors import (
     GenerationClosedError,
     GenerationStateError,
@@ -112,7 +114,7 @@ from ._rules import HOLD_REASONS as _HOLD_REASONS
 from ._rules import STANDING_OF_STOP as _STANDING_OF_STOP
 from ._rules import STOP_OF_HOLD as _STOP_OF_HOLD
 from ._types import Disposition, HoldReason, Input, Receipt, RefusalReason, StopReason, build_receipt
-from ._validate import MAX_ID_CHARS, checked_id, event_safe, input_problem
+from ._validate import MAX_ID_CHARS, checked_id, event_safe, input_problem, plain_str
 
 __all__ = [
     "AFTER_CHECKPOINT",
@@ -138,6 +140,7 @@ __all__ = [
     "InputRecord",
     "InputState",
     "Phase",
+    "RetainedIdentity",
     "Standing",
     "SteeringCore",
     "exit_of",
@@ -162,6 +165,11 @@ _WRITTEN: Final = INPUT_TRANSITIONS[(InputState.WRITING, Action.CONFIRM)]
 """Where a confirmed write takes its input: read off the table once (``confirm_write``)."""
 _APPLIED: Final = _DISPOSITION_OF[_WRITTEN]
 _QUEUED: Final = Disposition.QUEUED
+_ADMIT: Final = admission.ADMIT
+_REPEAT: Final = admission.REPEAT
+_REASON: Final = {reason.value: reason for reason in RefusalReason}
+"""``_admission.decide``'s refusals as the pinned enum (its strings are the enum's values)."""
+_INVALID: Final = RefusalReason.INVALID_INPUT
 
 # The same for the path of every generation (open, the check after the checkpoint, the
 # end), which runs once per agent run with cold caches (docs/performance.md, issue 14).
@@ -216,6 +224,18 @@ class InputRecord:
             )
             self._receipt = receipt
         return receipt
+
+
+@attrs.frozen
+class RetainedIdentity:
+    """An identity an earlier runtime of the session accepted (``SteeringCore.retain``)."""
+
+    generation_id: str
+    """The generation it was anchored to."""
+    digest: str
+    """``_admission.content_digest`` of its kind and text (the text itself is not kept)."""
+    receipt: Receipt
+    """Its receipt as the earlier runtime (or the recovery after it) left it."""
 
 
 @attrs.define(eq=False)
@@ -325,6 +345,8 @@ class SteeringCore:
         self._admission_sequence = 0
         self._generations_started = 0
         self._repeated = 0
+        self._retained: dict[str, RetainedIdentity] = {}
+        """Identities earlier runtimes of this session accepted (``retain``): never admitted again."""
         self._refused = 0
         self._final_counts = {InputState.APPLIED: 0, InputState.HELD: 0, InputState.UNKNOWN: 0}
         self._owed: InputRecord | None = None
@@ -448,75 +470,56 @@ class SteeringCore:
             if not isinstance(generation_id, str):
                 raise TypeError(f"generation_id must be a str, got {type(generation_id).__name__}")
             generation_id = str.__str__(generation_id)
-        if self.closed:
-            # An identical repeat still answers after the close (C1, C10); a new identity is refused.
-            record = self.identities.get(input.id)
-            if record is not None and record.generation_id == generation_id and record.input == input:
-                return self._repeat(record)
-            return self._refuse(input, generation_id, RefusalReason.CLOSED, "the runtime is closed")
-        if not self.boundary_delivery:
-            return self._refuse(
-                input, generation_id, RefusalReason.UNAVAILABLE, "request-boundary delivery is off"
-            )
-        if input.kind != "steer":
-            return self._refuse(
-                input, generation_id, RefusalReason.UNSUPPORTED_KIND, "only 'steer' is accepted"
-            )
         id_ = input.id
-        record = self.identities.get(id_)
-        if (
-            record is not None
-            and record.generation_id == generation_id
-            # ``record.input == input`` without building two tuples: the ids are equal
-            # (the key), both kinds are "steer"; the class test keeps attrs' equality exact.
-            and record.input.text == input.text
-            and type(record.input) is type(input)
-        ):
-            # An identical repeat was valid when it was admitted: a lookup and a comparison (C10).
-            # (``_repeat`` written out: the path of every polling host)
-            time = self._clock()
-            self._repeated += 1
-            event = self._envelope("steering.repeated", time, record)  # publishes an owed acceptance first
-            event["disposition"] = _DISPOSITION_VALUE[record.state]
-            self._sink(event)
-            return record.receipt()
-        text = input.text
-        # A sufficient condition for ``_validate.input_problem`` to find nothing, which a
-        # plain ASCII input of the right size passes cheaply; anything else is decided
-        # (and explained) by the rule itself.
-        if not (
-            id_
-            and len(id_) <= MAX_ID_CHARS
-            and text
-            and len(text) <= self.max_text_chars
-            and id_.isascii()
-            and text.isascii()
-            and "\x00" not in id_
-            and "\x00" not in text
-            and not text.isspace()
-        ):
-            problem = input_problem(id_, text, self.max_text_chars)
-            if problem is not None:
-                return self._refuse(input, generation_id, RefusalReason.INVALID_INPUT, problem)
-        if record is not None:
-            return self._refuse(
-                input,
-                generation_id,
-                RefusalReason.IDENTITY_CONFLICT,
-                "this id was accepted with other content or another generation",
-            )
-        gen = self.current
-        if gen is None or gen.id != generation_id:
-            return self._refuse(
-                input, generation_id, RefusalReason.STALE_GENERATION, "not the running generation"
-            )
-        if gen.phase is not OPEN:
-            return self._refuse(
-                input, generation_id, RefusalReason.FINISHING, "the generation has closed admission"
-            )
         identities = self.identities
-        if len(identities) >= self.identity_limit:
-            return self._refuse(input, generation_id, RefusalReason.CAPACITY, "the identity limit is reached")
+        if not self.closed and self.boundary_delivery and input.kind == "steer":
+            record = identities.get(id_)
+            if record is not None:
+                if (
+                    record.generation_id == generation_id
+                    # ``record.input == input`` without building two tuples: the ids are equal
+                    # (the key), both kinds are "steer"; the class test keeps attrs' equality exact.
+                    and record.input.text == input.text
+                    and type(record.input) is type(input)
+                ):
+                    # An identical repeat was valid when it was admitted: a lookup and a comparison
+                    # (C10). (``_repeat`` written out: the path of every polling host)
+                    time = self._clock()
+                    self._repeated += 1
+                    event = self._envelope("steering.repeated", time, record)  # an owed acceptance first
+                    event["disposition"] = _DISPOSITION_VALUE[record.state]
+                    self._sink(event)
+                    return record.receipt()
+            else:
+                gen = self.current
+                text = input.text
+                # Every answer of ``_admission.decide`` but ``ADMIT`` ruled out cheaply: a new id
+                # (neither accepted here nor retained), the running generation open, room left,
+                # and a sufficient condition for ``_validate.input_problem`` to find nothing,
+                # which a plain ASCII input of the right size passes. Anything else is decided
+                # (and explained) by the one order, below.
+                if (
+                    gen is not None
+                    and gen.id == generation_id
+                    and gen.phase is OPEN
+                    and len(identities) < self.identity_limit
+                    and id_
+                    and len(id_) <= MAX_ID_CHARS
+                    and text
+                    and len(text) <= self.max_text_chars
+                    and id_.isascii()
+                    and text.isascii()
+                    and "\x00" not in id_
+                    and "\x00" not in text
+                    and not text.isspace()
+                    and not (self._retained and id_ in self._retained)
+                ):
+                    self._admit(input, generation_id, gen)
+                    return None
+        return self._decide_in_order(input, generation_id)
+
+    def _admit(self, input: Input, generation_id: str, gen: GenerationState) -> None:
+        """Admit ``input`` into ``gen``, leaving its ``steering.accepted`` owed (see ``decide``)."""
         # The one place an acceptance becomes owed: the previous one is out first, so
         # at most one is owed and the stream keeps the order of the admissions. The
         # clock is read first: if it raises, nothing was admitted.
@@ -525,11 +528,49 @@ class SteeringCore:
             self.settle()
         self._admission_sequence += 1
         record = InputRecord(input, generation_id, self._admission_sequence)
-        identities[id_] = record
+        self.identities[input.id] = record
         gen.pending.append(record)
         self._owed = record
         self._owed_time = time
-        return None
+
+    def _decide_in_order(self, input: Input, generation_id: str) -> Receipt | None:
+        """Every submission the fast paths of ``decide`` did not answer: the facts, then
+        ``_admission.decide``, the one refusal order every surface shares (C7)."""
+        id_ = input.id
+        record = self.identities.get(id_)
+        retained = self._retained.get(id_) if record is None and self._retained else None
+        if record is not None:
+            same = record.generation_id == generation_id and record.input == input
+        elif retained is not None:
+            same = retained.generation_id == generation_id and retained.digest == content_digest(
+                input.kind, input.text
+            )
+        else:
+            same = False
+        gen = self.current
+        running = gen is not None and gen.id == generation_id
+        answer = admission.decide(
+            closed=self.closed,
+            available=self.boundary_delivery,
+            kind_ok=input.kind == "steer",
+            known=record is not None or retained is not None,
+            same=same,
+            problem=None if same else input_problem(id_, input.text, self.max_text_chars),
+            running=running,
+            admitting=running and gen is not None and gen.phase is OPEN,
+            full=len(self.identities) >= self.identity_limit,
+        )
+        if answer is _ADMIT and gen is not None:
+            self._admit(input, generation_id, gen)
+            return None
+        if answer is _REPEAT:
+            if record is not None:
+                return self._repeat(record)
+            if retained is not None:
+                return self._repeat_retained(id_, retained)
+        reason = _REASON[answer]
+        detail = input_problem(id_, input.text, self.max_text_chars) if reason is _INVALID else None
+        return self._refuse(input, generation_id, reason, detail or admission.DETAILS[answer])
 
     def _repeat(self, record: InputRecord) -> Receipt:
         """Answer an identical repeat of ``record`` with its current receipt (C10)."""
@@ -540,6 +581,38 @@ class SteeringCore:
         event["disposition"] = _DISPOSITION_VALUE[record.state]
         self._sink(event)
         return record.receipt()
+
+    def _repeat_retained(self, input_id: str, retained: RetainedIdentity) -> Receipt:
+        """Answer an identical repeat of an identity an earlier runtime accepted (``retain``)."""
+        time = self._clock()
+        self._repeated += 1
+        event = self._envelope("steering.repeated", time)
+        event["input_id"] = input_id
+        event["target_generation_id"] = retained.generation_id
+        disposition = retained.receipt.disposition
+        event["disposition"] = None if disposition is None else disposition.value
+        self._sink(event)
+        return retained.receipt
+
+    def retain(self, input_id: str, generation_id: str, digest: str, receipt: Receipt) -> None:
+        """Remember an identity an earlier runtime of this session accepted (the fleet's earlier
+        owners, C27): from now on a submission of ``input_id`` is answered as if it had been
+        accepted here, in the one order (C7): an identical repeat (same kind and text, by
+        ``digest`` = ``_admission.content_digest``, and anchor) gets ``receipt``; other content
+        is ``invalid-input`` if invalid, else ``identity-conflict``. A retained identity is never
+        admitted again and does not count toward ``identity_limit``. Publishes nothing. O(1).
+
+        ``ValueError``, changing nothing, for an id this runtime accepted itself or a receipt
+        that is not an accepted one of ``input_id`` anchored to ``generation_id``.
+        """
+        input_id = plain_str(input_id, "input_id")
+        if input_id in self.identities:
+            raise ValueError(f"input {input_id!r} was accepted by this runtime: it cannot be retained")
+        if not (receipt.accepted and receipt.input_id == input_id and receipt.generation_id == generation_id):
+            raise ValueError(
+                f"a retained identity needs the accepted receipt of {input_id!r}, got {receipt!r}"
+            )
+        self._retained[input_id] = RetainedIdentity(generation_id, digest, receipt)
 
     def queued_receipt(self, input_id: str) -> Receipt:
         """The answer to the admission of ``input_id`` (C9): queued, whatever happened since. O(1)."""
@@ -933,13 +1006,14 @@ class SteeringCore:
             self._close_admission(gen, GenerationAction.FINISH, _FINISHED, None, time)
         return False
 
-    def stop(self, gen: GenerationState, reason: StopReason = StopReason.GENERATION_STOPPED) -> None:
+    def stop(self, gen: GenerationState, reason: StopReason = StopReason.GENERATION_STOPPED) -> bool:
         """Close admission and hold every pending input (C17).
 
         ``reason`` is a ``StopReason`` (``TypeError`` otherwise, changing nothing).
         Once admission is closed (an earlier stop, the runtime's close, or the
         after-checkpoint decision to finish) there is nothing left to stop: the call
-        changes nothing, so the first ending and its reason stand.
+        changes nothing, so the first ending and its reason stand. Returns True if this
+        call closed admission, False if it changed nothing.
         """
         hold = STOP_REASONS.get(reason) if type(reason) is StopReason else None
         if hold is None:
@@ -947,7 +1021,7 @@ class SteeringCore:
                 f"a stop reason is a StopReason ({', '.join(r.value for r in STOP_REASONS)}), got {reason!r}"
             )
         self._require_current(gen, "stop")
-        self._close_admission(gen, GenerationAction.STOP, Ending.STOPPED, hold, self._clock())
+        return self._close_admission(gen, GenerationAction.STOP, Ending.STOPPED, hold, self._clock())
 
     def standing(self, gen: GenerationState) -> Standing:
         """Where ``gen`` stands, as ``ENDINGS`` reads it."""
@@ -1168,6 +1242,12 @@ class SteeringCore:
                 )
         for state, count in self._final_counts.items():
             require(counts[state] == count, f"{state.value} counter drifted")
+        for input_id, retained in self._retained.items():
+            require(input_id not in identities, f"retained identity {input_id!r} was admitted again")
+            require(
+                retained.receipt.accepted and retained.receipt.input_id == input_id,
+                f"retained identity {input_id!r} carries another input's receipt",
+            )
         owed = self._owed
         if owed is not None:
             require(owed.sequence == self._admission_sequence, "an event is owed for an older admission")

@@ -344,10 +344,9 @@ class LiveRuntime:
             raise TypeError(f"reason must be a StopReason, got {reason!r}")
         self._guard("stop")
         active = self._active
-        if active is None or active.id != generation_id or not active.accepting:
+        if active is None or active.id != generation_id:
             return False
-        active.stop(reason)
-        return True
+        return active.stop(reason)  # the core's answer: did this call close admission
 
     def receipt(self, input_id: str) -> Receipt | None:
         """The current receipt of an accepted input id, or ``None``. O(1)."""
@@ -840,7 +839,7 @@ class Generation:
             raise runtime._misuse("gen.continue_after_checkpoint")
         return runtime._core.after_checkpoint(state, may_call)
 
-    def stop(self, reason: StopReason = StopReason.GENERATION_STOPPED) -> None:
+    def stop(self, reason: StopReason = StopReason.GENERATION_STOPPED) -> bool:
         """Stop the generation: close admission and hold what is pending (C17).
 
         ``reason`` is a ``StopReason`` (``TypeError`` otherwise). Safe to call from
@@ -850,12 +849,14 @@ class Generation:
         admission already closed changes nothing. ``RuntimeError``, before anything
         changes, from another thread or event loop (use ``anyio.from_thread``, or the
         host's ``runtime.stop(id)`` through a portal) or from inside an event listener
-        (the stream would be reordered).
+        (the stream would be reordered). Returns True if this call stopped it, False if
+        its admission had closed already.
         """
         state = self._require()
         self._guard("gen.stop")
-        self._runtime._core.stop(state, reason)
+        stopped = self._runtime._core.stop(state, reason)
         self._wake()
+        return stopped
 
     def _wake(self) -> None:
         if self._parker is not None:
@@ -920,6 +921,11 @@ class RuntimeInternals:
         limit included), or ``None``: for a wing that must refuse exactly as the runtime would
         before anything is submitted (an ACP steer that would start a new turn). O(len)."""
         return input_problem(input.id, input.text, self._core.max_text_chars)
+
+    def retain(self, input_id: str, generation_id: str, digest: str, receipt: Receipt) -> None:
+        """Have the core answer ``input_id`` as an identity an earlier runtime of the session
+        accepted (the fleet's earlier owners): ``SteeringCore.retain``. O(1)."""
+        self._core.retain(input_id, generation_id, digest, receipt)
 
     def publish(self, type_: str, fields: dict[str, Any]) -> None:
         """Publish the wing's event ``type_`` (not one of the core's types, ``ValueError``)."""

@@ -50,7 +50,6 @@ from ._store import (
     Decision,
     FencedError,
     FleetError,
-    Prior,
     Request,
     StoreConnection,
     Taken,
@@ -123,7 +122,13 @@ class Owner:
         self.conn = conn
         self._limiter = limiter
         self.epoch = taken.epoch
-        self._prior: dict[str, Prior] = taken.prior
+        door = internals(runtime)
+        for input_id, prior in taken.prior.items():
+            # The session's identities outlive one runtime: the core answers those of earlier
+            # owners in its one order (C7), as if it had accepted them (an id this runtime
+            # accepted itself, straight from this process, is its own already).
+            if door.accepted(input_id) is None:
+                door.retain(input_id, prior.generation_id, prior.digest, prior.receipt)
         self._taken = taken
         self._node_id = node_id
         self._ttl = ttl
@@ -292,7 +297,7 @@ class Owner:
         return decisions, batch
 
     def _decide(self, request: Request) -> Receipt:
-        """One request, decided by the core (or, for an input of an earlier owner, by its stored receipt)."""
+        """One request, decided by the core (which knows the identities of earlier owners too)."""
         input = request.input
         runtime = self.runtime
         if request.stop is not None:  # a host's stop of a generation by id, in request order
@@ -301,12 +306,6 @@ class Owner:
             except ValueError:  # not a reason this library knows: a row no node of it wrote
                 stopped = False
             return Receipt(stopped, input.id, request.anchor, None, None if stopped else NOT_RUNNING)
-        prior = self._prior.get(input.id)
-        if prior is not None and input.kind == "steer" and runtime.receipt(input.id) is None:
-            # The session's identities outlive one runtime: an earlier owner accepted this id.
-            if prior.digest == request.digest and prior.generation_id == request.anchor:
-                return prior.receipt
-            return Receipt(False, input.id, request.anchor, None, "identity-conflict")
         self._deciding = (input.id, input.kind, request.digest)
         try:
             return runtime.submit_steering_nowait(input, request.anchor)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import abc
 import contextlib
-import hashlib
 import json
 import time
 from collections.abc import Iterator, Sequence
@@ -31,9 +30,12 @@ import anyio
 import anyio.to_thread
 import attrs
 
+from .. import _admission as admission
+from .._admission import content_digest
 from .._errors import LiveSteeringError
+from .._rules import DEFAULT_MAX_TEXT_CHARS
 from .._types import Disposition, HoldReason, Input, Receipt
-from .._validate import utf8_encodable
+from .._validate import input_problem, utf8_encodable
 from ..journal import ChangeKind, JournalChange, JournalEntry
 
 SCHEMA_VERSION: Final = 1
@@ -129,6 +131,27 @@ class Taken:
     recovered_unknown: int
 
 
+def answer_without_runtime(item: Submission, row: Sequence[Any] | None) -> Receipt:
+    """What a session with no live owner answers ``item`` with: the core's one order (C7,
+    ``_admission.decide``) on what the store knows. No generation runs, so a valid new id is
+    ``stale-generation``; the stored receipt's row (digest, generation id, disposition, reason;
+    ``None``: the id was never accepted) makes an identical repeat answer with its receipt and
+    other content ``invalid-input`` or ``identity-conflict``, as the owner's core would. Texts are
+    checked against the default limit (``DEFAULT_MAX_TEXT_CHARS``): no owner is there to say its own."""
+    input, anchor = item.input, item.anchor
+    same = row is not None and row[0] == item.digest and row[1] == anchor
+    answer = admission.decide(
+        kind_ok=input.kind == "steer",
+        known=row is not None,
+        same=same,
+        problem=None if same else input_problem(input.id, input.text, DEFAULT_MAX_TEXT_CHARS),
+        running=False,
+    )
+    if answer == admission.REPEAT and row is not None:
+        return _receipt(True, input.id, anchor, row[2], row[3])
+    return Receipt(False, input.id, anchor, None, answer)
+
+
 def receipt_to_wire(receipt: Receipt) -> str:
     """ASCII JSON: a refused id may hold a lone surrogate, which no wake-up could carry raw."""
     return json.dumps(receipt.to_dict(), separators=(",", ":"))
@@ -166,9 +189,9 @@ def _request(request_no: int, wire: dict[str, str], digest: str, node_id: str) -
 
 
 def input_digest(input: Input) -> str:
-    """The journal's content digest; an input no journal could hold (a lone surrogate) still gets one,
-    which can never equal a storable input's."""
-    return hashlib.sha256(f"{input.kind}\x00{input.text}".encode("utf-8", "surrogatepass")).hexdigest()
+    """The journal's content digest (``_admission.content_digest``); an input no journal could
+    hold (a lone surrogate) still gets one, which can never equal a storable input's."""
+    return content_digest(input.kind, input.text)
 
 
 def receipt_from_wire(text: str) -> Receipt:
@@ -904,9 +927,9 @@ class StoreConnection(abc.ABC):
     ) -> list[Receipt | int]:
         """Store requests for their sessions' live owners (their numbers), in one transaction.
 
-        A session with no live owner is answered at once: a repeat of a stored input gets
-        its stored receipt, other content under a stored id is ``identity-conflict``,
-        anything new ``stale-generation`` (no generation runs). Each owner is woken once.
+        A session with no live owner is answered at once, in the core's one order
+        (``answer_without_runtime``): a repeat of a stored input gets its stored receipt, a
+        valid new one is ``stale-generation`` (no generation runs). Each owner is woken once.
         ``begun``: the transaction is open already.
         """
         woken = self.notify_owner_sql is not None
@@ -964,8 +987,8 @@ class StoreConnection(abc.ABC):
         if item.stop is not None:  # only a live owner's runtime can stop a generation
             return Receipt(False, input.id, anchor, None, NO_OWNER)
         if printable(input.id) != input.id or printable(anchor) != anchor:
-            # no runtime ever accepted such an id or generation: a new id, and no generation runs
-            return Receipt(False, input.id, anchor, None, "stale-generation")
+            # no runtime ever accepted such an id (nor ran such a generation): nothing is stored
+            return answer_without_runtime(item, None)
         return None
 
     @staticmethod
@@ -979,14 +1002,8 @@ class StoreConnection(abc.ABC):
 
     @staticmethod
     def answer_from_stored(item: Submission, row: Sequence[Any] | None) -> Receipt:
-        """The answer without an owner, from the stored receipt's row (``None``: none stored):
-        a repeat gets its receipt, other content under the id a conflict, a new id stale."""
-        input, anchor = item.input, item.anchor
-        if row is None:
-            return Receipt(False, input.id, anchor, None, "stale-generation")
-        if row[0] == item.digest and row[1] == anchor:
-            return _receipt(True, input.id, anchor, row[2], row[3])
-        return Receipt(False, input.id, anchor, None, "identity-conflict")
+        """The answer without an owner, from the stored receipt's row (``None``: none stored)."""
+        return answer_without_runtime(item, row)
 
     def withdraw(self, request_no: int) -> Receipt | None:
         """Withdraw a pending request (None: it will never be decided), or its decided receipt."""

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import enum
-import hashlib
 import os
 import sqlite3
 import time
@@ -24,6 +23,7 @@ from typing import Any, Final, Protocol
 
 import attrs
 
+from .._admission import content_digest
 from .._errors import LiveSteeringError
 from .._types import Disposition, HoldReason, Input, Receipt
 
@@ -241,7 +241,8 @@ def translate(exc: sqlite3.Error, doing: str, path: str) -> JournalError:
 
 
 def digest(input: Input) -> str:
-    return hashlib.sha256(f"{input.kind}\x00{input.text}".encode()).hexdigest()
+    """The content digest an identity is compared by (``_admission.content_digest``)."""
+    return content_digest(input.kind, input.text)
 
 
 _ENTRY_COLUMNS: Final = (
