@@ -25,6 +25,7 @@ LAYERS: Mapping[str, int] = {
     f"{PACKAGE}._validate": 0,
     f"{PACKAGE}._errors": 0,
     f"{PACKAGE}._extras": 0,
+    f"{PACKAGE}._admission": 0,  # the one refusal order (C7): every surface's decide
     f"{PACKAGE}._types": 1,
     f"{PACKAGE}._rules": 2,  # the core's tables: states, moves, endings
     f"{PACKAGE}._core": 3,
@@ -256,8 +257,10 @@ def test_the_bottom_layers_import_nothing_of_the_package_above_them() -> None:
     """The sans-IO core sits on its tables, types, errors and validation alone; validation on nothing."""
     graph, _ = package_graph()
     assert graph[f"{PACKAGE}._validate"] == set()
+    assert graph[f"{PACKAGE}._admission"] == set()
     assert graph[f"{PACKAGE}._rules"] <= {f"{PACKAGE}._errors", f"{PACKAGE}._types"}
     assert graph[f"{PACKAGE}._core"] <= {
+        f"{PACKAGE}._admission",
         f"{PACKAGE}._rules",
         f"{PACKAGE}._errors",
         f"{PACKAGE}._types",
@@ -310,3 +313,100 @@ def test_the_architecture_page_names_every_top_level_module() -> None:
         assert (SRC / name).exists(), f"docs/architecture.md names src/live_steering/{name}, which is gone"
     top_level = {path.name for path in SRC.glob("*.py")}
     assert top_level <= named, f"docs/architecture.md does not name {sorted(top_level - named)}"
+
+
+# -- one decision, one door (issue 20): where refusals are decided, and how wings reach the core --
+
+#: The modules below the wings: the order, the tables, the machine, the shell and the public face.
+CORE_SIDE = frozenset(
+    f"{PACKAGE}.{name}"
+    for name in ("_validate", "_errors", "_extras", "_admission", "_types", "_rules", "_core", "_events")
+) | {f"{PACKAGE}._parking", f"{PACKAGE}._runtime", PACKAGE}
+#: Calls that make an answer for a host: a refusal reason written into one is a decision.
+ANSWER_CALLS = frozenset(
+    {"Receipt", "build_receipt", "_receipt", "StoredReceipt", "InstructionReceipt", "SteerResult", "_refuse"}
+)
+REASONS = frozenset(
+    {
+        "closed",
+        "unavailable",
+        "unsupported-kind",
+        "invalid-input",
+        "identity-conflict",
+        "stale-generation",
+        "finishing",
+        "queue-full",
+        "capacity",
+    }
+)
+
+
+def _wing_modules() -> Iterable[tuple[str, ast.Module]]:
+    for path in sorted(SRC.rglob("*.py")):
+        module = module_of(path)
+        if module not in CORE_SIDE:
+            yield module, ast.parse(path.read_text(encoding="utf-8"))
+
+
+def _called_name(call: ast.Call) -> str | None:
+    func = call.func
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+
+
+def reasons_decided_in(tree: ast.AST) -> list[str]:
+    """Refusal reasons a module writes into an answer itself: a reason's string, or a
+    ``RefusalReason``/``InstructionRefusal`` member, passed to a receipt or a refusal."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or _called_name(node) not in ANSWER_CALLS:
+            continue
+        for arg in [*node.args, *(k.value for k in node.keywords)]:
+            if isinstance(arg, ast.Constant) and arg.value in REASONS:
+                found.append(f"line {node.lineno}: {arg.value!r}")
+            elif isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name):
+                if arg.value.id in {"RefusalReason", "InstructionRefusal"}:
+                    found.append(f"line {node.lineno}: {arg.value.id}.{arg.attr}")
+            elif (
+                isinstance(arg, ast.Attribute)
+                and isinstance(arg.value, ast.Attribute)
+                and isinstance(arg.value.value, ast.Name)
+                and arg.value.value.id in {"RefusalReason", "InstructionRefusal"}
+            ):
+                found.append(f"line {node.lineno}: {arg.value.value.id}.{arg.value.attr}")
+    return found
+
+
+def reaches_past_the_door(tree: ast.AST) -> list[str]:
+    """What a wing takes from the core other than through ``_runtime.internals``: a name of
+    ``_core``/``_rules`` that is not a constant, or the ``_core`` attribute of a runtime."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[-1] in {"_core", "_rules"}:
+            found += [f"line {node.lineno}: {a.name}" for a in node.names if not a.name.isupper()]
+        elif isinstance(node, ast.Attribute) and node.attr == "_core":
+            found.append(f"line {node.lineno}: ._core")
+    return found
+
+
+def test_no_wing_decides_a_refusal_reason_of_its_own() -> None:
+    """C7 (amended): every refusal a wing answers comes from ``_admission.decide`` (or the core
+    through the runtime); none writes a reason into a receipt or a refusal in its own words."""
+    offenders = {module: found for module, tree in _wing_modules() if (found := reasons_decided_in(tree))}
+    assert offenders == {}
+
+
+def test_no_wing_reaches_the_core_past_its_door() -> None:
+    """Wings reach the core's state only through ``_runtime.internals`` (docs/architecture.md,
+    "The one door for wings"): from ``_core`` and ``_rules`` they import constants, nothing else."""
+    offenders = {module: found for module, tree in _wing_modules() if (found := reaches_past_the_door(tree))}
+    assert offenders == {}
+
+
+def test_the_decision_checks_find_a_wing_that_decides_or_reaches_in() -> None:
+    """A made-up wing that writes its own reason, or reads ``runtime._core``, is reported."""
+    decided = ast.parse('def f(i, a):\n    return Receipt(False, i, a, None, "identity-conflict")\n')
+    assert reasons_decided_in(decided) == ["line 2: 'identity-conflict'"]
+    member = ast.parse("self._refuse(conn, now, sid, cid, InstructionRefusal.QUEUE_FULL.value, d)")
+    assert reasons_decided_in(member) == ["line 1: InstructionRefusal.QUEUE_FULL"]
+    reached = ast.parse("from .._core import SteeringCore, OPEN\nrecord = runtime._core.identities\n")
+    assert sorted(reaches_past_the_door(reached)) == ["line 1: SteeringCore", "line 2: ._core"]

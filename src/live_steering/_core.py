@@ -590,7 +590,7 @@ class SteeringCore:
         event["input_id"] = input_id
         event["target_generation_id"] = retained.generation_id
         disposition = retained.receipt.disposition
-        event["disposition"] = None if disposition is None else disposition.value
+        event["disposition"] = None if disposition is None else str(disposition)
         self._sink(event)
         return retained.receipt
 

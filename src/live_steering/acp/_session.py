@@ -35,6 +35,7 @@ import anyio
 import anyio.abc
 import attrs
 
+from .. import _admission as admission
 from .._core import DEFAULT_MAX_TEXT_CHARS
 from .._errors import GenerationClosedError, RuntimeClosedError
 from .._runtime import Generation, LiveRuntime, internals
@@ -357,14 +358,35 @@ class SteeringSession:
         finally:
             self._lock.release()
 
+    @staticmethod
+    def _idle_refusal(answer: str, problem: str | None, input_id: str) -> SteerResult:
+        """The ACP form of a refusal ``_admission.decide`` gave for a steer no running turn took:
+        ``invalid-input`` and ``identity-conflict`` are the client's error (invalidParams), the
+        others a ``failed`` outcome with the reason."""
+        if answer == admission.IDENTITY_CONFLICT:
+            raise _conflict(input_id)
+        if answer == admission.INVALID_INPUT:
+            raise SteerRejected(
+                ErrorKind.INVALID_PARAMS,
+                f"steer refused: {answer} ({problem})",
+                reason=answer,
+                inputId=input_id,
+            )
+        return SteerResult(SteerOutcome.FAILED, input_id, reason=answer)
+
     async def _decide(self, request: SteerRequest, input_id: str) -> SteerResult:
         steer = Input("steer", request.text, id=input_id)
-        # A retry of a steer that started a turn: answer from the record.
+        door = internals(self.runtime)
+        # A retry of a steer that started a turn: a retained identity of this session, answered
+        # from the record in the core's one order (C7): closed, repeat, invalid-input, conflict.
         if (record := self._started.get(input_id)) is not None:
             text, result = record
-            if text != request.text:
-                raise _conflict(input_id)
-            return attrs.evolve(result, repeated=True)
+            same = text == request.text
+            problem = None if same else door.input_problem(steer)
+            answer = admission.decide(closed=self.runtime.closed, known=True, same=same, problem=problem)
+            if answer == admission.REPEAT:
+                return attrs.evolve(result, repeated=True)
+            return self._idle_refusal(answer, problem, input_id)
         # A retry of an injected steer: the runtime answers with its current receipt (C10).
         if (known := self.runtime.receipt(input_id)) is not None:
             receipt = self.runtime.submit_steering_nowait(steer, known.generation_id)
@@ -387,19 +409,14 @@ class SteeringSession:
             await turn.done.wait()
         if request.prompt_required:
             return SteerResult(SteerOutcome.PROMPT_REQUIRED, input_id, reason="noRunningTurn")
-        # The same rules as a steer into a running turn (C7): a steer that would be refused
+        # The same order as a steer into a running turn (C7): a steer that would be refused
         # there never becomes a new turn's prompt here.
-        if (problem := internals(self.runtime).input_problem(steer)) is not None:
-            raise SteerRejected(
-                ErrorKind.INVALID_PARAMS,
-                f"steer refused: {RefusalReason.INVALID_INPUT.value} ({problem})",
-                reason=RefusalReason.INVALID_INPUT.value,
-                inputId=input_id,
-            )
-        if self.runtime.closed:
-            return SteerResult(SteerOutcome.FAILED, input_id, reason=RefusalReason.CLOSED.value)
-        if len(self._started) >= STARTED_TURN_IDS_LIMIT:
-            return SteerResult(SteerOutcome.FAILED, input_id, reason=RefusalReason.CAPACITY.value)
+        problem = door.input_problem(steer)
+        answer = admission.decide(
+            closed=self.runtime.closed, problem=problem, full=len(self._started) >= STARTED_TURN_IDS_LIMIT
+        )
+        if answer != admission.ADMIT:
+            return self._idle_refusal(answer, problem, input_id)
         turn = self._begin("steer")
         self._tg.start_soon(self._run_detached, turn, request.text, request.blocks)
         # Recorded before the wait: if this request is cancelled while the turn starts,
