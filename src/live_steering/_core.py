@@ -345,8 +345,9 @@ class SteeringCore:
         self._admission_sequence = 0
         self._generations_started = 0
         self._repeated = 0
-        self._retained: dict[str, RetainedIdentity] = {}
-        """Identities earlier runtimes of this session accepted (``retain``): never admitted again."""
+        self._retained: dict[str, RetainedIdentity] | None = None
+        """Identities earlier runtimes of this session accepted (``retain``): never admitted again.
+        ``None`` until the first (most runtimes have none: no empty dict per runtime)."""
         self._refused = 0
         self._final_counts = {InputState.APPLIED: 0, InputState.HELD: 0, InputState.UNKNOWN: 0}
         self._owed: InputRecord | None = None
@@ -612,6 +613,8 @@ class SteeringCore:
             raise ValueError(
                 f"a retained identity needs the accepted receipt of {input_id!r}, got {receipt!r}"
             )
+        if self._retained is None:
+            self._retained = {}
         self._retained[input_id] = RetainedIdentity(generation_id, digest, receipt)
 
     def queued_receipt(self, input_id: str) -> Receipt:
@@ -1242,7 +1245,7 @@ class SteeringCore:
                 )
         for state, count in self._final_counts.items():
             require(counts[state] == count, f"{state.value} counter drifted")
-        for input_id, retained in self._retained.items():
+        for input_id, retained in (self._retained or {}).items():
             require(input_id not in identities, f"retained identity {input_id!r} was admitted again")
             require(
                 retained.receipt.accepted and retained.receipt.input_id == input_id,
