@@ -276,7 +276,7 @@ def test_dead_claimant_is_finalised_unknown_never_redelivered(store: HookWhere) 
         claim = s.claim("claude-code", "s", "PostToolUse")
         assert claim.delivered == ("c",)
         if isinstance(s, PostgresHookStore):  # the claimant's connection dies, as with its process
-            s._pg.raw.close()
+            s._raw.close()
     if store.path is not None:  # SQLite: a claimant is named by its pid; make it one that is gone
         conn = sqlite3.connect(store.path)
         conn.execute("UPDATE instructions SET claim_pid = ? WHERE command_id = 'c'", (2**22 + 12345,))
@@ -499,20 +499,23 @@ def test_install_refuses_a_file_it_cannot_merge(tmp_path: pathlib.Path) -> None:
 def test_confirm_that_finds_the_store_locked_is_retried_by_the_same_process(
     store: HookWhere, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A reply written but not confirmed (lock timeout) is confirmed at this process's next moment."""
+    """A reply written but not confirmed (lock timeout) is confirmed at this process's next moment.
+
+    (``confirm`` is patched on ``RelayStore``, the queue both engines share: the PostgreSQL
+    store no longer subclasses the SQLite one.)"""
     from live_steering.hooks import _command, _store
 
     instruct("s", "t", id="c", store=store.path, dsn=store.dsn)
-    real_confirm = _store.SqliteHookStore.confirm
+    real_confirm = _store.RelayStore.confirm
     calls = []
 
-    def locked_once(self: _store.SqliteHookStore, claim: _store.Claim) -> None:
+    def locked_once(self: _store.RelayStore, claim: _store.Claim) -> None:
         calls.append(claim)
         if len(calls) == 1:
             raise StoreError("database is locked")
         real_confirm(self, claim)
 
-    monkeypatch.setattr(_store.SqliteHookStore, "confirm", locked_once)
+    monkeypatch.setattr(_store.RelayStore, "confirm", locked_once)
     out, err = hook(store, "claude-code", {"session_id": "s", "hook_event_name": "Stop"})
     assert b'"additionalContext":"t"' in out
     assert "locked" in err
@@ -607,7 +610,7 @@ def test_a_postgres_claimant_on_another_connection_is_alive_until_it_goes(postgr
         assert claimant.claim("claude-code", "s", "PostToolUse").delivered == ("c",)
         assert watcher.recover() == []
         assert watcher.claim("claude-code", "s", "PostToolUse").delivered == ()
-        claimant._pg.raw.close()  # the claimant's process dies: the server ends its session
+        claimant._raw.close()  # the claimant's process dies: the server ends its session
         assert watcher.recover() == ["c"]
         assert watcher.claim("claude-code", "s", "PostToolUse").delivered == ()
         assert watcher.receipt("s", "c").state == "unknown"  # type: ignore[union-attr]
