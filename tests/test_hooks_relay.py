@@ -10,7 +10,7 @@ import sqlite3
 
 import pytest
 
-from hooks_helpers import HookWhere
+from hooks_helpers import HookWhere, wait_for_locks_freed
 from live_steering import Disposition
 from live_steering.hooks import (
     PROFILES,
@@ -276,7 +276,9 @@ def test_dead_claimant_is_finalised_unknown_never_redelivered(store: HookWhere) 
         claim = s.claim("claude-code", "s", "PostToolUse")
         assert claim.delivered == ("c",)
         if isinstance(s, PostgresHookStore):  # the claimant's connection dies, as with its process
+            backend = s._raw.info.backend_pid
             s._raw.close()
+            wait_for_locks_freed(s.dsn, backend)
     if store.path is not None:  # SQLite: a claimant is named by its pid; make it one that is gone
         conn = sqlite3.connect(store.path)
         conn.execute("UPDATE instructions SET claim_pid = ? WHERE command_id = 'c'", (2**22 + 12345,))
@@ -595,7 +597,8 @@ def test_open_store_picks_path_then_dsn_then_the_environment(
 
 def test_a_postgres_claimant_on_another_connection_is_alive_until_it_goes(postgres_dsn: str) -> None:
     """A claim held by another live connection (another machine's hook) stays delivering; once that
-    connection is gone, recover finalises it unknown and it is never claimed again."""
+    connection is gone (the server has freed its locks: polled, bounded), recover finalises it
+    unknown and it is never claimed again."""
     import uuid
 
     import psycopg
@@ -610,7 +613,9 @@ def test_a_postgres_claimant_on_another_connection_is_alive_until_it_goes(postgr
         assert claimant.claim("claude-code", "s", "PostToolUse").delivered == ("c",)
         assert watcher.recover() == []
         assert watcher.claim("claude-code", "s", "PostToolUse").delivered == ()
+        backend = claimant._raw.info.backend_pid
         claimant._raw.close()  # the claimant's process dies: the server ends its session
+        wait_for_locks_freed(postgres_dsn, backend)  # which frees its liveness lock a moment later
         assert watcher.recover() == ["c"]
         assert watcher.claim("claude-code", "s", "PostToolUse").delivered == ()
         assert watcher.receipt("s", "c").state == "unknown"  # type: ignore[union-attr]
