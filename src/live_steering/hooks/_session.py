@@ -26,6 +26,8 @@ Invariants (``HookSession._check()`` asserts them after any step):
   reply would otherwise be empty.
 * Every delivery and every drop is one event linked to the command that caused
   it. Refusals change nothing but the refusal counter and the event stream.
+* Which refusal an ``enqueue`` gets is ``_admit.decide`` on this session's facts: the
+  one refusal order, the same as the relay's stores and the runtime's core (C7).
 
 It must never redact the hook reply (the vendor must read the real text), and
 never synthesise a delivery moment the vendor does not have.
