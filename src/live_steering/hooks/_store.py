@@ -320,7 +320,7 @@ def _queued_ms(now: float, enqueued_at: float) -> int:
     return max(0, round((now - enqueued_at) * 1000))
 
 
-def newer_schema(where: str, version: int) -> StoreError:
+def _newer_schema(where: str, version: int) -> StoreError:
     """The error for a store written by a newer library (it is never touched)."""
     return StoreError(
         f"{where}: hook store schema version {version} is newer than this library's "
@@ -391,13 +391,13 @@ class RelayStore(HookStore):
         if version == SCHEMA_VERSION:
             return
         if version > SCHEMA_VERSION:
-            raise newer_schema(self.path, version)
+            raise _newer_schema(self.path, version)
         with self._schema_transaction():
             version = self._read_version()  # another process may have done it meanwhile
             if version == SCHEMA_VERSION:
                 return
             if version > SCHEMA_VERSION:
-                raise newer_schema(self.path, version)
+                raise _newer_schema(self.path, version)
             steps = (
                 [self.SCHEMA]
                 if version == 0
