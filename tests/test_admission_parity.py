@@ -334,7 +334,7 @@ async def test_the_hook_relays_histories_get_the_runtimes_reasons() -> None:
     instructions as steers into one running generation, a delivery as a boundary, the session's
     end as the runtime's close (the relay's ``session-ended`` is the core's ``closed``). Rows
     about the relay's own queue cap (``queue-full``, C26) have no in-process counterpart."""
-    from test_hooks_parity import CAPACITY, DELIVER, END, IDENTITY_LIMIT, TABLE
+    from test_hooks_parity import DELIVER, END, IDENTITY_LIMIT, TABLE
 
     names = {"closed": "session-ended"}
     compared = 0
@@ -363,4 +363,4 @@ async def test_the_hook_relays_histories_get_the_runtimes_reasons() -> None:
                 gen.stop()
         assert got == expected, name
         compared += 1
-    assert compared >= 15 and CAPACITY == 2  # the table is the relay's own, not a copy
+    assert compared >= 15  # every row but the relay's own queue cap
