@@ -25,6 +25,7 @@ LAYERS: Mapping[str, int] = {
     f"{PACKAGE}._validate": 0,
     f"{PACKAGE}._errors": 0,
     f"{PACKAGE}._extras": 0,
+    f"{PACKAGE}._admission": 0,  # the one refusal order (C7): imports nothing of the package
     f"{PACKAGE}._types": 1,
     f"{PACKAGE}._rules": 2,  # the core's tables: states, moves, endings
     f"{PACKAGE}._core": 3,
@@ -262,6 +263,7 @@ def test_the_bottom_layers_import_nothing_of_the_package_above_them() -> None:
         f"{PACKAGE}._errors",
         f"{PACKAGE}._types",
         f"{PACKAGE}._validate",
+        f"{PACKAGE}._admission",
     }
 
 
