@@ -219,6 +219,10 @@ class SQLiteConnection(StoreConnection):
     def now(self) -> float:
         return time.time()
 
+    def sqlite_error(self, exc: BaseException) -> str | None:
+        name = getattr(exc, "sqlite_errorname", None) if isinstance(exc, sqlite3.Error) else None
+        return name if isinstance(name, str) else None
+
     def table_exists(self, name: str) -> bool:
         row = self._conn.execute(
             "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?", (name,)
@@ -299,6 +303,10 @@ class SQLiteFleet(Fleet):
     @property
     def location(self) -> str:
         return repr(self.path)
+
+    @property
+    def _journal_path(self) -> str:
+        return self.path  # as a ReceiptJournal's ``journal.failed`` names its file
 
     def _connect(self) -> StoreConnection:
         return SQLiteConnection(self.path)

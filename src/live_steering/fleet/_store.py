@@ -412,6 +412,11 @@ class StoreConnection(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None: ...
 
+    def sqlite_error(self, exc: BaseException) -> str | None:
+        """SQLite's name of the error ``exc`` (``"SQLITE_FULL"``), for ``journal.failed``; ``None``
+        when it is not SQLite's."""
+        return None
+
     # -- schema ------------------------------------------------------------------------------
 
     def ensure_schema(self) -> None:
