@@ -118,7 +118,7 @@ class Owner:
         self.session_id = runtime.session_id
         self.conn = conn
         self.location = location
-        """The store, as messages name it (``Fleet.location``): the ``path`` of ``journal.failed``."""
+        """The store as ``journal.failed`` names it in ``path`` (a file, a DSN without its password)."""
         self._limiter = limiter
         self.epoch = taken.epoch
         self._door = door = internals(runtime)
