@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import threading
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -23,7 +24,7 @@ import trio.abc
 import trio.lowlevel
 import trio.testing
 
-from live_steering import Disposition, GenerationStateError, Input, LiveRuntime, Receipt
+from live_steering import Disposition, GenerationStateError, Input, LiveRuntime, Receipt, _parking
 from live_steering._parking import Parker, checkpoint
 
 pytestmark = pytest.mark.anyio
@@ -592,3 +593,57 @@ def test_a_guest_run_and_its_host_loop_are_different_loops_to_a_runtime() -> Non
     assert (hosts_accepted, guests_accepted) == (0, 0)
     assert "submit_steering()" in from_guest
     assert "submit_steering()" in from_host
+
+
+# -- at_home on asyncio: the thread test, and what it gives way to ------------------------------------
+
+
+class _StillRunning:
+    """A loop as a forked child inherits it: it says it runs, and runs nowhere."""
+
+    def is_running(self) -> bool:
+        return True
+
+
+def test_an_asyncio_parker_answers_by_thread_and_in_a_forked_child_asks_the_running_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """C8: True in its loop, False from another thread; once the process forked (the counter moved),
+    the thread test gives way to asking which loop runs: another loop in the same thread is refused."""
+
+    async def in_its_loop() -> Parker:
+        parker = Parker.for_running_backend()
+        assert parker.at_home()
+        assert not await asyncio.to_thread(parker.at_home)
+        return parker
+
+    parker = asyncio.run(in_its_loop())
+    monkeypatch.setattr(parker, "_loop", _StillRunning())  # the parent's loop, as the child sees it
+
+    async def in_another_loop() -> tuple[bool, bool]:
+        same_process = parker.at_home()  # the thread test: one loop per thread, so it must be this one
+        monkeypatch.setattr(_parking, "_forks", _parking._forks + 1)
+        return same_process, parker.at_home()
+
+    assert asyncio.run(in_another_loop()) == (True, False)
+
+
+def test_a_loop_run_again_in_another_thread_gets_a_parker_of_that_thread() -> None:
+    """A free asyncio parker is reused on its loop in its thread only: the same loop run later in
+    another thread gets a new parker, whose thread test is that thread's."""
+    loop = asyncio.new_event_loop()
+
+    async def make(reuse: Parker | None = None) -> Parker:
+        return Parker.for_running_backend(reuse)
+
+    try:
+        first = loop.run_until_complete(make())
+        assert loop.run_until_complete(make(first)) is first
+        made: list[Parker] = []
+        thread = threading.Thread(target=lambda: made.append(loop.run_until_complete(make(first))))
+        thread.start()
+        thread.join()
+        assert made[0] is not first
+        assert made[0]._thread == thread.ident  # type: ignore[attr-defined]
+    finally:
+        loop.close()

@@ -37,6 +37,7 @@ one-input boundary, so each parker binds its backend's own once.
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import threading
 import types
@@ -50,6 +51,19 @@ __all__ = ["Parker", "checkpoint"]
 
 _running_loop = asyncio._get_running_loop
 _modules = sys.modules
+_get_ident = threading.get_ident
+_forks = 0
+"""How many times this process was forked from its parent (``os.fork`` in a child): ``at_home``'s
+thread test is no answer in a forked child, where the parent's loop does not run."""
+
+
+def _forked() -> None:
+    global _forks
+    _forks += 1
+
+
+os.register_at_fork(after_in_child=_forked)
+
 _trio_checkpoint: Callable[[], Awaitable[None]] | None = None
 
 
@@ -127,7 +141,12 @@ class Parker:
         reuses its runtime's previous one: an asyncio parker nobody is parked on keeps nothing
         of the generation that used it.
         """
-        if type(reuse) is _AsyncioParker and reuse._future is None and _running_loop() is reuse._loop:
+        if (
+            type(reuse) is _AsyncioParker
+            and reuse._future is None
+            and _running_loop() is reuse._loop
+            and reuse._thread == _get_ident()  # a loop run again in another thread gets a new parker
+        ):
             # A generation after another on the same asyncio loop (the common case; once per
             # agent run, with cold caches): ``_trio_runs()`` written out for a running loop,
             # which leaves sniffio's names: trio as a guest on this loop names itself there.
@@ -138,7 +157,12 @@ class Parker:
         if _trio_runs():
             return _TrioParker()
         loop = asyncio.get_running_loop()
-        if type(reuse) is _AsyncioParker and reuse._loop is loop and reuse._future is None:
+        if (
+            type(reuse) is _AsyncioParker
+            and reuse._loop is loop
+            and reuse._future is None
+            and reuse._thread == _get_ident()
+        ):
             return reuse
         return _AsyncioParker(loop)
 
@@ -264,9 +288,28 @@ _TASK_STATES_READ = False
 
 
 class _AsyncioParker(Parker):
-    __slots__ = ("_done", "_future", "_loop", "_state", "_task", "_task_states", "checkpoint_if_cancelled")
+    __slots__ = (
+        "_done",
+        "_forks",
+        "_future",
+        "_loop",
+        "_state",
+        "_task",
+        "_task_states",
+        "_thread",
+        "checkpoint_if_cancelled",
+    )
 
     def at_home(self) -> bool:
+        if _get_ident() == self._thread and _forks == self._forks:
+            # This loop's thread, where no other asyncio loop can run while this one does (asyncio
+            # refuses): home, unless trio runs this step, as a guest on this loop or on its own
+            # after this loop finished. ``_running_loop()`` would say as much, but it pays a
+            # ``getpid()`` (150-250 ns here) on each call. A loop runs a generation in the thread
+            # that entered it (a parker is made or reused per generation in the running loop).
+            names = _sniffio_names or _find_sniffio_names()
+            if names is None or names.name != "trio":
+                return True
         if _running_loop() is self._loop:
             # trio as a guest on this loop (``start_guest_run``) is another event loop: its
             # tasks see this loop running, but trio names itself in sniffio's thread-local.
@@ -282,6 +325,8 @@ class _AsyncioParker(Parker):
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         global _TASK_STATES, _TASK_STATES_READ
         self._loop = loop
+        self._thread = _get_ident()  # made in the running loop, so in its thread
+        self._forks = _forks
         if not _TASK_STATES_READ:
             _TASK_STATES, _TASK_STATES_READ = _anyio_asyncio_task_states(), True
         self._task_states = _TASK_STATES
