@@ -32,11 +32,21 @@ too; only when nobody named a library does a running asyncio loop decide.
 ``checkpoint_if_cancelled`` is the start of every boundary: anyio's function of that
 name looks the backend up (``sniffio``) on each call, about as long as the rest of a
 one-input boundary, so each parker binds its backend's own once.
+
+Private state, fenced. Three shortcuts read state anyio and trio do not publish:
+anyio's backend table (``get_async_backend``), anyio's asyncio cancel scopes
+(``cancel_pending``) and trio's checkpoint message and task fields
+(``_one_frame_trio_checkpoint``). Each is taken only on a version this module was
+tested with (``_TESTED_ANYIO``, ``_TESTED_TRIO``: the newest minor, pinned for ``dev``
+in pyproject.toml) and only when the names it reads are there; otherwise the parker
+uses the public function it stands for, slower and with the same behaviour.
+tests/test_parking.py forces each of those paths on both backends.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import os
 import sys
 import threading
@@ -48,6 +58,25 @@ if TYPE_CHECKING:
     import trio.lowlevel
 
 __all__ = ["Parker", "checkpoint"]
+
+_TESTED_ANYIO = (4, 16)
+"""The newest anyio minor whose private state this module reads (pyproject.toml's ``dev`` pin)."""
+_TESTED_TRIO = (0, 35)
+"""The newest trio minor whose private state this module reads (pyproject.toml's ``dev`` pin)."""
+
+
+def _tested(distribution: str, newest: tuple[int, int]) -> bool:
+    """True when the installed ``distribution`` is no newer than ``newest`` (major, minor).
+
+    A newer (or unreadable) version keeps its private state unread: its public function
+    serves instead. Read once per process per shortcut, never on a hot path.
+    """
+    try:
+        major, minor = importlib.metadata.version(distribution).split(".")[:2]
+        return (int(major), int(minor)) <= newest
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return False
+
 
 _running_loop = asyncio._get_running_loop
 _modules = sys.modules
@@ -248,16 +277,25 @@ def _backend_checkpoint_if_cancelled(name: str) -> Callable[[], Awaitable[None]]
     """The backend's own ``checkpoint_if_cancelled``, the one ``anyio.lowlevel`` looks up per call."""
     found = _checkpoints_if_cancelled.get(name)
     if found is None:
-        try:
-            from anyio._core._eventloop import get_async_backend
-        except ImportError:  # pragma: no cover - anyio moved it: take the public path, slower
+        found = _private_checkpoint_if_cancelled(name)
+        if found is None:  # another anyio: the public function, which looks the backend up per call
             import anyio.lowlevel
 
             found = anyio.lowlevel.checkpoint_if_cancelled
-        else:
-            found = get_async_backend(name).checkpoint_if_cancelled
         _checkpoints_if_cancelled[name] = found
     return found
+
+
+def _private_checkpoint_if_cancelled(name: str) -> Callable[[], Awaitable[None]] | None:
+    """The backend's function out of anyio's private backend table, or None on another anyio."""
+    if not _tested("anyio", _TESTED_ANYIO):
+        return None
+    try:
+        from anyio._core._eventloop import get_async_backend
+    except ImportError:  # anyio moved it
+        return None
+    found = getattr(get_async_backend(name), "checkpoint_if_cancelled", None)
+    return found if callable(found) else None
 
 
 def _occupied() -> RuntimeError:
@@ -271,15 +309,19 @@ def _anyio_asyncio_task_states() -> Any:
     without that function's per-call lookups; with any other shape (another anyio), the
     parker calls anyio's function instead.
     """
+    if not _tested("anyio", _TESTED_ANYIO):
+        return None
     try:
         from anyio._backends._asyncio import CancelScope, TaskState, _task_states
-    except ImportError:  # pragma: no cover - another anyio
+    except ImportError:  # another anyio
         return None
     probe = CancelScope()
     if not all(hasattr(probe, name) for name in ("_cancel_called", "_shield", "_parent_scope")):
-        return None  # pragma: no cover - another anyio
-    if "cancel_scope" not in getattr(TaskState, "__slots__", ()):
-        return None  # pragma: no cover - another anyio
+        return None  # another anyio
+    if "cancel_scope" not in getattr(TaskState, "__slots__", ()) or not callable(
+        getattr(_task_states, "get", None)
+    ):
+        return None  # another anyio
     return _task_states
 
 
@@ -334,7 +376,7 @@ class _AsyncioParker(Parker):
         self._state: Any = None
         """anyio's state of ``_task`` (one object for a task's whole life), read once."""
         # anyio's asyncio backend: its cancel scopes are anyio's own, so they are walked.
-        if self._task_states is None:  # pragma: no cover - another anyio
+        if self._task_states is None:  # another anyio: its own function, looked up once
             self.checkpoint_if_cancelled = _backend_checkpoint_if_cancelled("asyncio")  # type: ignore[method-assign]
         else:
             self.checkpoint_if_cancelled = self._checkpoint_if_cancelled  # type: ignore[method-assign]
@@ -376,7 +418,7 @@ class _AsyncioParker(Parker):
         # makes it when the task starts (or enters its first scope) and drops it when the
         # task ends, so a live task keeps one.
         task_states = self._task_states
-        if task_states is None:  # pragma: no cover - another anyio: let its own function decide
+        if task_states is None:  # another anyio: let its own function decide
             return True
         task = asyncio.current_task(self._loop)
         state = self._state if task is self._task else None
@@ -443,7 +485,7 @@ class _TrioParker(Parker):
     )
 
     def at_home(self) -> bool:
-        if threading.get_ident() == self._thread and self._sniffio.name == "trio":
+        if _get_ident() == self._thread and self._sniffio.name == "trio":
             return True
         # Another thread, or this thread outside trio's steps (the asyncio loop hosting
         # trio as a guest): home only if this parker's trio run is over (no one's home any
@@ -578,9 +620,11 @@ def _one_frame_trio_checkpoint() -> Callable[[], Awaitable[None]] | None:
     _TRIO_CHECKPOINT_READ = True
     import trio.lowlevel
 
+    if not _tested("trio", _TESTED_TRIO):
+        return None
     try:
         from trio._core._run import CancelShieldedCheckpoint  # type: ignore[attr-defined]
-    except ImportError:  # pragma: no cover - another trio
+    except ImportError:  # another trio
         return None
     current_task = trio.lowlevel.current_task
     task: Any = current_task()
@@ -592,7 +636,7 @@ def _one_frame_trio_checkpoint() -> Callable[[], Awaitable[None]] | None:
         and hasattr(runner, "main_task")
         and type(getattr(runner, "ki_pending", None)) is bool
     ):
-        return None  # pragma: no cover - another trio
+        return None  # another trio
     full_checkpoint = trio.lowlevel.checkpoint
 
     @types.coroutine
