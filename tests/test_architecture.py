@@ -25,6 +25,7 @@ LAYERS: Mapping[str, int] = {
     f"{PACKAGE}._validate": 0,
     f"{PACKAGE}._errors": 0,
     f"{PACKAGE}._extras": 0,
+    f"{PACKAGE}._admission": 0,  # the one refusal order (C7), shared by the core and the wings
     f"{PACKAGE}._types": 1,
     f"{PACKAGE}._rules": 2,  # the core's tables: states, moves, endings
     f"{PACKAGE}._core": 3,
@@ -256,8 +257,10 @@ def test_the_bottom_layers_import_nothing_of_the_package_above_them() -> None:
     """The sans-IO core sits on its tables, types, errors and validation alone; validation on nothing."""
     graph, _ = package_graph()
     assert graph[f"{PACKAGE}._validate"] == set()
+    assert graph[f"{PACKAGE}._admission"] == set()
     assert graph[f"{PACKAGE}._rules"] <= {f"{PACKAGE}._errors", f"{PACKAGE}._types"}
     assert graph[f"{PACKAGE}._core"] <= {
+        f"{PACKAGE}._admission",
         f"{PACKAGE}._rules",
         f"{PACKAGE}._errors",
         f"{PACKAGE}._types",
