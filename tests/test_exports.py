@@ -1,8 +1,12 @@
-"""The public surface: ``live_steering.__all__`` is exactly what hosts may import (STYLE.md)."""
+"""The public surface: ``live_steering.__all__`` is exactly what hosts may import (STYLE.md), and
+every exception the library defines shares its one root, ``LiveSteeringError``."""
 
 from __future__ import annotations
 
 import importlib
+import inspect
+import pkgutil
+import types
 
 import pytest
 
@@ -62,3 +66,58 @@ def test_errors_share_the_root_and_their_builtin_bases() -> None:
         assert issubclass(getattr(live_steering, name), live_steering.LiveSteeringError)
     assert issubclass(live_steering.InvariantError, AssertionError)
     assert issubclass(live_steering.GenerationStateError, RuntimeError)
+
+
+def _raise(name: str) -> None:
+    raise ImportError(f"walking the package failed at {name}")
+
+
+# -- every exception the library defines shares the root ---------------------------------------------
+
+NOT_IMPORTED = {"live_steering._cli.__main__"}
+"""Modules walked but not imported: ``python -m live_steering._cli`` runs the command on import."""
+
+KNOWN_OUTSIDE_THE_ROOT = {
+    "live_steering.hooks._store.StoreError",  # fixed on the hooks branch
+    "live_steering.hooks._install.InstallError",  # hooks/ is being changed on its own branch: reported there
+}
+"""Exceptions known not to derive from ``LiveSteeringError`` yet; each entry must still be true."""
+
+
+def _all_modules() -> list[types.ModuleType]:
+    modules = [live_steering]
+    for info in pkgutil.walk_packages(live_steering.__path__, "live_steering.", onerror=_raise):
+        if info.name not in NOT_IMPORTED:
+            modules.append(importlib.import_module(info.name))
+    return modules
+
+
+def _exceptions_defined_in(module: types.ModuleType) -> list[type[BaseException]]:
+    """The exception classes ``module`` defines, at its top level or nested in its classes."""
+    found: list[type[BaseException]] = []
+    todo = [value for value in vars(module).values() if inspect.isclass(value)]
+    while todo:
+        cls = todo.pop()
+        if cls.__module__ != module.__name__ or cls in found:
+            continue
+        todo.extend(value for value in vars(cls).values() if inspect.isclass(value))
+        if issubclass(cls, BaseException):
+            found.append(cls)
+    return found
+
+
+def test_every_exception_the_library_defines_is_a_live_steering_error() -> None:
+    """Walk every module of the package (every optional dependency is installed for the suite) and
+    check each exception class it defines: a ``LiveSteeringError``. Warnings are categories for
+    ``warnings.filterwarnings``, not errors: they subclass the builtin warning that fits."""
+    outside, seen = set(), 0
+    for module in _all_modules():
+        for cls in _exceptions_defined_in(module):
+            seen += 1
+            if issubclass(cls, Warning):
+                assert not issubclass(cls, live_steering.LiveSteeringError)
+                continue
+            if not issubclass(cls, live_steering.LiveSteeringError):
+                outside.add(f"{cls.__module__}.{cls.__qualname__}")
+    assert seen >= 25  # the walk found the library's exceptions at all
+    assert outside == KNOWN_OUTSIDE_THE_ROOT

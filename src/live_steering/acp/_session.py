@@ -36,7 +36,7 @@ import anyio.abc
 import attrs
 
 from .._core import DEFAULT_MAX_TEXT_CHARS
-from .._errors import GenerationClosedError, RuntimeClosedError
+from .._errors import GenerationClosedError, LiveSteeringError, RuntimeClosedError
 from .._runtime import Generation, LiveRuntime, internals
 from .._types import Disposition, HoldReason, Input, Receipt, RefusalReason
 from .._validate import MAX_ID_CHARS, utf8_encodable
@@ -74,7 +74,7 @@ _CANCELLED: Final = frozenset({HoldReason.GENERATION_CANCELLED.value, HoldReason
 _AUTHOR_STOP_REASONS: Final = frozenset({"end_turn", "max_tokens", "refusal"})
 
 
-class _TurnFailed(Exception):
+class _TurnFailed(LiveSteeringError):
     """Internal: a turn failed; carries what the client is told (``TurnError.data`` plus the lists)."""
 
     def __init__(self, data: dict[str, Any]) -> None:

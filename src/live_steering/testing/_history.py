@@ -50,6 +50,7 @@ from typing import Any, Final
 
 import attrs
 
+from .._errors import LiveSteeringError
 from .._types import Disposition, HoldReason, Input, Receipt, RefusalReason
 from .._validate import event_safe
 
@@ -76,7 +77,7 @@ _UNKNOWN_REASONS: Final = frozenset({HoldReason.WRITE_INTERRUPTED.value, HoldRea
 _REFUSALS: Final = frozenset(r.value for r in RefusalReason)
 
 
-class HistoryViolationError(AssertionError):
+class HistoryViolationError(LiveSteeringError, AssertionError):
     """Raised by ``HistoryReport.assert_ok()``: the history breaks the contract (message lists how)."""
 
 
