@@ -256,7 +256,6 @@ class GenerationState:
     """Admissions of the runtime before this generation started (see ``SteeringCore._admitted_into``)."""
     applied_ids: list[str] = attrs.Factory(list)
     """Every input applied in this generation, in application order."""
-    continuations: int = 0
     applied_at_continue: int = -1
     """``len(applied_ids)`` at the last ``generation.continued``; -1 before any."""
     ending: Ending | None = None
@@ -994,7 +993,6 @@ class SteeringCore:
         time = self._clock()
         decision = AFTER_CHECKPOINT[gen.phase is OPEN and bool(gen.pending), may_call]
         if decision is _CONTINUE:
-            gen.continuations += 1
             gen.applied_at_continue = len(gen.applied_ids)
             self._emit("generation.continued", {"generation_id": gen.id}, time)
             return True

@@ -144,7 +144,6 @@ class SteeringSession:
         self._tg = task_group
         self._lock = anyio.Lock()
         self._turn: _TurnRecord | None = None
-        self._turns = 0
         self._started: dict[str, tuple[str, SteerResult]] = {}
 
     # -- turns ---------------------------------------------------------------------------------
@@ -158,7 +157,6 @@ class SteeringSession:
         """Claim the session for a new turn, synchronously (no await between check and claim)."""
         if self._turn is not None:
             raise TurnBusyError(f"turn {self._turn.id!r} of session {self.session_id!r} is running")
-        self._turns += 1
         gen = self.runtime.open_generation()  # issued: ``<session id>-turn-<n>``
         turn = self._turn = _TurnRecord(gen.id, origin, gen)
         return turn

@@ -181,7 +181,6 @@ class _InputModel:
     content: tuple[str, str] | None = None
     """(kind, text) when known from the operation that was admitted."""
     disposition: Disposition = Disposition.QUEUED
-    final_sequence: int | None = None
 
 
 @attrs.define(eq=False)
@@ -570,7 +569,6 @@ class _Checker:
                     )
             gen.applied.append(model.input_id)
         model.disposition = disposition
-        model.final_sequence = event.get("sequence")
         self.counts[disposition.value] += 1
 
     def finish(self) -> None:
