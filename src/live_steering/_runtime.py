@@ -7,8 +7,8 @@ does the follow-up work: wake the engine, await the loop's writer, publish. It
 must never put an await between a decision and the state change it implies (C8,
 C16), and it never starts a task of its own.
 
-``RuntimeInternals`` (at the end) is the one door from a wing (the journal; the
-fleet and integrations tomorrow) into a runtime beyond its public API: no wing
+``RuntimeInternals`` (at the end) is the one door from a wing (the journal, the
+fleet's owner, the ACP sessions) into a runtime beyond its public API: no wing
 touches ``LiveRuntime._core`` or the core's attributes.
 """
 
