@@ -907,3 +907,59 @@ async def test_cancellation_is_delivered_on_every_release(release: str) -> None:
         runtime._check()
         gen.stop()
     assert runtime.receipt("c-1") == Receipt(True, "c-1", gen.id, Disposition.APPLIED)
+
+
+def test_a_boundary_from_a_guest_run_or_its_host_loop_is_refused_before_it_takes_anything() -> None:
+    """C8 under guest mode, for the engine's boundary: one thread, two loops. The host's engine ran a
+    boundary first (so its parker knows the engine's task); a boundary of the host's generation from the
+    guest, and of the guest's from the host, each raise RuntimeError and leave their input pending."""
+
+    def write(item: Input, metadata: object) -> None:
+        pytest.fail("nothing is written from another loop")  # pragma: no cover
+
+    async def host() -> tuple[int, int]:
+        loop = asyncio.get_running_loop()
+        hosts = LiveRuntime()
+        async with hosts.open_generation() as gen:
+            assert await gen.boundary(write) == []  # at home: the engine's task is now the one seen
+            assert hosts.submit_steering_nowait(Input("steer", "x", id="h-1"), gen.id).accepted
+
+            async def guest_boundary() -> None:
+                with pytest.raises(RuntimeError, match="another thread or event loop"):
+                    await gen.boundary(write)
+
+            done: asyncio.Future[outcome.Outcome[None]] = loop.create_future()
+            trio.lowlevel.start_guest_run(
+                guest_boundary,
+                run_sync_soon_threadsafe=loop.call_soon_threadsafe,
+                done_callback=done.set_result,
+            )
+            (await done).unwrap()
+            host_pending = gen.pending
+            gen.stop()
+        opened = asyncio.Event()
+        held: dict[str, Any] = {}
+
+        async def guest_owns() -> None:
+            guests = LiveRuntime()
+            finish = trio.Event()
+            async with guests.open_generation() as own:
+                assert guests.submit_steering_nowait(Input("steer", "x", id="g-1"), own.id).accepted
+                held.update(gen=own, finish=finish, token=trio.lowlevel.current_trio_token())
+                loop.call_soon_threadsafe(opened.set)
+                await finish.wait()
+                held["pending"] = own.pending
+                own.stop()
+
+        finished: asyncio.Future[outcome.Outcome[None]] = loop.create_future()
+        trio.lowlevel.start_guest_run(
+            guest_owns, run_sync_soon_threadsafe=loop.call_soon_threadsafe, done_callback=finished.set_result
+        )
+        await opened.wait()
+        with pytest.raises(RuntimeError, match="another thread or event loop"):
+            await held["gen"].boundary(write)
+        held["token"].run_sync_soon(held["finish"].set)
+        (await finished).unwrap()
+        return host_pending, held["pending"]
+
+    assert asyncio.run(host()) == (1, 1)
