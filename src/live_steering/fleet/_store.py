@@ -1172,10 +1172,6 @@ class StoreConnection(abc.ABC):
         return [row[0] for row in rows]
 
 
-def wall_clock() -> float:
-    return time.time()
-
-
 def read_sqlite_receipts(path: str, *, session_id: str | None = None) -> list[JournalEntry] | None:
     """Read a SQLite fleet store without writing to it; ``None`` if the file is not a fleet store.
 
