@@ -18,7 +18,7 @@ import anyio.to_thread
 import psycopg
 import pytest
 
-from fleet_helpers import FleetStore, new_session
+from fleet_helpers import BOUND, FleetStore, new_session
 from live_steering import Disposition, Input, LiveRuntime, Receipt
 from live_steering.fleet import PostgresFleet
 from live_steering.fleet._postgres import PostgresConnection
@@ -142,7 +142,7 @@ async def test_a_terminated_backend_raises_an_operational_error(
     """The server ends the session: the next pipeline raises OperationalError, it does not hang."""
     with psycopg.connect(postgres_dsn, autocommit=True) as killer:
         killer.execute("SELECT pg_terminate_backend(%s)", (pg.my_pid(),))
-    with anyio.fail_after(5), pytest.raises(psycopg.OperationalError):
+    with anyio.fail_after(BOUND), pytest.raises(psycopg.OperationalError):  # the server closes it
         await pg._exchange([("BEGIN", ()), ("SELECT ?::bigint", (1,)), ("COMMIT", ())])
     await pg.rollback_async()  # on a closed connection: nothing to do, no error
     # the next transaction runs on a new connection (its statements prepared again)
@@ -159,7 +159,7 @@ async def test_a_transaction_whose_connection_was_lost_never_goes_on_on_a_new_on
     with psycopg.connect(postgres_dsn, autocommit=True) as killer:
         killer.execute("SELECT pg_terminate_backend(%s)", (pg.my_pid(),))
     note = f"n-{time.monotonic_ns()}"
-    with anyio.fail_after(5), pytest.raises(psycopg.OperationalError):
+    with anyio.fail_after(BOUND), pytest.raises(psycopg.OperationalError):  # the server closes it
         await pg._exchange([("INSERT INTO pipeline_probe (note) VALUES (?)", (note,)), ("COMMIT", ())])
     with pytest.raises(psycopg.OperationalError, match="in the middle of a transaction"):
         await pg._exchange([("INSERT INTO pipeline_probe (note) VALUES (?)", (note,)), ("COMMIT", ())])
@@ -178,8 +178,8 @@ async def test_a_natively_cancelled_submit_never_hands_its_answers_to_the_next(
 
     session = new_session()
     async with (
-        fleet_store.fleet("owner", timeout=5) as owner,
-        fleet_store.fleet("host", timeout=5) as host,
+        fleet_store.fleet("owner", timeout=BOUND) as owner,
+        fleet_store.fleet("host", timeout=BOUND) as host,
         owner.own(LiveRuntime(session_id=session)) as runtime,
         runtime.open_generation("g1") as gen,
     ):
@@ -330,8 +330,8 @@ async def test_a_fleet_on_a_latin1_database_carries_non_ascii_ids(postgres_dsn: 
     assert dsn != postgres_dsn
     session = "sessión-é"
     async with (
-        PostgresFleet(dsn, node_id="propriétaire", timeout=5) as owner,
-        PostgresFleet(dsn, node_id="hôte", timeout=5) as host,
+        PostgresFleet(dsn, node_id="propriétaire", timeout=BOUND) as owner,
+        PostgresFleet(dsn, node_id="hôte", timeout=BOUND) as host,
         owner.own(LiveRuntime(session_id=session)) as runtime,
         runtime.open_generation("génération-1") as gen,
     ):
@@ -339,7 +339,7 @@ async def test_a_fleet_on_a_latin1_database_carries_non_ascii_ids(postgres_dsn: 
         assert (receipt.input_id, receipt.disposition) == ("étape-1", Disposition.QUEUED)
         assert runtime.receipt("étape-1") == receipt
         gen.stop()
-        with anyio.fail_after(5):
+        with anyio.fail_after(BOUND):
             final = await host.wait_final(session, "étape-1")
         assert (final.input_id, final.disposition) == ("étape-1", Disposition.HELD)
 
