@@ -1,5 +1,6 @@
-"""Shared pytest configuration: both anyio backends for every async test (STYLE.md), and the
-``--runslow`` switch for the long runs behind docs/reliability.md's figures."""
+"""Shared pytest configuration: both anyio backends for every async test (STYLE.md), the
+``--runslow`` switch for the long runs behind docs/reliability.md's figures, and Hypothesis
+settings that hold on a loaded machine."""
 
 from __future__ import annotations
 
@@ -8,9 +9,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from fleet_helpers import FleetStore
 from hooks_helpers import HookWhere
+
+# A loaded CI machine makes examples slow, not wrong: no per-example deadline and no too_slow
+# health check for any Hypothesis test (tests never assert wall-clock times; see
+# docs/reliability.md, "A loaded machine"). Loaded here, before any test module builds its settings.
+settings.register_profile("live-steering", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("live-steering")
 
 
 @pytest.fixture(params=["asyncio", "trio"])

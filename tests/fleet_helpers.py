@@ -22,6 +22,11 @@ from live_steering.fleet._postgres import PostgresConnection
 from live_steering.fleet._sqlite import SQLiteConnection
 from live_steering.fleet._store import StoreConnection
 
+#: Seconds a wait on another process (a child node, the PostgreSQL server noticing a closed
+#: connection) may take before the test fails: a bound against a hang, generous for a loaded
+#: 2-core CI machine (scripts/loaded-tests); never an ordering tool, never a measurement.
+BOUND = 60.0
+
 
 @attrs.frozen
 class FleetStore:
@@ -31,6 +36,9 @@ class FleetStore:
     location: str
 
     def fleet(self, node_id: str, **options: Any) -> Fleet:
+        # A remote submit's deadline no loaded machine reaches (the default is 10 s); the tests
+        # of the deadline itself pass their own.
+        options.setdefault("timeout", BOUND)
         if self.kind == "sqlite":
             return SQLiteFleet(self.location, node_id=node_id, **options)
         return PostgresFleet(self.location, node_id=node_id, **options)
@@ -64,8 +72,8 @@ class Child:
         return self.process.pid
 
     async def next(self, type_: str | None = None) -> dict[str, Any]:
-        """The next JSON line (of ``type_``, skipping others); fails after 20 s."""
-        with anyio.fail_after(20):
+        """The next JSON line (of ``type_``, skipping others); fails after ``BOUND`` seconds."""
+        with anyio.fail_after(BOUND):
             while True:
                 line: dict[str, Any] = json.loads(await self._stdout.receive_until(b"\n", 1 << 20))
                 self.lines.append(line)
@@ -74,7 +82,7 @@ class Child:
 
     async def drain(self) -> None:
         """Read what is left of the output (after the child ended)."""
-        with anyio.fail_after(20):
+        with anyio.fail_after(BOUND):
             try:
                 while True:
                     self.lines.append(json.loads(await self._stdout.receive_until(b"\n", 1 << 20)))
@@ -97,7 +105,7 @@ class Child:
             await self.process.wait()
 
     async def wait(self) -> int:
-        with anyio.fail_after(20):
+        with anyio.fail_after(BOUND):
             return await self.process.wait()
 
 

@@ -25,6 +25,8 @@ pytest.importorskip("acp")
 import acp
 from acp.schema import AgentMessageChunk, AgentThoughtChunk, SessionInfoUpdate
 
+from process_helpers import stopped
+
 pytestmark = pytest.mark.anyio
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -342,45 +344,47 @@ def test_json_rpc_id_repeat_is_one_steer() -> None:
         {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}},
         {"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": "/", "mcpServers": []}},
     ]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "live_steering._cli", "acp", "--client-paced", "--steps=1"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdin is not None
-    assert proc.stdout is not None
-    answers: dict[int, Any] = {}
+    with (
+        subprocess.Popen(
+            [sys.executable, "-m", "live_steering._cli", "acp", "--client-paced", "--steps=1"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        ) as proc,
+        stopped(proc),
+    ):  # by its pid: a hung agent ends the readline below (EOF), not the run
+        assert proc.stdin is not None
+        assert proc.stdout is not None
+        answers: dict[int, Any] = {}
 
-    def answer(request_id: int) -> Any:
-        while request_id not in answers:
-            message = json.loads(proc.stdout.readline())  # type: ignore[union-attr]
-            if "id" in message and "method" not in message:
-                answers[message["id"]] = message
-        return answers[request_id]
+        def answer(request_id: int) -> Any:
+            while request_id not in answers:
+                message = json.loads(proc.stdout.readline())  # type: ignore[union-attr]
+                if "id" in message and "method" not in message:
+                    answers[message["id"]] = message
+            return answers[request_id]
 
-    try:
-        proc.stdin.write("".join(json.dumps(f) + "\n" for f in frames))
-        proc.stdin.flush()
-        session_id = answer(2)["result"]["sessionId"]
-        steer = {
-            "jsonrpc": "2.0",
-            "id": 3,
-            "method": "_session/steering",
-            "params": {"sessionId": session_id, "prompt": [{"type": "text", "text": "Once"}]},
-        }
-        other = {**steer, "id": 4}
-        proc.stdin.write(json.dumps(steer) + "\n")
-        proc.stdin.flush()
-        first = answer(3)["result"]
-        del answers[3]
-        proc.stdin.write(json.dumps(steer) + "\n" + json.dumps(other) + "\n")
-        proc.stdin.flush()
-        repeat, fresh = answer(3)["result"], answer(4)["result"]
-    finally:
-        proc.stdin.close()
-        proc.wait(timeout=WAIT)
-        proc.stdout.close()
+        try:
+            proc.stdin.write("".join(json.dumps(f) + "\n" for f in frames))
+            proc.stdin.flush()
+            session_id = answer(2)["result"]["sessionId"]
+            steer = {
+                "jsonrpc": "2.0",
+                "id": 3,
+                "method": "_session/steering",
+                "params": {"sessionId": session_id, "prompt": [{"type": "text", "text": "Once"}]},
+            }
+            other = {**steer, "id": 4}
+            proc.stdin.write(json.dumps(steer) + "\n")
+            proc.stdin.flush()
+            first = answer(3)["result"]
+            del answers[3]
+            proc.stdin.write(json.dumps(steer) + "\n" + json.dumps(other) + "\n")
+            proc.stdin.flush()
+            repeat, fresh = answer(3)["result"], answer(4)["result"]
+        finally:
+            proc.stdin.close()
+            proc.wait(timeout=WAIT)
     assert first["outcome"] == "startedNewTurn"
     assert repeat["outcome"] == "startedNewTurn"
     assert repeat["_meta"]["liveSteering"] == {**first["_meta"]["liveSteering"], "repeated": True}

@@ -46,6 +46,10 @@ from live_steering.testing import Gate
 pytestmark = pytest.mark.anyio
 
 WAIT = 20  # seconds: a hang becomes a failure; never an ordering tool
+#: The agent's endpoint timeout (``--timeout``) in the one test of that timeout. Every other test
+#: shares an agent with the default (120 s): a gated reply is held while the test makes round
+#: trips to the agent process, which a loaded machine stretches, and a short timeout raced them.
+IMPATIENT = 5
 KEY = "sk-test-secret-4f1c"
 MAX_HEAD = 65_536  # bytes of request head the loopback server reads at most
 ROOT = Path(__file__).resolve().parents[1]
@@ -251,12 +255,13 @@ def _agent_command(port: int, *extra: str, key_env: str | None = "LIVE_STEERING_
             "--model=test-model", *key, *extra)  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-async def shared_agent(chat_server: ChatServer) -> AsyncIterator[Agent]:
-    """The real-model agent (one process for the module), pointed at the loopback server."""
+@contextlib.asynccontextmanager
+async def _spawned_agent(port: int, *extra: str) -> AsyncIterator[Agent]:
+    """The real-model agent in a process of its own, pointed at the loopback server; it exits 0
+    and never prints the API key."""
     client = EditorClient({"/project/notes.txt": "Remember: tabs, not spaces."})
     env = {**os.environ, "LIVE_STEERING_TEST_KEY": KEY}
-    command = _agent_command(chat_server.port, "--timeout=2")
+    command = _agent_command(port, *extra)
     async with acp.spawn_agent_process(cast("acp.Client", client), *command, env=env) as (conn, process):
         capabilities = ClientCapabilities(fs=FileSystemCapabilities(read_text_file=True))
         await conn.initialize(protocol_version=acp.PROTOCOL_VERSION, client_capabilities=capabilities)
@@ -264,6 +269,20 @@ async def shared_agent(chat_server: ChatServer) -> AsyncIterator[Agent]:
     assert process.returncode == 0
     assert process.stderr is not None
     assert KEY.encode() not in await process.stderr.read()
+
+
+@pytest.fixture(scope="module")
+async def shared_agent(chat_server: ChatServer) -> AsyncIterator[Agent]:
+    """The real-model agent (one process for the module), with its default endpoint timeout."""
+    async with _spawned_agent(chat_server.port) as agent:
+        yield agent
+
+
+@pytest.fixture
+async def impatient_agent(server: ChatServer) -> AsyncIterator[Agent]:
+    """An agent of its own that gives the endpoint only ``IMPATIENT`` seconds."""
+    async with _spawned_agent(server.port, f"--timeout={IMPATIENT}") as agent:
+        yield agent
 
 
 @pytest.fixture
@@ -412,7 +431,6 @@ ERRORS = [
     pytest.param(Reply(status=401, body=f'{{"error": "bad key {KEY}"}}'.encode()), "HTTP 401", id="4xx"),
     pytest.param(Reply(chunk("a"), b"data: {not json\n\n"), "malformed reply: not JSON", id="malformed-json"),
     pytest.param(Reply(b"data: [1, 2]\n\n"), "malformed reply: not a JSON object", id="not-an-object"),
-    pytest.param(Reply(hang=True), "did not answer within 2 s", id="timeout"),
 ]
 
 
@@ -421,6 +439,20 @@ async def test_endpoint_errors_end_the_turn_clearly_and_hold(
     server: ChatServer, agent: Agent, reply: Reply, details: str
 ) -> None:
     """An endpoint error is a JSON-RPC error saying what happened; the steer it never sent is held."""
+    await _an_endpoint_error_ends_the_turn_and_holds(server, agent, reply, details)
+
+
+async def test_an_endpoint_that_never_answers_times_out_and_holds(
+    server: ChatServer, impatient_agent: Agent
+) -> None:
+    """An endpoint that never answers: past ``--timeout`` the same clear error, the steer held."""
+    details = f"did not answer within {IMPATIENT} s"
+    await _an_endpoint_error_ends_the_turn_and_holds(server, impatient_agent, Reply(hang=True), details)
+
+
+async def _an_endpoint_error_ends_the_turn_and_holds(
+    server: ChatServer, agent: Agent, reply: Reply, details: str
+) -> None:
     gate = Gate()
     first = Reply(chunk("Working"), gate, chunk(calls=[{"index": 0, "id": "t", "function": {
         "name": "no_such_tool", "arguments": "{}"}}]), chunk(finish="tool_calls"))  # fmt: skip

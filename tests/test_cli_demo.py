@@ -27,6 +27,7 @@ import pytest
 from live_steering._cli import _demo_receipts, main
 from live_steering._cli import demo as _demo
 from live_steering.journal import read_receipts
+from process_helpers import stopped
 
 BACKENDS = pytest.mark.parametrize("backend", ["asyncio", "trio"])
 
@@ -274,11 +275,14 @@ def test_demo_steers_that_is_not_a_number_says_so(capsys: pytest.CaptureFixture[
 def test_demo_long_run_into_head_exits_quietly(backend: str) -> None:
     """``demo --steers N | head -3``: the reader leaves after three lines; the run ends with exit 0 and
     no BrokenPipe traceback, in human mode."""
-    with subprocess.Popen(
-        [sys.executable, "-m", "live_steering._cli", "demo", "--steers", "300", "--backend", backend],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    ) as proc:
+    with (
+        subprocess.Popen(
+            [sys.executable, "-m", "live_steering._cli", "demo", "--steers", "300", "--backend", backend],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        ) as proc,
+        stopped(proc),
+    ):
         assert proc.stdout is not None
         assert proc.stderr is not None
         head = [proc.stdout.readline() for _ in range(3)]
@@ -359,14 +363,15 @@ def test_demo_progress_through_a_real_pty() -> None:
     finally:
         os.close(slave)
     chunks: list[bytes] = []
-    try:
-        while chunk := os.read(master, 65536):
-            chunks.append(chunk)
-    except OSError:  # EIO: the process closed the terminal's last slave end
-        pass
-    finally:
-        os.close(master)
-    assert proc.wait(timeout=60) == 0
+    with stopped(proc):  # killed by its pid if it hangs: the read below then ends (EIO)
+        try:
+            while chunk := os.read(master, 65536):
+                chunks.append(chunk)
+        except OSError:  # EIO: the process closed the terminal's last slave end
+            pass
+        finally:
+            os.close(master)
+        assert proc.wait(timeout=60) == 0
     text = b"".join(chunks).decode()
     assert f"\rlong run: steers: {_demo.PROGRESS_FROM}/{_demo.PROGRESS_FROM} (100%)\x1b[K" in text
     assert text.endswith("\r\x1b[K")

@@ -12,7 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from fleet_helpers import FleetStore, new_session, spawn
+from fleet_helpers import BOUND, FleetStore, new_session, spawn
 from live_steering import Disposition, Input, LiveRuntime
 from live_steering._cli import main
 from live_steering._cli._demo_fleet import run_fleet_demo
@@ -297,7 +297,8 @@ async def _owner_killed_mid_write(store: FleetStore, session: str, backend: str)
         await child.next("owning")
         async with store.fleet("host") as host:
             await host.submit(session, Input("steer", "A", id="a-1"), "g1")
-            await host.wait_final(session, "a-1")
+            with anyio.fail_after(BOUND):  # the child applies it
+                await host.wait_final(session, "a-1")
             await host.submit(session, Input("steer", "B", id="b-1"), "g1")
             while (await child.next("context.write"))["input_id"] != "b-1":
                 pass
@@ -306,7 +307,7 @@ async def _owner_killed_mid_write(store: FleetStore, session: str, backend: str)
         await child.kill()
     conn = store.connection()
     try:
-        with anyio.fail_after(10):  # PostgreSQL frees the dead backend's lock once it sees the EOF
+        with anyio.fail_after(BOUND):  # PostgreSQL frees the dead backend's lock once it sees the EOF
             while not await anyio.to_thread.run_sync(conn.owner_died, session):  # noqa: ASYNC110 - polls the store
                 await anyio.sleep(0.01)
     finally:

@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import pytest
 
-from fleet_helpers import EXPECTED_REASONS, Child, FleetStore, LocalEngine, new_session, script, spawn
+from fleet_helpers import BOUND, EXPECTED_REASONS, Child, FleetStore, LocalEngine, new_session, script, spawn
 from live_steering import Disposition, Input, LiveRuntime
 
 #: These tests leave generations with steers pending on purpose, to see them held across the
@@ -104,7 +104,7 @@ async def test_owner_killed_is_taken_over_and_finalised(fleet_store: FleetStore,
             await owner.kill()
             # (a submit now would make this host finalise the session itself: the next test)
             if anyio_backend == "trio":  # any node's recovery, before anyone takes the session over
-                with anyio.fail_after(5):
+                with anyio.fail_after(BOUND):  # until the server has seen the dead owner's socket close
                     final = await host.wait_final(session, "y")
                 assert (final.disposition, final.reason) == (Disposition.HELD, "runtime-lost")
                 expected = (3, 0, 0)  # recovery bumped the epoch; the taker finds nothing left
@@ -143,7 +143,7 @@ async def test_a_host_answers_soon_after_its_owner_is_killed(
             assert (await host.lease(session)).live  # type: ignore[union-attr]
             await owner.kill()
             lease = await host.lease(session)
-            with anyio.fail_after(10):  # PostgreSQL frees the lock once its backend sees the socket close
+            with anyio.fail_after(BOUND):  # PostgreSQL frees the lock once its backend sees the socket close
                 while lease is not None and lease.live:  # the server drives it: poll, bounded
                     await anyio.sleep(0.01)
                     lease = await host.lease(session)
@@ -211,7 +211,7 @@ async def test_zombie_owner_writes_nothing_after_takeover(
             x = await host.submit(session, Input("steer", "x", id="x"), "g9")  # stale: g1 runs
             assert x.reason == "stale-generation"
             zombie.signal(signal.SIGSTOP)
-            with anyio.fail_after(5):
+            with anyio.fail_after(BOUND):
                 while (lease := await host.lease(session)) is not None and lease.live:  # noqa: ASYNC110 - a lease expiring on the store clock
                     await anyio.sleep(0.05)
             async with (

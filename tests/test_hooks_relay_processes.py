@@ -7,6 +7,7 @@ Runs are bounded so that the file takes a few seconds; ``--runslow`` runs the bi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
@@ -23,6 +24,7 @@ import pytest
 
 from hooks_helpers import HookWhere
 from live_steering.hooks import SqliteHookStore, _vendors
+from process_helpers import stopped
 
 FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures" / "hooks"
 BIN = pathlib.Path(sys.executable).parent
@@ -217,23 +219,22 @@ def concurrency(
     plan_files = [tmp_path / f"plan-{n}.json" for n in range(2)]
     for plan, plan_file in zip(plans, plan_files, strict=True):
         plan_file.write_text(json.dumps(plan))
-    instructors = [
-        subprocess.Popen([*WORKER, "instruct", store, str(plan_file)], stdout=subprocess.PIPE)
-        for plan_file in plan_files
-    ]
     payloads = [
         {"session_id": name, "hook_event_name": moment}
         for name in names
         for moment in ("PostToolUse", "Stop")
     ]
-    hookers = [
-        subprocess.Popen(
-            [*WORKER, "hooks", "claude-code", store, json.dumps(payloads[i:] + payloads[:i]), str(total)],
-            stdout=subprocess.PIPE,
-        )
-        for i in range(hook_processes)
-    ]
-    outputs = [p.communicate(timeout=BOUND * 4)[0] for p in instructors + hookers]
+    with contextlib.ExitStack() as children:  # each child stopped by its pid, whatever happens
+
+        def start(*argv: str) -> subprocess.Popen[bytes]:
+            return children.enter_context(stopped(subprocess.Popen(argv, stdout=subprocess.PIPE), BOUND * 4))
+
+        instructors = [start(*WORKER, "instruct", store, str(plan_file)) for plan_file in plan_files]
+        hookers = [
+            start(*WORKER, "hooks", "claude-code", store, json.dumps(payloads[i:] + payloads[:i]), str(total))
+            for i in range(hook_processes)
+        ]
+        outputs = [p.communicate(timeout=BOUND * 4)[0] for p in instructors + hookers]
     assert all(p.returncode == 0 for p in instructors + hookers)
     receipts = [json.loads(line) for out in outputs[:2] for line in out.splitlines()]
     assert len(receipts) == total
@@ -432,17 +433,18 @@ def test_hooks_events_follow_tails_until_interrupted(tmp_path: pathlib.Path) -> 
         # installs no KeyboardInterrupt handler: give the follower the terminal's default
         preexec_fn=_default_sigint,
     )
-    try:
-        assert follower.stdout is not None
-        first = json.loads(follower.stdout.readline())
-        with SqliteHookStore(store) as s:
-            s.enqueue("s", "c2", "second")
-        second = json.loads(follower.stdout.readline())
-    finally:
-        follower.send_signal(signal.SIGINT)
-        code = follower.wait(timeout=BOUND)
-        if follower.stdout is not None:
-            follower.stdout.close()
+    with stopped(follower, BOUND):  # by its pid if it hangs: a readline below then ends (EOF)
+        try:
+            assert follower.stdout is not None
+            first = json.loads(follower.stdout.readline())
+            with SqliteHookStore(store) as s:
+                s.enqueue("s", "c2", "second")
+            second = json.loads(follower.stdout.readline())
+        finally:
+            follower.send_signal(signal.SIGINT)
+            code = follower.wait(timeout=BOUND)
+            if follower.stdout is not None:
+                follower.stdout.close()
     assert (first["cause"], second["cause"]) == ("c1", "c2")
     assert second["sequence"] == first["sequence"] + 1
     assert code == 0

@@ -25,6 +25,7 @@ import pytest
 
 from journal_helpers import rows
 from live_steering.journal import ReceiptJournal
+from process_helpers import stopped
 
 pytestmark = pytest.mark.anyio
 
@@ -126,9 +127,12 @@ def crashes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Crash]:
     env = {k: v for k, v in os.environ.items() if k != "LIVE_STEERING_KILL"}
     command = [sys.executable, "-m", "live_steering.testing._journal_writer", "--serve"]
     outputs: dict[str, tuple[Path, list[dict[str, str]]]] = {}
-    with subprocess.Popen(
-        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True
-    ) as server:
+    with (
+        subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True
+        ) as server,
+        stopped(server, bound=600),  # every wave's children, on a loaded machine: a bound, by its pid
+    ):
         assert server.stdin is not None
         assert server.stdout is not None
         for start in range(0, len(SCENARIOS), 8):
@@ -218,7 +222,7 @@ def _kill_demo(name: str, after: int, root: Path) -> Crash:
     command += ["--journal", str(directory / "receipts.db")]
     lines: list[dict[str, str]] = []
     durable = 0
-    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as child:
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as child, stopped(child):
         assert child.stdout is not None
         for line in child.stdout:  # read to the end: whatever it flushed before it died counts
             lines.append(json.loads(line))
