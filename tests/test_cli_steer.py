@@ -447,7 +447,6 @@ async def test_steer_follow_up_is_written_in_the_owners_next_generation(
                 code, out, _ = await _cli(argv, capsys)
                 assert (code, out) == (0, "f-2: queued\n")
         # the owner released the session with f-2 held (runtime-closed); a new owner answers it
-        async with fleet_store.fleet("owner-2") as second:
-            async with second.own(LiveRuntime(session_id=session)):
-                repeat = await second.submit(session, Input("follow_up", "And deploy", id="f-2"), "g3")
-                assert (repeat.disposition, repeat.reason) == (Disposition.HELD, "runtime-closed")
+        async with fleet_store.fleet("owner-2") as second, second.own(LiveRuntime(session_id=session)):
+            repeat = await second.submit(session, Input("follow_up", "And deploy", id="f-2"), "g3")
+            assert (repeat.disposition, repeat.reason) == (Disposition.HELD, "runtime-closed")
