@@ -322,3 +322,45 @@ def test_the_order_needs_nothing_of_the_package() -> None:
     imports = [n for n in ast.walk(ast.parse(source)) if isinstance(n, (ast.Import, ast.ImportFrom))]
     names = {(n.module or "") if isinstance(n, ast.ImportFrom) else n.names[0].name for n in imports}
     assert names <= {"__future__", "hashlib"}
+
+
+# -- the hook relay's table, in-process: one order across the two families of surfaces ------
+
+
+@pytest.mark.anyio
+async def test_the_hook_relays_histories_get_the_runtimes_reasons() -> None:
+    """The hook relay's parity table (``tests/test_hooks_parity.py``, where ``HookSession`` and both
+    durable stores answer it alike) gets the same answers from a runtime, row by row: its
+    instructions as steers into one running generation, a delivery as a boundary, the session's
+    end as the runtime's close (the relay's ``session-ended`` is the core's ``closed``). Rows
+    about the relay's own queue cap (``queue-full``, C26) have no in-process counterpart."""
+    from test_hooks_parity import DELIVER, END, IDENTITY_LIMIT, TABLE
+
+    names = {"closed": "session-ended"}
+    compared = 0
+    for name, history, expected in TABLE:
+        if "queue-full" in expected:
+            continue
+        runtime = LiveRuntime(max_text_chars=10_000, identity_limit=IDENTITY_LIMIT)  # Claude Code's cap
+        got: list[str] = []
+        async with runtime.open_generation("g1") as gen:
+            for step in history:
+                if step == END:
+                    await runtime.aclose()
+                    got.append("-")
+                elif step == DELIVER:
+                    await gen.boundary(lambda input, metadata: None)
+                    got.append("-")
+                else:
+                    assert isinstance(step, tuple)
+                    before = runtime.receipt(step[0])
+                    receipt = await runtime.submit_steering(Input("steer", step[1], id=step[0]), "g1")
+                    if receipt.accepted:
+                        got.append("repeat" if before is not None else "admit")
+                    else:
+                        got.append(names.get(str(receipt.reason), str(receipt.reason)))
+            if not runtime.closed:
+                gen.stop()
+        assert got == expected, name
+        compared += 1
+    assert compared >= 15  # every row but the relay's own queue cap

@@ -10,7 +10,7 @@ import sqlite3
 
 import pytest
 
-from hooks_helpers import HookWhere
+from hooks_helpers import HookWhere, wait_for_locks_freed
 from live_steering import Disposition
 from live_steering.hooks import (
     PROFILES,
@@ -276,7 +276,9 @@ def test_dead_claimant_is_finalised_unknown_never_redelivered(store: HookWhere) 
         claim = s.claim("claude-code", "s", "PostToolUse")
         assert claim.delivered == ("c",)
         if isinstance(s, PostgresHookStore):  # the claimant's connection dies, as with its process
-            s._pg.raw.close()
+            backend = s._raw.info.backend_pid
+            s._raw.close()
+            wait_for_locks_freed(s.dsn, backend)
     if store.path is not None:  # SQLite: a claimant is named by its pid; make it one that is gone
         conn = sqlite3.connect(store.path)
         conn.execute("UPDATE instructions SET claim_pid = ? WHERE command_id = 'c'", (2**22 + 12345,))
@@ -499,20 +501,23 @@ def test_install_refuses_a_file_it_cannot_merge(tmp_path: pathlib.Path) -> None:
 def test_confirm_that_finds_the_store_locked_is_retried_by_the_same_process(
     store: HookWhere, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A reply written but not confirmed (lock timeout) is confirmed at this process's next moment."""
+    """A reply written but not confirmed (lock timeout) is confirmed at this process's next moment.
+
+    (``confirm`` is patched on ``RelayStore``, the queue both engines share: the PostgreSQL
+    store no longer subclasses the SQLite one.)"""
     from live_steering.hooks import _command, _store
 
     instruct("s", "t", id="c", store=store.path, dsn=store.dsn)
-    real_confirm = _store.SqliteHookStore.confirm
+    real_confirm = _store.RelayStore.confirm
     calls = []
 
-    def locked_once(self: _store.SqliteHookStore, claim: _store.Claim) -> None:
+    def locked_once(self: _store.RelayStore, claim: _store.Claim) -> None:
         calls.append(claim)
         if len(calls) == 1:
             raise StoreError("database is locked")
         real_confirm(self, claim)
 
-    monkeypatch.setattr(_store.SqliteHookStore, "confirm", locked_once)
+    monkeypatch.setattr(_store.RelayStore, "confirm", locked_once)
     out, err = hook(store, "claude-code", {"session_id": "s", "hook_event_name": "Stop"})
     assert b'"additionalContext":"t"' in out
     assert "locked" in err
@@ -592,7 +597,8 @@ def test_open_store_picks_path_then_dsn_then_the_environment(
 
 def test_a_postgres_claimant_on_another_connection_is_alive_until_it_goes(postgres_dsn: str) -> None:
     """A claim held by another live connection (another machine's hook) stays delivering; once that
-    connection is gone, recover finalises it unknown and it is never claimed again."""
+    connection is gone (the server has freed its locks: polled, bounded), recover finalises it
+    unknown and it is never claimed again."""
     import uuid
 
     import psycopg
@@ -607,7 +613,9 @@ def test_a_postgres_claimant_on_another_connection_is_alive_until_it_goes(postgr
         assert claimant.claim("claude-code", "s", "PostToolUse").delivered == ("c",)
         assert watcher.recover() == []
         assert watcher.claim("claude-code", "s", "PostToolUse").delivered == ()
-        claimant._pg.raw.close()  # the claimant's process dies: the server ends its session
+        backend = claimant._raw.info.backend_pid
+        claimant._raw.close()  # the claimant's process dies: the server ends its session
+        wait_for_locks_freed(postgres_dsn, backend)  # which frees its liveness lock a moment later
         assert watcher.recover() == ["c"]
         assert watcher.claim("claude-code", "s", "PostToolUse").delivered == ()
         assert watcher.receipt("s", "c").state == "unknown"  # type: ignore[union-attr]

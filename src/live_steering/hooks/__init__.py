@@ -37,10 +37,10 @@ if TYPE_CHECKING:
         Vendor,
         VendorProfile,
     )
+    from ._sqlite import SqliteHookStore
     from ._store import (
         Claim,
         HookStore,
-        SqliteHookStore,
         StoredReceipt,
         StoreError,
         default_store_path,
@@ -82,7 +82,6 @@ __all__ = [
 _RELAY = ("instruct", "instruct_async")
 _STORE = (
     "HookStore",
-    "SqliteHookStore",
     "StoredReceipt",
     "Claim",
     "StoreError",
@@ -97,6 +96,8 @@ def __getattr__(name: str) -> object:
         home = "_postgres"
     elif name == "open_store":
         home = "_open"
+    elif name == "SqliteHookStore":
+        home = "_sqlite"
     else:
         home = "_relay" if name in _RELAY else "_store" if name in _STORE else "_session"
     value = getattr(__import__(f"{__name__}.{home}", fromlist=[name]), name)

@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from ._store import DEFAULT_BUSY_TIMEOUT, HookStore, SqliteHookStore, StoreError
+from ._sqlite import SqliteHookStore
+from ._store import DEFAULT_BUSY_TIMEOUT, HookStore, StoreError
 
 __all__ = ["DSN_ENV", "open_store"]
 

@@ -26,6 +26,8 @@ Invariants (``HookSession._check()`` asserts them after any step):
   reply would otherwise be empty.
 * Every delivery and every drop is one event linked to the command that caused
   it. Refusals change nothing but the refusal counter and the event stream.
+* Which refusal an ``enqueue`` gets is ``_admit.decide`` on this session's facts: the
+  one refusal order, the same as the relay's stores and the runtime's core (C7).
 
 It must never redact the hook reply (the vendor must read the real text), and
 never synthesise a delivery moment the vendor does not have.
@@ -45,7 +47,7 @@ from .._errors import InvariantError
 from .._events import DEFAULT_LOG_SIZE, DEFAULT_SUBSCRIPTION_BUFFER, Event, EventHub, Listener, Subscription
 from .._types import Disposition
 from .._validate import checked_id, event_safe, plain_str
-from . import _vendors
+from . import _admit, _vendors
 
 __all__ = [
     "DEFAULT_QUEUE_CAPACITY",
@@ -491,18 +493,18 @@ class HookSession:
         command_id = plain_str(command_id, "command_id")
         text = plain_str(text, "text")
         at, now = self._clock(), self._monotonic()  # both before any state changes (see _emit)
-        problem = self._validate(command_id, text)
-        if problem is not None:
-            return self._refuse(command_id, InstructionRefusal.INVALID_INPUT, problem, at)
+        # The facts this session holds; ``_admit.decide`` orders them (C7's one order).
         known = self._identities.get(command_id)
-        if known is not None:
-            if known.text != text:
-                return self._refuse(
-                    command_id,
-                    InstructionRefusal.IDENTITY_CONFLICT,
-                    "this command id was accepted with other text",
-                    at,
-                )
+        problem = self._validate(command_id, text)
+        answer = _admit.decide(
+            ended=self._ended,
+            known=known is not None,
+            same=known is not None and known.text == text,
+            problem=problem,
+            queue_full=len(self._queue) >= self.capacity,
+            full=len(self._identities) >= self.identity_limit,
+        )
+        if known is not None and answer == _admit.REPEAT:  # a repeat is of a known identity
             self._repeated += 1
             self._emit(
                 "instruction.repeated",
@@ -510,19 +512,9 @@ class HookSession:
                 at,
             )
             return known.receipt(self.session_id, repeated=True)
-        if self._ended:
-            return self._refuse(command_id, InstructionRefusal.SESSION_ENDED, "the session has ended", at)
-        if len(self._queue) >= self.capacity:
-            return self._refuse(
-                command_id,
-                InstructionRefusal.QUEUE_FULL,
-                f"{self.capacity} instructions are already queued for this session",
-                at,
-            )
-        if len(self._identities) >= self.identity_limit:
-            return self._refuse(
-                command_id, InstructionRefusal.CAPACITY, "the command-id limit is reached", at
-            )
+        if answer != _admit.ADMIT:
+            reason = InstructionRefusal(answer)
+            return self._refuse(command_id, reason, _admit.detail(answer, problem, self.capacity), at)
         self._arrivals += 1
         record = _Instruction(command_id, text, self._arrivals, now)
         self._identities[command_id] = record

@@ -4,21 +4,25 @@ Theory of operation
 -------------------
 A vendor runs its hook command as a fresh process per hook moment, and a host
 sends instructions from yet another process, so the per-session queue lives in
-a store every process on the machine opens: one SQLite file (stdlib ``sqlite3``,
-WAL, ``synchronous=FULL``). ``HookStore`` is the interface; ``SqliteHookStore`` is
-its first implementation (a fleet store on PostgreSQL can sit behind the same
-methods).
+a store every process opens: one SQLite file (``_sqlite.py``) or one PostgreSQL
+database (``_postgres.py``). ``HookStore`` is the interface; ``RelayStore`` below is
+the queue, written once against a narrow dialect (the procrastinate/huey pattern,
+STYLE.md "Store wings"): ``_run(name, params)`` runs one of the engine's named
+statements (``STATEMENT_NAMES``, each engine spells all of them), ``_transaction``
+makes one atomic step, ``_new_token`` and ``_claimant_alive`` say who claimed and
+whether it lives. An engine provides those and its connection; it never decides,
+and no engine's class rewrites another's SQL.
 
 An instruction moves ``queued -> delivering -> delivered``, or ``queued ->
 dropped`` (its session ended, or it is over the cap of the vendor that finally
 claims the session: ``reason: "over-cap"``, so it never stalls the queue), or
 ``delivering -> unknown`` (the hook process that claimed it died before its reply
-was written out: it may or may not have reached
-the model). Rules the methods keep, each in one ``BEGIN IMMEDIATE`` transaction:
+was written out: it may or may not have reached the model). Rules the methods
+keep, each in one transaction:
 
 * ``claim`` takes every eligible queued instruction of the session, in arrival
   order, as many as fit the vendor's cap, and marks them ``delivering`` under a
-  token naming this process, *before* the reply exists. The reply is written by the
+  token naming its claimant, *before* the reply exists. The reply is written by the
   caller; ``confirm`` then marks them ``delivered``. A claim is never re-queued, so
   nothing is ever delivered twice.
 * A ``delivering`` row whose claimant is dead (or older than ``MAX_CLAIM_SECONDS``)
@@ -27,8 +31,16 @@ the model). Rules the methods keep, each in one ``BEGIN IMMEDIATE`` transaction:
 * Every move is one row in ``events``, in the same transaction as the move:
   sequence-numbered per store, cause-linked to the command id. Refusals change
   nothing but the audit stream.
-* Eligibility, batching and admission are decided by ``_vendors.py``, exactly as
-  the in-memory ``HookSession`` decides.
+* Admission is ``_admit.decide`` on the facts the store holds (the one refusal
+  order, as the in-memory ``HookSession`` and the runtime's core answer);
+  eligibility and batching are ``_vendors.py``'s, as ``HookSession``'s.
+
+Schema versions: the version lives in a meta table (key ``schema_version``) in both
+engines, read and written by the dialect's ``read_version``/``write_version``, so
+``_prepare`` below opens, creates and migrates both stores the same way: an empty
+store gets today's layout, an older one each numbered migration of its engine in
+order, all in one transaction; a newer one is refused with a ``StoreError`` naming
+both versions (see ``_sqlite.py`` for SQLite's version 1, which predates the table).
 
 This module is on the hook command's path: it imports the standard library only
 (no attrs, no anyio, no ``typing``), and a hook moment that finds nothing to do
@@ -40,20 +52,35 @@ from __future__ import annotations
 import abc
 import json
 import os
-import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
-from . import _vendors
+from .._errors import LiveSteeringError
+from . import _admit, _vendors
+
+# ``typing`` costs the hook command's process 2 ms; mypy reads this constant as typing.TYPE_CHECKING.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+    from typing import Any, Protocol
+
+    class Rows(Protocol):
+        """What ``_run`` returns: a DB-API cursor (``sqlite3.Cursor``, ``psycopg.Cursor``)."""
+
+        def fetchone(self) -> Any: ...
+        def fetchall(self) -> list[Any]: ...
+        def __iter__(self) -> Iterator[Any]: ...
+
 
 __all__ = [
     "DEFAULT_QUEUE_CAPACITY",
     "HOOK_BUSY_TIMEOUT",
     "MAX_CLAIM_SECONDS",
+    "SCHEMA_VERSION",
+    "STATEMENT_NAMES",
     "Claim",
     "HookStore",
-    "SqliteHookStore",
+    "RelayStore",
     "StoreError",
     "StoredReceipt",
     "default_store_path",
@@ -69,6 +96,11 @@ DEFAULT_BUSY_TIMEOUT = 5.0
 #: vendor lets a hook run that long (their defaults are 30 to 600 seconds).
 MAX_CLAIM_SECONDS = 900.0
 STORE_ENV = "LIVE_STEERING_STORE"
+
+#: The layout both engines create and migrate to. Version 2 added the meta table that
+#: records it (SQLite; PostgreSQL had one) and an index of the open claims, which a
+#: store-wide ``recover`` reads instead of every instruction.
+SCHEMA_VERSION = 2
 
 QUEUED = "queued"
 DELIVERING = "delivering"
@@ -86,48 +118,48 @@ DISPOSITION_OF = {
 }
 REDACTED = "[redacted]"
 
-_SCHEMA_VERSION = 1
-_SCHEMA = """
-CREATE TABLE sessions (
-    session_id TEXT PRIMARY KEY,
-    vendor TEXT,
-    epoch INTEGER NOT NULL DEFAULT 1,
-    ended INTEGER NOT NULL DEFAULT 0 CHECK (ended IN (0, 1)),
-    updated_at REAL NOT NULL
-);
-CREATE TABLE instructions (
-    arrival INTEGER PRIMARY KEY AUTOINCREMENT,
-    session_id TEXT NOT NULL,
-    command_id TEXT NOT NULL,
-    text TEXT NOT NULL,
-    vendor TEXT,
-    epoch INTEGER NOT NULL,
-    state TEXT NOT NULL CHECK (state IN ('queued', 'delivering', 'delivered', 'dropped', 'unknown')),
-    reason TEXT,
-    enqueued_at REAL NOT NULL,
-    claim TEXT,
-    claim_pid INTEGER,
-    claimed_at REAL,
-    finished_at REAL,
-    moment TEXT,
-    UNIQUE (session_id, command_id)
-);
-CREATE INDEX instructions_live ON instructions (session_id, state, arrival);
-CREATE INDEX instructions_claim ON instructions (claim);
-CREATE TABLE events (
-    sequence INTEGER PRIMARY KEY AUTOINCREMENT,
-    type TEXT NOT NULL,
-    session_id TEXT,
-    command_id TEXT,
-    time REAL NOT NULL,
-    fields TEXT NOT NULL
-);
-CREATE INDEX events_session ON events (session_id, sequence);
-"""
+#: The dialect: every statement the queue runs, by name. Each engine spells each one
+#: (``tests/test_hooks_stores.py`` checks they spell exactly these); their columns are
+#: what the comments say, in that order.
+STATEMENT_NAMES = frozenset(
+    {
+        "read_version",  # -> value (text) | no row; the meta table may be missing on SQLite
+        "write_version",  # (version text)
+        "session",  # (session_id) -> vendor, ended, epoch
+        "insert_session",  # (session_id, vendor, now)
+        "name_session_vendor",  # (vendor, session_id): the first vendor named for it
+        "change_session_vendor",  # (vendor, now, session_id)
+        "revendor_queued",  # (vendor, session_id)
+        "reopen_session",  # (epoch, now, session_id)
+        "end_session",  # (now, session_id)
+        "any_live",  # (session_id) -> a row when anything is queued or delivering
+        "open_claims",  # () -> arrival, session_id, command_id, vendor, claimant, claimed_at
+        "open_claims_of_session",  # (session_id) -> as open_claims
+        "lose",  # (now, arrival)
+        "identity",  # (session_id, command_id) -> text, state, reason
+        "counts",  # (session_id) -> command ids held, instructions undelivered
+        "insert_instruction",  # (session_id, command_id, text, vendor, epoch, now)
+        "receipt",  # (session_id, command_id) -> state, reason
+        "queued_head",  # (session_id, limit) -> arrival, command_id, text, enqueued_at
+        "deliver",  # (token, pid, now, moment, vendor, arrival)
+        "drop_over_cap",  # (now, moment, arrival)
+        "queued_all",  # (session_id) -> arrival, command_id, enqueued_at
+        "drop_ended",  # (now, moment, arrival)
+        "claimed",  # (token) -> arrival, command_id, enqueued_at
+        "finish",  # (state, reason, now, arrival)
+        "emit",  # (type, session_id, command_id, time, fields)
+        "events",  # (after, limit) -> sequence, type, session_id, time, fields, text
+        "events_of_session",  # (after, session_id, limit) -> as events
+        "instructions",  # () -> arrival, session_id, command_id, state, reason, epoch, vendor
+        "instructions_of_session",  # (session_id) -> as instructions
+        "sessions",  # () -> session_id, vendor, epoch, ended, queued, last event time
+    }
+)
 
 
-class StoreError(Exception):
-    """The store cannot be opened or used (locked past the bounded wait, damaged, unwritable)."""
+class StoreError(LiveSteeringError):
+    """The store cannot be opened or used (locked past the bounded wait, damaged, unwritable,
+    or of a schema version this library does not know)."""
 
 
 def default_store_path() -> str:
@@ -284,117 +316,100 @@ class HookStore(abc.ABC):
         self.close()
 
 
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process holds that pid: alive
-        return True
-    except OSError:
-        return False
-    return True
-
-
 def _queued_ms(now: float, enqueued_at: float) -> int:
     return max(0, round((now - enqueued_at) * 1000))
 
 
-class SqliteHookStore(HookStore):
-    """The store on one SQLite file, safe for many processes at once.
+def _newer_schema(where: str, version: int) -> StoreError:
+    """The error for a store written by a newer library (it is never touched)."""
+    return StoreError(
+        f"{where}: hook store schema version {version} is newer than this library's "
+        f"{SCHEMA_VERSION}: upgrade live-steering"
+    )
 
-    >>> import tempfile, os
-    >>> store = SqliteHookStore(os.path.join(tempfile.mkdtemp(), "hooks.db"))
-    >>> store.enqueue("s1", "cmd-1", "Use the corrected path").state
-    'queued'
-    >>> claim = store.claim("claude-code", "s1", "PostToolUse")
-    >>> claim.reply
-    {'hookSpecificOutput': {'hookEventName': 'PostToolUse', 'additionalContext': 'Use the corrected path'}}
-    >>> store.confirm(claim)
-    >>> store.receipt("s1", "cmd-1").disposition
-    'applied'
-    >>> store.close()
+
+class RelayStore(HookStore):
+    """The queue, on an engine's dialect: every decision of the store, made once for both engines.
+
+    An engine subclass sets ``path`` (where, for messages), ``capacity``,
+    ``identity_limit`` and ``_trace``, spells ``STATEMENTS`` (every name of
+    ``STATEMENT_NAMES``), ``SCHEMA`` (today's layout) and ``MIGRATIONS`` (version ->
+    the statements that make it from the version before), and provides the methods
+    marked abstract below. It calls ``_prepare()`` once connected.
     """
 
-    def __init__(
-        self,
-        path: str | os.PathLike[str] | None = None,
-        *,
-        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
-        capacity: int = DEFAULT_QUEUE_CAPACITY,
-        identity_limit: int = DEFAULT_IDENTITY_LIMIT,
-        trace: Callable[[str], None] | None = None,
-    ) -> None:
-        """Open (creating if needed) the store at ``path`` (default ``default_store_path()``).
+    path: str
+    capacity: int
+    identity_limit: int
+    _trace: Callable[[str], None] | None
+    STATEMENTS: Mapping[str, str]
+    SCHEMA: tuple[str, ...]
+    MIGRATIONS: Mapping[int, tuple[str, ...]]
 
-        ``busy_timeout``: seconds to wait for a lock held by another process before
-        ``StoreError``. ``trace``: a callable ``trace(point)`` called at each step of a
-        claim, for crash tests (``live_steering.testing``); ``None`` in production.
-        """
-        self.path = os.fspath(path) if path is not None else default_store_path()
-        self.capacity = capacity
-        self.identity_limit = identity_limit
-        self._trace = trace
-        try:
-            directory = os.path.dirname(os.path.abspath(self.path))
-            if not os.path.isdir(directory):
-                os.makedirs(directory, mode=0o700, exist_ok=True)
-            self._conn = sqlite3.connect(self.path, timeout=busy_timeout, isolation_level=None)
-        except (OSError, sqlite3.Error) as exc:
-            raise StoreError(f"cannot open the hook store {self.path}: {exc}") from exc
-        try:
-            self._prepare()
-        except sqlite3.Error as exc:
-            self._conn.close()
-            raise StoreError(f"cannot use the hook store {self.path}: {exc}") from exc
+    # -- the dialect ------------------------------------------------------------------------
 
+    @abc.abstractmethod
+    def _run(self, name: str, params: Sequence[object] = ()) -> Rows:
+        """Run the named statement (``STATEMENTS[name]``) with ``params``; engine errors are
+        ``StoreError`` (a value the engine cannot store is a ``ValueError``)."""
+
+    @abc.abstractmethod
+    def _execute(self, sql: str) -> None:
+        """Run one schema statement of ``SCHEMA`` or ``MIGRATIONS`` (no parameters)."""
+
+    @abc.abstractmethod
+    def _transaction(self, session_id: str | None = None) -> AbstractContextManager[None]:
+        """One atomic step, serialised with every other step of ``session_id`` (or of the
+        store). Calls ``_point("before-commit")`` before it commits."""
+
+    @abc.abstractmethod
+    def _schema_transaction(self) -> AbstractContextManager[None]:
+        """The one transaction that creates or migrates the schema, serialised store-wide."""
+
+    @abc.abstractmethod
+    def _read_version(self) -> int:
+        """The stored schema version; 0 for an empty store."""
+
+    @abc.abstractmethod
     def _new_token(self) -> str:
-        """The claim token: names this process (its pid, for recovery) and this claim."""
-        return f"{os.getpid()}-{os.urandom(6).hex()}"
+        """A claim token naming this claimant (for recovery) and this claim."""
+
+    @abc.abstractmethod
+    def _claimant_alive(self, claimant: object) -> bool:
+        """Whether the claimant ``open_claims`` names (its ``claimant`` column) still lives."""
 
     def _point(self, name: str) -> None:
         if self._trace is not None:
             self._trace(name)
 
-    def _prepare(self) -> None:
-        conn = self._conn
-        if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-            conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=FULL")
-        if conn.execute("PRAGMA user_version").fetchone()[0] == _SCHEMA_VERSION:
-            return
-        with self._transaction():
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version == _SCHEMA_VERSION:
-                return
-            if version != 0:
-                raise StoreError(f"{self.path}: unknown store schema version {version}")
-            for statement in _SCHEMA.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
-            conn.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
+    # -- schema -----------------------------------------------------------------------------
 
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        conn = self._conn
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            raise StoreError(f"the hook store {self.path} is locked or unusable: {exc}") from exc
-        try:
-            yield conn
-            self._point("before-commit")
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
+    def _prepare(self) -> None:
+        """Create the schema (an empty store), migrate it (an older one) or refuse it (a newer
+        one); one read when it is current, the common case."""
+        version = self._read_version()
+        if version == SCHEMA_VERSION:
+            return
+        if version > SCHEMA_VERSION:
+            raise _newer_schema(self.path, version)
+        with self._schema_transaction():
+            version = self._read_version()  # another process may have done it meanwhile
+            if version == SCHEMA_VERSION:
+                return
+            if version > SCHEMA_VERSION:
+                raise _newer_schema(self.path, version)
+            steps = (
+                [self.SCHEMA]
+                if version == 0
+                else [self.MIGRATIONS[v] for v in range(version + 1, SCHEMA_VERSION + 1)]
+            )
+            for statements in steps:
+                for statement in statements:
+                    self._execute(statement)
+            self._run("write_version", (str(SCHEMA_VERSION),))
 
     def _emit(
         self,
-        conn: sqlite3.Connection,
         type_: str,
         session_id: str | None,
         now: float,
@@ -403,62 +418,32 @@ class SqliteHookStore(HookStore):
     ) -> None:
         if command_id is not None:
             fields = {"command_id": command_id, "cause": command_id, **fields}
-        conn.execute(
-            "INSERT INTO events (type, session_id, command_id, time, fields) VALUES (?, ?, ?, ?, ?)",
-            (type_, session_id, command_id, now, json.dumps(fields, ensure_ascii=False)),
-        )
+        self._run("emit", (type_, session_id, command_id, now, json.dumps(fields, ensure_ascii=False)))
 
     # -- recovery ---------------------------------------------------------------------------
 
-    #: The column naming a claim's claimant, and what the read of open claims appends (a
-    #: server store locks the rows it will finalise); ``_claimant_alive`` reads the column.
-    _CLAIMANT_COLUMN = "claim_pid"
-    _RECOVER_SUFFIX = ""
-
-    def _claimant_alive(self, claimant: object) -> bool:
-        """Whether the process that claimed is alive: on one machine, its pid answers."""
-        return isinstance(claimant, int) and _alive(claimant)
-
-    def _recover(self, conn: sqlite3.Connection, now: float, session_id: str | None) -> list[str]:
+    def _recover(self, now: float, session_id: str | None) -> list[str]:
         """Inside a transaction: finalise ``unknown`` the claims of dead or stale claimants."""
-        query = f"SELECT arrival, session_id, command_id, vendor, {self._CLAIMANT_COLUMN}, claimed_at "
-        query += "FROM instructions WHERE state = 'delivering'"
-        params: tuple[object, ...] = ()
-        if session_id is not None:
-            query += " AND session_id = ?"
-            params = (session_id,)
+        if session_id is None:
+            rows = self._run("open_claims").fetchall()
+        else:
+            rows = self._run("open_claims_of_session", (session_id,)).fetchall()
         recovered = []
-        rows = conn.execute(query + self._RECOVER_SUFFIX, params).fetchall()
         for arrival, sid, command_id, vendor, claimant, claimed_at in rows:
             stale = now - (claimed_at or 0.0) > MAX_CLAIM_SECONDS
             if not stale and self._claimant_alive(claimant):
                 continue
-            self._lose(conn, now, arrival, sid, command_id, vendor)
+            # A dead claimant's instruction: ``unknown (hook-lost)``, audited (C26b).
+            self._run("lose", (now, arrival))
+            prefix = f"x.{vendor}." if vendor else ""
+            self._emit(prefix + "instruction.unknown", sid, now, {"reason": "hook-lost"}, command_id)
             recovered.append(command_id)
         return recovered
 
-    def _lose(
-        self,
-        conn: sqlite3.Connection,
-        now: float,
-        arrival: int,
-        session_id: str,
-        command_id: str,
-        vendor: str | None,
-    ) -> None:
-        """A dead claimant's instruction: ``unknown (hook-lost)``, audited (C26b)."""
-        conn.execute(
-            "UPDATE instructions SET state = 'unknown', reason = 'hook-lost', finished_at = ? "
-            "WHERE arrival = ? AND state = 'delivering'",
-            (now, arrival),
-        )
-        prefix = f"x.{vendor}." if vendor else ""
-        self._emit(conn, prefix + "instruction.unknown", session_id, now, {"reason": "hook-lost"}, command_id)
-
     def recover(self, *, session_id: str | None = None) -> list[str]:
         """Finalise ``unknown`` every claim whose claimant is dead; returns their command ids."""
-        with self._transaction() as conn:
-            return self._recover(conn, time.time(), session_id)
+        with self._transaction(session_id):
+            return self._recover(time.time(), session_id)
 
     # -- admission --------------------------------------------------------------------------
 
@@ -468,10 +453,11 @@ class SqliteHookStore(HookStore):
         """Queue one instruction for the next eligible hook moment of ``session_id``.
 
         A session id outside the runtime's id rules is a ``ValueError`` (as for
-        ``HookSession``). Refusals (pinned reasons, as ``HookSession.enqueue``): ``invalid-input``,
-        ``identity-conflict``, ``session-ended``, ``queue-full`` (20 undelivered),
-        ``capacity`` (2,000 command ids in the session). An identical repeat
-        returns the current state and admits nothing.
+        ``HookSession``). Refusals (pinned reasons, in ``_admit.decide``'s order, as
+        ``HookSession.enqueue``): ``session-ended``, ``invalid-input``,
+        ``identity-conflict``, ``queue-full`` (20 undelivered), ``capacity`` (2,000
+        command ids in the session). An identical repeat returns the current state and
+        admits nothing, even after the session ended.
         """
         facts = _vendors.FACTS.get(vendor) if vendor is not None else None
         if vendor is not None and facts is None:
@@ -480,102 +466,63 @@ class SqliteHookStore(HookStore):
             # not a refusal receipt: the audit stream could not even name such a session
             raise ValueError(f"session_id refused: {problem}")
         now = time.time()
-        with self._transaction() as conn:
+        with self._transaction(session_id):
             self._point("enqueue")
-            self._recover(conn, now, session_id)
-            row = conn.execute(
-                "SELECT vendor, ended FROM sessions WHERE session_id = ?", (session_id,)
-            ).fetchone()
+            self._recover(now, session_id)
+            row = self._run("session", (session_id,)).fetchone()
             # The strictest of every vendor this session may meet: the one named here and the
             # one its hooks ran as; neither known: text every vendor can carry.
             limits = [f for f in (facts, _vendors.FACTS.get(row[0]) if row else None) if f is not None]
             problem = _vendors.command_id_problem(command_id)
-            if problem is not None:
-                return self._refuse(conn, now, session_id, command_id, "invalid-input", problem)
-            known = conn.execute(
-                "SELECT text, state, reason FROM instructions WHERE session_id = ? AND command_id = ?",
-                (session_id, command_id),
-            ).fetchone()
-            if known is not None:
-                if known[0] != text:
-                    return self._refuse(
-                        conn,
-                        now,
-                        session_id,
-                        command_id,
-                        "identity-conflict",
-                        "this command id was accepted with other text",
-                    )
-                self._emit(conn, "control.repeated", session_id, now, {"state": known[1]}, command_id)
+            # an invalid id was never accepted (and an engine may not even look it up)
+            known = (
+                None if problem is not None else self._run("identity", (session_id, command_id)).fetchone()
+            )
+            if problem is None:
+                problem = _vendors.admission_problem(text, limits or [_vendors.STRICTEST])
+            held, pending = self._run("counts", (session_id,)).fetchone()
+            answer = _admit.decide(
+                ended=row is not None and bool(row[1]),
+                known=known is not None,
+                same=known is not None and known[0] == text,
+                problem=problem,
+                queue_full=pending >= self.capacity,
+                full=held >= self.identity_limit,
+            )
+            if known is not None and answer == _admit.REPEAT:
+                self._emit("control.repeated", session_id, now, {"state": known[1]}, command_id)
                 return StoredReceipt(True, command_id, session_id, known[1], known[2], repeated=True)
-            # After the repeat check: a repeat answers its state even if the session met a stricter vendor.
-            problem = _vendors.admission_problem(text, limits or [_vendors.STRICTEST])
-            if problem is not None:
-                return self._refuse(conn, now, session_id, command_id, "invalid-input", problem)
-            if row is not None and row[1]:
+            if answer != _admit.ADMIT:
                 return self._refuse(
-                    conn, now, session_id, command_id, "session-ended", "the session has ended"
-                )
-            pending = conn.execute(
-                "SELECT COUNT(*) FROM instructions "
-                "WHERE session_id = ? AND state IN ('queued', 'delivering')",
-                (session_id,),
-            ).fetchone()[0]
-            if pending >= self.capacity:
-                return self._refuse(
-                    conn,
-                    now,
-                    session_id,
-                    command_id,
-                    "queue-full",
-                    f"{self.capacity} instructions are already queued for this session",
-                )
-            held = conn.execute(
-                "SELECT COUNT(*) FROM instructions WHERE session_id = ?", (session_id,)
-            ).fetchone()[0]
-            if held >= self.identity_limit:
-                return self._refuse(
-                    conn, now, session_id, command_id, "capacity", "the command-id limit is reached"
+                    now, session_id, command_id, answer, _admit.detail(answer, problem, self.capacity)
                 )
             if row is None:
-                conn.execute(
-                    "INSERT INTO sessions (session_id, vendor, updated_at) VALUES (?, ?, ?)",
-                    (session_id, vendor, now),
-                )
+                self._run("insert_session", (session_id, vendor, now))
                 epoch = 1
             else:
                 if vendor is not None and row[0] is None:
-                    conn.execute("UPDATE sessions SET vendor = ? WHERE session_id = ?", (vendor, session_id))
-                epoch = conn.execute(
-                    "SELECT epoch FROM sessions WHERE session_id = ?", (session_id,)
-                ).fetchone()[0]
-            conn.execute(
-                "INSERT INTO instructions (session_id, command_id, text, vendor, epoch, state, enqueued_at) "
-                "VALUES (?, ?, ?, ?, ?, 'queued', ?)",
-                (session_id, command_id, text, vendor, epoch, now),
-            )
+                    self._run("name_session_vendor", (vendor, session_id))
+                epoch = row[2]
+            self._run("insert_instruction", (session_id, command_id, text, vendor, epoch, now))
             fields: dict[str, object] = {"pending": pending + 1}
             if vendor is not None:
                 fields["vendor"] = vendor
-            self._emit(conn, "control.accepted", session_id, now, fields, command_id)
+            self._emit("control.accepted", session_id, now, fields, command_id)
             return StoredReceipt(True, command_id, session_id, QUEUED)
 
     def _refuse(
-        self, conn: sqlite3.Connection, now: float, session_id: str, command_id: str, reason: str, detail: str
+        self, now: float, session_id: str, command_id: str, reason: str, detail: str
     ) -> StoredReceipt:
         safe_id = command_id if _vendors.command_id_problem(command_id) is None else None
         fields: dict[str, object] = {"reason": reason, "detail": detail}
         if safe_id is None:
             fields["command_id"] = None
-        self._emit(conn, "control.rejected", session_id, now, fields, safe_id)
+        self._emit("control.rejected", session_id, now, fields, safe_id)
         return StoredReceipt(False, command_id, session_id, None, reason, detail)
 
     def receipt(self, session_id: str, command_id: str) -> StoredReceipt | None:
         """The current receipt of an accepted command id, or ``None``. Read-only."""
-        row = self._conn.execute(
-            "SELECT state, reason FROM instructions WHERE session_id = ? AND command_id = ?",
-            (session_id, command_id),
-        ).fetchone()
+        row = self._run("receipt", (session_id, command_id)).fetchone()
         return None if row is None else StoredReceipt(True, command_id, session_id, row[0], row[1])
 
     # -- hook moments -----------------------------------------------------------------------
@@ -584,16 +531,10 @@ class SqliteHookStore(HookStore):
         """True when a read alone proves this moment changes nothing (the common case)."""
         if moment == facts.session_end_moment:
             return False
-        row = self._conn.execute(
-            "SELECT vendor, ended FROM sessions WHERE session_id = ?", (session_id,)
-        ).fetchone()
+        row = self._run("session", (session_id,)).fetchone()
         if row is None or row[0] != facts.name or (row[1] and moment in facts.reopen_moments):
             return False
-        live = self._conn.execute(
-            "SELECT 1 FROM instructions WHERE session_id = ? AND state IN ('queued', 'delivering') LIMIT 1",
-            (session_id,),
-        ).fetchone()
-        return live is None
+        return self._run("any_live", (session_id,)).fetchone() is None
 
     def claim(self, vendor: str, session_id: str, moment: str, *, reply_would_be_empty: bool = True) -> Claim:
         """Decide one hook moment of ``vendor`` for ``session_id``; see the module docs. O(claimed)."""
@@ -610,31 +551,19 @@ class SqliteHookStore(HookStore):
             return Claim(token, vendor, session_id, moment, skipped=eligible or _vendors.NOTHING_QUEUED)
         now = time.time()
         prefix = f"x.{vendor}."
-        with self._transaction() as conn:
+        with self._transaction(session_id):
             self._point("claim")
-            row = conn.execute(
-                "SELECT vendor, ended, epoch FROM sessions WHERE session_id = ?", (session_id,)
-            ).fetchone()
+            row = self._run("session", (session_id,)).fetchone()
             if row is None:
-                conn.execute(
-                    "INSERT INTO sessions (session_id, vendor, updated_at) VALUES (?, ?, ?)",
-                    (session_id, vendor, now),
-                )
+                self._run("insert_session", (session_id, vendor, now))
                 ended, epoch = 0, 1
             else:
                 ended, epoch = row[1], row[2]
                 if row[0] != vendor:
-                    conn.execute(
-                        "UPDATE sessions SET vendor = ?, updated_at = ? WHERE session_id = ?",
-                        (vendor, now, session_id),
-                    )
-                    conn.execute(
-                        "UPDATE instructions SET vendor = ? WHERE session_id = ? AND state = 'queued'",
-                        (vendor, session_id),
-                    )
+                    self._run("change_session_vendor", (vendor, now, session_id))
+                    self._run("revendor_queued", (vendor, session_id))
                     if row[0] is not None:  # a hook of another vendor for a known session: say so
                         self._emit(
-                            conn,
                             prefix + "session.vendor-changed",
                             session_id,
                             now,
@@ -643,26 +572,17 @@ class SqliteHookStore(HookStore):
             if ended and moment in facts.reopen_moments:
                 epoch += 1
                 ended = 0
-                conn.execute(
-                    "UPDATE sessions SET ended = 0, epoch = ?, updated_at = ? WHERE session_id = ?",
-                    (epoch, now, session_id),
-                )
-                self._emit(
-                    conn, prefix + "session.resumed", session_id, now, {"epoch": epoch, "moment": moment}
-                )
-            recovered = tuple(self._recover(conn, now, session_id))
+                self._run("reopen_session", (epoch, now, session_id))
+                self._emit(prefix + "session.resumed", session_id, now, {"epoch": epoch, "moment": moment})
+            recovered = tuple(self._recover(now, session_id))
             if ended:
                 return Claim(
                     token, vendor, session_id, moment, skipped=_vendors.SESSION_ENDED, recovered=recovered
                 )
             if moment == facts.session_end_moment:
-                dropped = self._drop_queued(conn, now, vendor, session_id, moment)
-                conn.execute(
-                    "UPDATE sessions SET ended = 1, updated_at = ? WHERE session_id = ?", (now, session_id)
-                )
-                self._emit(
-                    conn, prefix + "session.ended", session_id, now, {"epoch": epoch, "moment": moment}
-                )
+                dropped = self._drop_queued(now, vendor, session_id, moment)
+                self._run("end_session", (now, session_id))
+                self._emit(prefix + "session.ended", session_id, now, {"epoch": epoch, "moment": moment})
                 return Claim(
                     token,
                     vendor,
@@ -681,14 +601,9 @@ class SqliteHookStore(HookStore):
             )
             if skip is not None:
                 return Claim(token, vendor, session_id, moment, skipped=skip, recovered=recovered)
-            queued = conn.execute(
-                "SELECT arrival, command_id, text, enqueued_at FROM instructions "
-                "WHERE session_id = ? AND state = 'queued' "
-                "ORDER BY arrival LIMIT ?",
-                (session_id, self.capacity),
-            ).fetchall()
+            queued = self._run("queued_head", (session_id, self.capacity)).fetchall()
             if facts.cap is not None and any(_vendors.over_cap(r[2], facts) for r in queued):
-                queued = self._drop_over_cap(conn, now, facts, session_id, moment, queued)
+                queued = self._drop_over_cap(now, facts, session_id, moment, queued)
             count = _vendors.fit_count(
                 (_vendors.measure(r[2], facts.cap_counts_utf16) for r in queued), facts.cap
             )
@@ -698,14 +613,8 @@ class SqliteHookStore(HookStore):
                 )
             batch = queued[:count]
             for arrival, command_id, _, _ in batch:
-                conn.execute(
-                    "UPDATE instructions SET state = 'delivering', claim = ?, claim_pid = ?, claimed_at = ?, "
-                    "moment = ?, vendor = ? WHERE arrival = ? AND state = 'queued'",
-                    (token, os.getpid(), now, moment, vendor, arrival),
-                )
-                self._emit(
-                    conn, prefix + "instruction.delivering", session_id, now, {"moment": moment}, command_id
-                )
+                self._run("deliver", (token, os.getpid(), now, moment, vendor, arrival))
+                self._emit(prefix + "instruction.delivering", session_id, now, {"moment": moment}, command_id)
             context = _vendors.SEPARATOR.join(r[2] for r in batch)
             reply = _vendors.build_reply(facts.reply_shape, moment, context)
         self._point("claimed")
@@ -721,7 +630,6 @@ class SqliteHookStore(HookStore):
 
     def _drop_over_cap(
         self,
-        conn: sqlite3.Connection,
         now: float,
         facts: _vendors.VendorFacts,
         session_id: str,
@@ -741,14 +649,9 @@ class SqliteHookStore(HookStore):
             if not _vendors.over_cap(text, facts):
                 kept.append((arrival, command_id, text, enqueued_at))
                 continue
-            conn.execute(
-                "UPDATE instructions SET state = 'dropped', reason = 'over-cap', finished_at = ?, moment = ? "
-                "WHERE arrival = ?",
-                (now, moment, arrival),
-            )
+            self._run("drop_over_cap", (now, moment, arrival))
             size = _vendors.measure(text, facts.cap_counts_utf16)
             self._emit(
-                conn,
                 f"x.{facts.name}.instruction.dropped",
                 session_id,
                 now,
@@ -762,24 +665,11 @@ class SqliteHookStore(HookStore):
             )
         return kept
 
-    def _drop_queued(
-        self, conn: sqlite3.Connection, now: float, vendor: str, session_id: str, moment: str
-    ) -> tuple[str, ...]:
-        rows = conn.execute(
-            "SELECT arrival, command_id, enqueued_at FROM instructions "
-            "WHERE session_id = ? AND state = 'queued' "
-            "ORDER BY arrival",
-            (session_id,),
-        ).fetchall()
+    def _drop_queued(self, now: float, vendor: str, session_id: str, moment: str) -> tuple[str, ...]:
+        rows = self._run("queued_all", (session_id,)).fetchall()
         for arrival, command_id, enqueued_at in rows:
-            conn.execute(
-                "UPDATE instructions SET state = 'dropped', reason = 'session-ended', "
-                "finished_at = ?, moment = ? "
-                "WHERE arrival = ?",
-                (now, moment, arrival),
-            )
+            self._run("drop_ended", (now, moment, arrival))
             self._emit(
-                conn,
                 f"x.{vendor}.instruction.dropped",
                 session_id,
                 now,
@@ -792,28 +682,18 @@ class SqliteHookStore(HookStore):
         if not claim.delivered:
             return
         now = time.time()
-        with self._transaction() as conn:
+        with self._transaction(claim.session_id):
             self._point("finish")
-            rows = conn.execute(
-                "SELECT arrival, command_id, enqueued_at FROM instructions "
-                "WHERE claim = ? AND state = 'delivering' "
-                "ORDER BY arrival",
-                (claim.token,),
-            ).fetchall()
+            rows = self._run("claimed", (claim.token,)).fetchall()
             for arrival, command_id, enqueued_at in rows:
-                conn.execute(
-                    "UPDATE instructions SET state = ?, reason = ?, finished_at = ? WHERE arrival = ?",
-                    (state, reason, now, arrival),
-                )
+                self._run("finish", (state, reason, now, arrival))
                 fields: dict[str, object] = {
                     "moment": claim.moment,
                     "queued_ms": _queued_ms(now, enqueued_at),
                 }
                 if reason is not None:
                     fields["reason"] = reason
-                self._emit(
-                    conn, f"x.{claim.vendor}.instruction.{state}", claim.session_id, now, fields, command_id
-                )
+                self._emit(f"x.{claim.vendor}.instruction.{state}", claim.session_id, now, fields, command_id)
 
     def confirm(self, claim: Claim) -> None:
         """The reply was written and flushed: ``delivering -> delivered`` (``{queued_ms}`` audited)."""
@@ -831,8 +711,8 @@ class SqliteHookStore(HookStore):
         fields: dict[str, object] = {"reason": reason, "detail": detail[:500]}
         if vendor is not None and not prefix:
             fields["vendor"] = vendor[:100]
-        with self._transaction() as conn:
-            self._emit(conn, prefix + "hook.failed", session_id, time.time(), fields)
+        with self._transaction():
+            self._emit(prefix + "hook.failed", session_id, time.time(), fields)
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -844,17 +724,12 @@ class SqliteHookStore(HookStore):
         Each is ``{"type", "sequence", "session_id", "time", ...fields}``. Events about
         an instruction carry ``"text": "[redacted]"`` unless ``show_text``. Read-only.
         """
-        query = "SELECT e.sequence, e.type, e.session_id, e.time, e.fields, i.text FROM events e "
-        query += "LEFT JOIN instructions i ON i.session_id = e.session_id AND i.command_id = e.command_id "
-        query += "WHERE e.sequence > ?"
-        params: list[object] = [after]
-        if session_id is not None:
-            query += " AND e.session_id = ?"
-            params.append(session_id)
-        query += " ORDER BY e.sequence LIMIT ?"
-        params.append(limit)
+        if session_id is None:
+            rows = self._run("events", (after, limit))
+        else:
+            rows = self._run("events_of_session", (after, session_id, limit))
         out: list[dict[str, object]] = []
-        for sequence, type_, sid, at, fields, text in self._conn.execute(query, params):
+        for sequence, type_, sid, at, fields, text in rows:
             event: dict[str, object] = {"type": type_, "sequence": sequence, "session_id": sid, "time": at}
             event.update(json.loads(fields))
             if text is not None and not type_.endswith("rejected"):
@@ -864,32 +739,15 @@ class SqliteHookStore(HookStore):
 
     def instructions(self, session_id: str | None = None) -> list[dict[str, object]]:
         """Every instruction row, in arrival order (for inspection and tests). Read-only."""
-        query = "SELECT arrival, session_id, command_id, state, reason, epoch, vendor FROM instructions"
-        params: Sequence[object] = ()
-        if session_id is not None:
-            query += " WHERE session_id = ?"
-            params = (session_id,)
-        rows: Iterable[tuple[object, ...]] = self._conn.execute(query + " ORDER BY arrival", params)
+        if session_id is None:
+            rows = self._run("instructions")
+        else:
+            rows = self._run("instructions_of_session", (session_id,))
         keys = ("arrival", "session_id", "command_id", "state", "reason", "epoch", "vendor")
         return [dict(zip(keys, row, strict=True)) for row in rows]
 
     def sessions(self) -> list[dict[str, object]]:
         """Every session the store knows: id, vendor, epoch, ended, queued count, last event time."""
-        rows = self._conn.execute(
-            "SELECT s.session_id, s.vendor, s.epoch, s.ended, "
-            "(SELECT COUNT(*) FROM instructions i WHERE i.session_id = s.session_id AND i.state = 'queued'), "
-            "(SELECT MAX(e.time) FROM events e WHERE e.session_id = s.session_id) "
-            "FROM sessions s ORDER BY s.updated_at"
-        ).fetchall()
+        rows = self._run("sessions").fetchall()
         keys = ("session_id", "vendor", "epoch", "ended", "queued", "last_event")
         return [dict(zip(keys, (r[0], r[1], r[2], bool(r[3]), r[4], r[5]), strict=True)) for r in rows]
-
-    def close(self) -> None:
-        """Close the connection. Idempotent."""
-        self._conn.close()
-
-    def __enter__(self) -> SqliteHookStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -7,7 +7,9 @@ and the decisions that need no state: is a moment eligible, how many queued
 instructions fit one reply, is a text or command id admissible, what the reply
 looks like. Both layers decide through these functions: the in-memory
 ``HookSession`` (``_session.py``) and the durable relay behind the
-``live-steering hook`` command (``_store.py``), so the two never disagree.
+``live-steering hook`` command (``_store.py``), so the two never disagree. What a
+text or id problem *means* beside the other facts of an ``enqueue`` (which refusal
+wins) is not decided here but in ``_admit.py``, the one refusal order.
 
 It imports the standard library only, and only modules the interpreter has
 loaded anyway by the time ``json`` and ``sqlite3`` are: every hook moment of
