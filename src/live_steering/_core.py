@@ -256,7 +256,7 @@ class GenerationState:
     phase: Phase = Phase.OPEN
     pending: collections.deque[InputRecord] = attrs.Factory(collections.deque)
     """Admitted (or, for follow-ups, carried in), not yet handed to a writer, in admission order."""
-    follow_ups: collections.deque[InputRecord] = attrs.Factory(collections.deque)
+    follow_ups: list[InputRecord] = attrs.Factory(list)
     """Follow-ups anchored to this generation (DEFERRED), in admission order: for after it (C29)."""
     carried_ids: list[str] = attrs.Factory(list)
     """The follow-ups of the generation before that were carried into this one, in order."""
@@ -381,7 +381,7 @@ class SteeringCore:
         self._admission_sequence = 0
         self._generations_started = 0
         self._repeated = 0
-        self._carried: collections.deque[InputRecord] = collections.deque()
+        self._carried: list[InputRecord] = []
         """Follow-ups of the generation that finished last, DEFERRED until the next one starts (C29)."""
         self._retained: dict[str, RetainedIdentity] | None = None
         """Identities earlier runtimes of this session accepted (``retain``): never admitted again.
@@ -734,12 +734,10 @@ class SteeringCore:
             self._move(record, Action.HOLD, reason)
             self._emit_input("steering.held", record, time, {"reason": reason.value})
 
-    def _hold_follow_ups(
-        self, queue: collections.deque[InputRecord], reason: HoldReason, time: float
-    ) -> None:
-        """Hold the DEFERRED follow-ups of ``queue`` (C29: a stop discards the plan)."""
-        while queue:
-            record = queue.popleft()
+    def _hold_follow_ups(self, queue: list[InputRecord], reason: HoldReason, time: float) -> None:
+        """Hold the DEFERRED follow-ups of ``queue``, in order (C29: a stop discards the plan)."""
+        held, queue[:] = list(queue), []
+        for record in held:
             self._move(record, Action.HOLD, reason)
             self._emit_input("steering.held", record, time, {"reason": reason.value})
 
@@ -868,8 +866,8 @@ class SteeringCore:
         event["generation_id"] = generation_id
         carried = self._carried
         if carried:  # the follow-ups of the generation before: this one's first inputs (C29)
-            while carried:
-                record = carried.popleft()
+            self._carried = []
+            for record in carried:
                 self._move(record, Action.CARRY)
                 record.target = generation_id
                 gen.pending.append(record)
@@ -922,8 +920,15 @@ class SteeringCore:
             raise InvariantError("next_write while a write is unconfirmed")
         if not gen.pending or gen.phase is not OPEN:
             return None
-        if self._counted and not self._take_quota(gen, gen.pending[0]):
-            return None  # this kind's quota for the boundary is used (C30): the rest stay, in order
+        if self._counted:  # a mode is one-at-a-time (C30): the head's kind must have quota left
+            if gen.pending[0].target is None:
+                if gen.written_steers >= self._steer_quota:
+                    return None  # the rest stay, in order, for the next boundary
+                gen.written_steers += 1
+            else:
+                if gen.written_follow_ups >= self._follow_up_quota:
+                    return None
+                gen.written_follow_ups += 1
         record = gen.pending.popleft()
         if record.state is _PENDING and self._owed is None:
             # ``_move(record, _BEGIN_WRITE)`` on its one legal path, as in ``confirm_write``;
@@ -933,18 +938,6 @@ class SteeringCore:
             self._move(record, _BEGIN_WRITE)  # publishes an owed acceptance first, or raises
         gen.writing = record
         return record
-
-    def _take_quota(self, gen: GenerationState, record: InputRecord) -> bool:
-        """One more input of ``record``'s kind in this boundary, if its mode allows (C30)."""
-        if record.target is None:
-            if gen.written_steers >= self._steer_quota:
-                return False
-            gen.written_steers += 1
-        else:
-            if gen.written_follow_ups >= self._follow_up_quota:
-                return False
-            gen.written_follow_ups += 1
-        return True
 
     def _give_back_quota(self, gen: GenerationState, record: InputRecord) -> None:
         if self._counted:
