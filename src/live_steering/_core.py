@@ -555,15 +555,26 @@ class SteeringCore:
                     and not text.isspace()
                     and not (self._retained and id_ in self._retained)
                 ):
-                    self._admit(input, generation_id, gen)
+                    # ``_admit``, written out: the path of every admission. The one place an
+                    # acceptance becomes owed: the previous one is out first, so at most one is
+                    # owed and the stream keeps the order of the admissions. The clock is read
+                    # first: if it raises, nothing was admitted.
+                    time = self._clock()
+                    if self._owed is not None:
+                        self.settle()
+                    self._admission_sequence += 1
+                    record = InputRecord(input, generation_id, self._admission_sequence)
+                    identities[id_] = record
+                    gen.pending.append(record)
+                    self._owed = record
+                    self._owed_time = time
                     return None
         return self._decide_in_order(input, generation_id)
 
     def _admit(self, input: Input, generation_id: str, gen: GenerationState) -> None:
-        """Admit ``input`` into ``gen``, leaving its ``steering.accepted`` owed (see ``decide``)."""
-        # The one place an acceptance becomes owed: the previous one is out first, so
-        # at most one is owed and the stream keeps the order of the admissions. The
-        # clock is read first: if it raises, nothing was admitted.
+        """Admit ``input`` into ``gen``, leaving its ``steering.accepted`` owed (see ``decide``):
+        the slow path's admission, as ``decide``'s fast path makes it inline (and the only other
+        place an acceptance becomes owed)."""
         time = self._clock()
         if self._owed is not None:
             self.settle()
