@@ -237,6 +237,22 @@ class InputRecord:
 
 
 @attrs.frozen
+class _Modes:
+    """A core's delivery modes (C30) and the quota each gives a boundary."""
+
+    steering: DeliveryMode
+    follow_up: DeliveryMode
+    steer_quota: int = attrs.field(init=False)
+    follow_up_quota: int = attrs.field(init=False)
+    counted: bool = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "steer_quota", MODE_QUOTA[self.steering])
+        object.__setattr__(self, "follow_up_quota", MODE_QUOTA[self.follow_up])
+        object.__setattr__(self, "counted", DeliveryMode.ONE_AT_A_TIME in (self.steering, self.follow_up))
+
+
+@attrs.frozen
 class RetainedIdentity:
     """An identity an earlier runtime of the session accepted (``SteeringCore.retain``)."""
 
@@ -338,13 +354,10 @@ class SteeringCore:
                 raise TypeError(f"{name} must be a str, got {type(mode).__name__}")
             if mode not in modes:
                 raise ValueError(f"{name} must be one of {sorted(modes)}, got {mode!r}")
-        self.steering_mode: Final = modes[steering_mode]
-        self.follow_up_mode: Final = modes[follow_up_mode]
-        self._steer_quota: Final = MODE_QUOTA[self.steering_mode]
-        self._follow_up_quota: Final = MODE_QUOTA[self.follow_up_mode]
-        self._counted: Final = self.steering_mode is not DeliveryMode.ALL or (
-            self.follow_up_mode is not DeliveryMode.ALL
-        )
+        self._modes: Final = _Modes(modes[steering_mode], modes[follow_up_mode])
+        """The delivery modes (C30), in one object: every attribute of a core costs every runtime
+        (past a few dozen, CPython gives the instance a dictionary of its own, 1.3 KB)."""
+        self._counted: Final = self._modes.counted
         """A boundary counts what it writes only when a mode limits it (C30)."""
         if type(generation_prefix) is not str or not 1 <= len(generation_prefix) <= MAX_ID_CHARS - 20:
             raise ValueError(f"generation_prefix must be a str of 1-{MAX_ID_CHARS - 20} characters")
@@ -715,8 +728,8 @@ class SteeringCore:
             "id": gen.id,
             "phase": gen.phase.value,
             "pending": len(gen.pending),
-            "steering_mode": self.steering_mode.value,
-            "follow_up_mode": self.follow_up_mode.value,
+            "steering_mode": self._modes.steering.value,
+            "follow_up_mode": self._modes.follow_up.value,
         }
 
     def pending_of(self, gen: GenerationState) -> int:
@@ -932,12 +945,13 @@ class SteeringCore:
         if not gen.pending or gen.phase is not OPEN:
             return None
         if self._counted:  # a mode is one-at-a-time (C30): the head's kind must have quota left
+            modes = self._modes
             if gen.pending[0].target is None:
-                if gen.written_steers >= self._steer_quota:
+                if gen.written_steers >= modes.steer_quota:
                     return None  # the rest stay, in order, for the next boundary
                 gen.written_steers += 1
             else:
-                if gen.written_follow_ups >= self._follow_up_quota:
+                if gen.written_follow_ups >= modes.follow_up_quota:
                     return None
                 gen.written_follow_ups += 1
         record = gen.pending.popleft()
@@ -1269,6 +1283,16 @@ class SteeringCore:
             events_emitted=self._event_sequence,
             closed=self.closed,
         )
+
+    @property
+    def steering_mode(self) -> DeliveryMode:
+        """How much of the pending steers one boundary writes (C30)."""
+        return self._modes.steering
+
+    @property
+    def follow_up_mode(self) -> DeliveryMode:
+        """How much of the pending follow-ups one boundary writes (C30)."""
+        return self._modes.follow_up
 
     @property
     def follow_ups_pending(self) -> int:
