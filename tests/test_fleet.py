@@ -330,6 +330,13 @@ async def test_fenced_owner_writes_nothing(fleet_store: FleetStore) -> None:
             assert stats is not None
             assert stats.failed is not None
             assert runtime.closed
+            failed = [e for e in runtime.recent_events() if e["type"] == "journal.failed"]
+            assert len(failed) == 1  # surfaced as a journal's failed commit is
+            assert failed[0]["path"] == (
+                fleet_store.location if fleet_store.kind == "sqlite" else node_a.location
+            )
+            # PostgreSQL: the taker may end the zombie's session first (a lost connection)
+            assert failed[0]["fenced"] is True or fleet_store.kind == "postgres"
         receipt = await host.receipt(session, "x")
         assert receipt is not None
         assert (receipt.disposition, receipt.reason) == (
@@ -337,6 +344,68 @@ async def test_fenced_owner_writes_nothing(fleet_store: FleetStore) -> None:
             "runtime-lost",
         )
     await anyio.to_thread.run_sync(thief.close)
+
+
+async def test_an_owners_failed_commit_raises_to_a_waiting_barrier_and_publishes(
+    fleet_store: FleetStore,
+) -> None:
+    """The owner's commit fails while its write barrier waits for the mark: the boundary raises
+    FleetError (the failure its cause), nothing reaches the writer, journal.failed is published
+    on the runtime's stream as a journal's failed commit publishes it, and the runtime is closed."""
+    session = new_session()
+    async with (
+        fleet_store.fleet("a") as node,
+        node.own(LiveRuntime(session_id=session)) as runtime,
+        runtime.open_generation("g1") as gen,
+    ):
+        await runtime.submit_steering(Input("steer", "x", id="x"), "g1")
+        await node.flush(session)
+        conn: Any = node._owners[session].conn
+        entered, gate = anyio.Event(), anyio.Event()
+
+        async def failing_finish(*args: Any) -> None:
+            entered.set()
+            await gate.wait()
+            await conn.rollback_async()  # as the real one does before it raises
+            raise OSError("the store is on fire")
+
+        conn.finish_batch_async = failing_finish
+        written: list[str] = []
+        outcome: list[FleetError] = []
+
+        async def boundary() -> None:
+            try:
+                await gen.boundary(lambda input, metadata: written.append(input.id))
+            except FleetError as exc:
+                outcome.append(exc)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(boundary)
+            await entered.wait()
+            await anyio.wait_all_tasks_blocked()
+            stats = node.owner(session)
+            assert stats is not None
+            assert stats.enqueued > stats.durable  # the mark waits for this commit
+            assert outcome == []
+            gate.set()
+        assert len(outcome) == 1
+        assert "the store is on fire" in str(outcome[0])
+        assert isinstance(outcome[0].__cause__, FleetError)
+        assert written == []
+        stats = node.owner(session)
+        assert stats is not None
+        assert stats.failed is not None
+        assert runtime.closed
+        failed = [e for e in runtime.recent_events() if e["type"] == "journal.failed"]
+        assert len(failed) == 1
+        event = failed[0]
+        path = fleet_store.location if fleet_store.kind == "sqlite" else node.location  # no password
+        assert (event["path"], event["fenced"], event["sqlite_error"]) == (path, False, None)
+        assert "the store is on fire" in event["error"]
+        assert event["durable_through"] == stats.durable
+        assert event["session_id"] == session
+        with pytest.raises(FleetError):
+            await node.flush(session)
 
 
 async def test_takeover_finalises_as_c23(fleet_store: FleetStore) -> None:

@@ -1,5 +1,6 @@
 """``Parker``, the engine's parking spot, on asyncio and trio: wake, cancel, one task at a time,
-and the submitter's shielded yield that lets the woken task run first.
+and the submitter's shielded yield that lets the woken task run first; and the same behaviour on
+the public paths it takes on an anyio or trio whose private state it does not know.
 
 Every race is a sequence: ``anyio.wait_all_tasks_blocked()`` lets the other tasks
 run until they park. No test sleeps or looks at the wall clock.
@@ -10,9 +11,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import importlib.metadata
+import re
+import sys
+import threading
+import tomllib
+import types
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator
+from pathlib import Path
+from typing import Any, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -23,7 +31,7 @@ import trio.abc
 import trio.lowlevel
 import trio.testing
 
-from live_steering import Disposition, GenerationStateError, Input, LiveRuntime, Receipt
+from live_steering import Disposition, GenerationStateError, Input, LiveRuntime, Receipt, _parking
 from live_steering._parking import Parker, checkpoint
 
 pytestmark = pytest.mark.anyio
@@ -592,3 +600,366 @@ def test_a_guest_run_and_its_host_loop_are_different_loops_to_a_runtime() -> Non
     assert (hosts_accepted, guests_accepted) == (0, 0)
     assert "submit_steering()" in from_guest
     assert "submit_steering()" in from_host
+
+
+# -- at_home on asyncio: the thread test, and what it gives way to ------------------------------------
+
+
+class _StillRunning:
+    """A loop as a forked child inherits it: it says it runs, and runs nowhere."""
+
+    def is_running(self) -> bool:
+        return True
+
+
+def test_an_asyncio_parker_answers_by_thread_and_in_a_forked_child_asks_the_running_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """C8: True in its loop, False from another thread; once the process forked (the counter moved),
+    the thread test gives way to asking which loop runs: another loop in the same thread is refused."""
+
+    async def in_its_loop() -> Parker:
+        parker = Parker.for_running_backend()
+        assert parker.at_home()
+        assert not await asyncio.to_thread(parker.at_home)
+        return parker
+
+    parker = asyncio.run(in_its_loop())
+    monkeypatch.setattr(parker, "_loop", _StillRunning())  # the parent's loop, as the child sees it
+
+    async def in_another_loop() -> tuple[bool, bool]:
+        same_process = parker.at_home()  # the thread test: one loop per thread, so it must be this one
+        monkeypatch.setattr(_parking, "_forks", _parking._forks + 1)
+        return same_process, parker.at_home()
+
+    assert asyncio.run(in_another_loop()) == (True, False)
+
+
+def test_a_loop_run_again_in_another_thread_gets_a_parker_of_that_thread() -> None:
+    """A free asyncio parker is reused on its loop in its thread only: the same loop run later in
+    another thread gets a new parker, whose thread test is that thread's."""
+    loop = asyncio.new_event_loop()
+
+    async def make(reuse: Parker | None = None) -> Parker:
+        return Parker.for_running_backend(reuse)
+
+    try:
+        first = loop.run_until_complete(make())
+        assert loop.run_until_complete(make(first)) is first
+        made: list[Parker] = []
+        thread = threading.Thread(target=lambda: made.append(loop.run_until_complete(make(first))))
+        thread.start()
+        thread.join()
+        assert made[0] is not first
+        assert made[0]._thread == thread.ident  # type: ignore[attr-defined]
+    finally:
+        loop.close()
+
+
+# -- private state, fenced: the public paths of another anyio or trio (pyproject.toml) -------------
+
+ROOT = Path(__file__).resolve().parents[1]
+T = TypeVar("T")
+
+
+def test_the_installed_anyio_and_trio_are_the_tested_minors_and_the_dev_pins_end_there() -> None:
+    """The suite runs the private shortcuts (the installed minors are the tested ones), and
+    pyproject.toml's dev pins stop right after ``_TESTED_ANYIO`` / ``_TESTED_TRIO``: raising a pin
+    without the constant (or the other way round) fails here."""
+    assert _parking._tested("anyio", _parking._TESTED_ANYIO)
+    assert _parking._tested("trio", _parking._TESTED_TRIO)
+    dev = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["dev"]
+    pins = {re.split(r"[<>=\[]", spec)[0]: spec for spec in dev}
+    for name, (major, minor) in (("anyio", _parking._TESTED_ANYIO), ("trio", _parking._TESTED_TRIO)):
+        assert pins[name].endswith(f",<{major}.{minor + 1}"), pins[name]
+
+
+@pytest.mark.parametrize(
+    ("version", "tested"),
+    [
+        ("4.16.0", True),
+        ("4.16.3rc1", True),
+        ("4.2.0", True),
+        ("4.17.0", False),
+        ("4.17.0.dev3", False),
+        ("5.0", False),
+        ("main", False),
+        ("4", False),
+        (None, False),
+    ],
+)
+def test_a_version_is_tested_up_to_the_newest_minor_only(
+    version: str | None, tested: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``_tested``: no newer than (major, minor); a version it cannot read, or no install, is not."""
+
+    def installed(distribution: str) -> str:
+        if version is None:
+            raise importlib.metadata.PackageNotFoundError(distribution)
+        return version
+
+    monkeypatch.setattr(importlib.metadata, "version", installed)
+    assert _parking._tested("anyio", (4, 16)) is tested
+
+
+_RELEASES = ["installed", "newer", "moved", "scopes-reshaped", "tasks-reshaped"]
+"""``installed``: this anyio and trio. The others make them look, to the functions that read private
+state, like a release this module was not tested with: a newer minor (the version gate), the private
+names gone (an ``ImportError``), or the names there with other fields."""
+
+
+def _simulate(release: str, m: pytest.MonkeyPatch) -> None:
+    """Make the installed anyio and trio look like ``release`` to ``_parking``'s detection functions."""
+    if release == "installed":
+        return
+    if release == "newer":
+        (anyio_major, anyio_minor), (trio_major, trio_minor) = _parking._TESTED_ANYIO, _parking._TESTED_TRIO
+        m.setattr(_parking, "_TESTED_ANYIO", (anyio_major, anyio_minor - 1))
+        m.setattr(_parking, "_TESTED_TRIO", (trio_major, trio_minor - 1))
+        return
+    if release == "moved":
+        for name in ("anyio._core._eventloop", "anyio._backends._asyncio", "trio._core._run"):
+            m.setitem(sys.modules, name, types.ModuleType(name))
+        return
+    scopes = release == "scopes-reshaped"
+    backend = types.ModuleType("anyio._backends._asyncio")
+    vars(backend).update(
+        # a cancel scope without ``_cancel_called``, or a task state without ``cancel_scope``
+        CancelScope=type(
+            "CancelScope",
+            (),
+            {"_shield": False, "_parent_scope": None, **({} if scopes else {"_cancel_called": False})},
+        ),
+        TaskState=type("TaskState", (), {"__slots__": ("parent_id",) if not scopes else ("cancel_scope",)}),
+        _task_states={} if scopes else object(),
+    )
+    m.setitem(sys.modules, "anyio._backends._asyncio", backend)
+    eventloop = types.ModuleType("anyio._core._eventloop")
+    # a backend class without the function, or with something else under its name
+    backend_class = type("Backend", (), {} if scopes else {"checkpoint_if_cancelled": None})
+    vars(eventloop).update(get_async_backend=lambda name: backend_class)
+    m.setitem(sys.modules, "anyio._core._eventloop", eventloop)
+    # a trio task without ``_cancel_points``, or whose runner has no ``ki_pending``
+    status = types.SimpleNamespace(effectively_cancelled=False)
+    task = (
+        types.SimpleNamespace(
+            _cancel_status=status, _runner=types.SimpleNamespace(main_task=None, ki_pending=False)
+        )
+        if scopes
+        else types.SimpleNamespace(
+            _cancel_points=0, _cancel_status=status, _runner=types.SimpleNamespace(main_task=None)
+        )
+    )
+    m.setattr(trio.lowlevel, "current_task", lambda: task)
+
+
+@pytest.fixture(params=_RELEASES)
+def release(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The detection made afresh under a simulated ``release``; the parkers the test makes then take
+    the paths it chose (the caches are put back after the test)."""
+    name: str = request.param
+    for cache, empty in (
+        ("_TASK_STATES", None),
+        ("_TASK_STATES_READ", False),
+        ("_TRIO_CHECKPOINT", None),
+        ("_TRIO_CHECKPOINT_READ", False),
+        ("_checkpoints_if_cancelled", {}),
+    ):
+        monkeypatch.setattr(_parking, cache, empty)
+    with monkeypatch.context() as m:
+        _simulate(name, m)
+        task_states = _parking._anyio_asyncio_task_states()
+        private = _parking._private_checkpoint_if_cancelled("asyncio")
+        bound = _parking._backend_checkpoint_if_cancelled("asyncio")  # kept for the test
+        one_frame = _parking._one_frame_trio_checkpoint() if name != "installed" else None
+    if name == "installed":
+        assert task_states is not None
+        assert private is not None
+        assert bound == private
+        _parking._TRIO_CHECKPOINT_READ = False  # read in the first trio task, as in production
+    else:
+        assert (task_states, private, one_frame) == (None, None, None)
+        assert bound is anyio.lowlevel.checkpoint_if_cancelled
+    monkeypatch.setattr(_parking, "_TASK_STATES", task_states)
+    monkeypatch.setattr(_parking, "_TASK_STATES_READ", True)
+    return name
+
+
+async def test_each_release_gets_the_paths_it_can_serve(release: str, anyio_backend: str) -> None:
+    """The installed anyio and trio get the shortcuts; any other release the public functions: anyio's
+    ``checkpoint_if_cancelled`` (asking it at every boundary) and trio's ``checkpoint``."""
+    parker: Any = Parker.for_running_backend()
+    public = release != "installed"
+    if anyio_backend == "asyncio":
+        assert (parker._task_states is None) is public
+        assert parker.cancel_pending() is public  # nothing is cancelled: only the public path must ask
+        assert (parker.checkpoint_if_cancelled is anyio.lowlevel.checkpoint_if_cancelled) is public
+    else:
+        assert (parker.checkpoint is trio.lowlevel.checkpoint) is public
+        assert parker.checkpoint_if_cancelled is trio.lowlevel.checkpoint_if_cancelled
+
+
+@types.coroutine
+def _count_yields(awaitable: Awaitable[T], yields: list[object]) -> Generator[Any, Any, T]:
+    """Await ``awaitable``, appending to ``yields`` each time it suspends its task (hands the
+    scheduler a future or a trap), passing every value and exception through unchanged."""
+    inner = awaitable.__await__()
+    step: Callable[[Any], Any] = inner.send
+    value: Any = None
+    while True:
+        try:
+            suspended = step(value)
+        except StopIteration as stop:
+            result: T = stop.value
+            return result
+        yields.append(suspended)
+        try:
+            value, step = (yield suspended), inner.send
+        except BaseException as exc:  # a cancellation delivered at the suspension: to the awaitable
+            value, step = exc, inner.throw
+
+
+async def test_every_awaited_submit_yields_exactly_once(release: str) -> None:
+    """C8 on every release: an admission that wakes the engine, one with nobody parked, a repeat, a
+    refusal, and both after the generation: each suspends its caller once, and the woken engine ran
+    (and wrote) before the admitting submit returned."""
+    runtime = LiveRuntime()
+    order: list[str] = []
+    async with runtime.open_generation() as gen, anyio.create_task_group() as tg:
+
+        async def engine() -> None:
+            while await gen.wait_for_input():
+                order.append("engine woke")
+                await gen.boundary(lambda item, metadata: order.append(f"wrote {item.id}"))
+
+        tg.start_soon(engine)
+        for number in range(3):
+            await anyio.wait_all_tasks_blocked()
+            yields: list[object] = []
+            receipt = await _count_yields(
+                runtime.submit_steering(Input("steer", "go", id=f"s-{number}"), gen.id), yields
+            )
+            order.append(f"s-{number} returned")
+            assert (receipt.disposition, len(yields)) == (Disposition.QUEUED, 1)
+        for submit in (
+            runtime.submit_steering(Input("steer", "go", id="s-0"), gen.id),  # a repeat
+            runtime.submit_steering(Input("steer", "go", id="s-9"), "not-running"),  # a refusal
+        ):
+            yields = []
+            await _count_yields(submit, yields)
+            assert len(yields) == 1
+        gen.stop()
+    assert order == [item for n in range(3) for item in ("engine woke", f"wrote s-{n}", f"s-{n} returned")]
+    for submit in (
+        runtime.submit_steering(Input("steer", "go", id="s-1"), gen.id),  # a repeat, nothing running
+        runtime.submit_steering(Input("steer", "go", id="s-8"), gen.id),  # a refusal, nothing running
+    ):
+        yields = []
+        await _count_yields(submit, yields)
+        assert len(yields) == 1
+    async with runtime.open_generation() as idle:  # nobody parked: the admission still yields once
+        yields = []
+        assert (
+            await _count_yields(runtime.submit_steering(Input("steer", "x", id="i-1"), idle.id), yields)
+        ).accepted
+        assert len(yields) == 1
+        idle.stop()
+
+
+async def test_cancellation_is_delivered_on_every_release(release: str) -> None:
+    """On every release: a boundary in a cancelled scope raises before it takes an input (which stays
+    pending), a parked engine cancelled frees its spot, and a repeat or refusal past its deadline
+    raises; the runtime's state stays consistent throughout."""
+    runtime = LiveRuntime()
+    written: list[str] = []
+    async with runtime.open_generation() as gen:
+        assert runtime.submit_steering_nowait(Input("steer", "go", id="c-1"), gen.id).accepted
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await gen.boundary(lambda item, metadata: written.append(item.id or ""))
+            pytest.fail("the boundary did not raise the cancellation")  # pragma: no cover
+        assert scope.cancelled_caught
+        assert (written, gen.pending) == ([], 1)
+        with anyio.CancelScope() as shielded:  # a shield ends the walk: no cancellation reaches it
+            shielded.shield = True
+            with anyio.CancelScope() as inner:
+                inner.shield = True
+                assert [receipt.input_id for receipt in await gen.boundary(lambda i, m: None)] == ["c-1"]
+        assert not shielded.cancelled_caught
+        assert not inner.cancelled_caught
+        with anyio.CancelScope() as parked:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(gen.wait_for_input)
+                await anyio.wait_all_tasks_blocked()
+                parked.cancel()
+        assert parked.cancelled_caught
+        assert gen._parker is not None
+        assert not gen._parker.occupied
+        for item, anchor in (
+            (Input("steer", "go", id="c-1"), gen.id),
+            (Input("steer", "go", id="c-2"), "gone"),
+        ):
+            with anyio.CancelScope() as late:  # a repeat, then a refusal
+                late.deadline = anyio.current_time() - 1
+                await runtime.submit_steering(item, anchor)
+                pytest.fail("the submit was not a cancel point")  # pragma: no cover
+            assert late.cancelled_caught
+        runtime._check()
+        gen.stop()
+    assert runtime.receipt("c-1") == Receipt(True, "c-1", gen.id, Disposition.APPLIED)
+
+
+def test_a_boundary_from_a_guest_run_or_its_host_loop_is_refused_before_it_takes_anything() -> None:
+    """C8 under guest mode, for the engine's boundary: one thread, two loops. The host's engine ran a
+    boundary first (so its parker knows the engine's task); a boundary of the host's generation from the
+    guest, and of the guest's from the host, each raise RuntimeError and leave their input pending."""
+
+    def write(item: Input, metadata: object) -> None:
+        pytest.fail("nothing is written from another loop")  # pragma: no cover
+
+    async def host() -> tuple[int, int]:
+        loop = asyncio.get_running_loop()
+        hosts = LiveRuntime()
+        async with hosts.open_generation() as gen:
+            assert await gen.boundary(write) == []  # at home: the engine's task is now the one seen
+            assert hosts.submit_steering_nowait(Input("steer", "x", id="h-1"), gen.id).accepted
+
+            async def guest_boundary() -> None:
+                with pytest.raises(RuntimeError, match="another thread or event loop"):
+                    await gen.boundary(write)
+
+            done: asyncio.Future[outcome.Outcome[None]] = loop.create_future()
+            trio.lowlevel.start_guest_run(
+                guest_boundary,
+                run_sync_soon_threadsafe=loop.call_soon_threadsafe,
+                done_callback=done.set_result,
+            )
+            (await done).unwrap()
+            host_pending = gen.pending
+            gen.stop()
+        opened = asyncio.Event()
+        held: dict[str, Any] = {}
+
+        async def guest_owns() -> None:
+            guests = LiveRuntime()
+            finish = trio.Event()
+            async with guests.open_generation() as own:
+                assert guests.submit_steering_nowait(Input("steer", "x", id="g-1"), own.id).accepted
+                held.update(gen=own, finish=finish, token=trio.lowlevel.current_trio_token())
+                loop.call_soon_threadsafe(opened.set)
+                await finish.wait()
+                held["pending"] = own.pending
+                own.stop()
+
+        finished: asyncio.Future[outcome.Outcome[None]] = loop.create_future()
+        trio.lowlevel.start_guest_run(
+            guest_owns, run_sync_soon_threadsafe=loop.call_soon_threadsafe, done_callback=finished.set_result
+        )
+        await opened.wait()
+        with pytest.raises(RuntimeError, match="another thread or event loop"):
+            await held["gen"].boundary(write)
+        held["token"].run_sync_soon(held["finish"].set)
+        (await finished).unwrap()
+        return host_pending, held["pending"]
+
+    assert asyncio.run(host()) == (1, 1)

@@ -72,7 +72,8 @@ def _in_trio(call: Callable[[], Any]) -> Callable[[], Any]:
 
 
 async def test_the_generations_calls_from_another_thread_or_loop_raise_before_anything_changes() -> None:
-    """C8: stop/continue_after_checkpoint (a thread), wait_for_input (another loop) raise, change nothing."""
+    """C8: stop/continue_after_checkpoint (a thread), boundary/wait_for_input (another loop) raise and
+    change nothing: the pending input is not written."""
     runtime = LiveRuntime()
     async with runtime.open_generation() as gen:
         assert runtime.submit_steering_nowait(steer("t-1"), gen.id).accepted
@@ -80,6 +81,8 @@ async def test_the_generations_calls_from_another_thread_or_loop_raise_before_an
         calls: list[Callable[[], Any]] = [
             gen.stop,
             gen.continue_after_checkpoint,
+            _in_asyncio(lambda: gen.boundary(write_nothing)),
+            _in_trio(lambda: gen.boundary(write_nothing)),
             _in_asyncio(gen.wait_for_input),
             _in_trio(gen.wait_for_input),
         ]

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = [
-    # host-facing values (pinned by CONTRACT.md)
+    # host-facing values (pinned by the product contract)
     "Input",
     "Receipt",
     "Disposition",

@@ -3,13 +3,14 @@
 Every surface that takes input answers it through ``decide``: the runtime's core
 (``_core.SteeringCore.decide`` applies it inline on the path of an admission and of a
 repeat, and calls it for everything else), the fleet store when no live owner holds a
-session (``fleet/_store.py``), and the hook relay's in-memory session and its durable
-stores (``hooks/_session.py``, ``hooks/_store.py``). So the same input history gets the
-same reason everywhere: a wing gathers the facts it holds (is the id known, does the
-content match, what does validation say, is a generation running) and never orders
-them itself. ``tests/test_admission_parity.py`` runs one table of histories through
-every surface and ``tests/test_architecture.py`` checks that no wing writes a refusal
-reason of its own.
+session (``fleet/_store.py``; a live owner answers through its runtime's core), the hook
+relay's in-memory session and its durable stores (through ``hooks/_admit.py``), and ACP's
+idle steers (``acp/_session.py``). So the same input history gets the same reason
+everywhere: a surface gathers the facts it holds (is the id known, does the content
+match, what does validation say, is a generation running) and never orders them itself.
+``tests/test_admission_parity.py`` and ``tests/test_hooks_parity.py`` run tables of
+histories through every surface, and ``tests/test_architecture.py`` checks that no wing
+writes a refusal reason of its own.
 
 The order, first match wins:
 
@@ -25,9 +26,9 @@ The order, first match wins:
 9. ``queue-full``: the hook relay's per-session queue holds its 20 (C26);
 10. ``capacity``: the identity table is full (C11).
 
-This module is the bottom layer: it imports only the standard library and
-``_validate`` (the hook command imports it on its hot path, where even ``typing``
-costs), holds no state and does nothing but answer.
+This module is the bottom layer: it imports only the standard library (a surface
+passes ``_validate``'s answer in), so that a hook command could import it on its hot
+path, where even ``typing`` costs; it holds no state and does nothing but answer.
 """
 
 from __future__ import annotations

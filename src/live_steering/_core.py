@@ -5,8 +5,9 @@ Theory of operation
 One ``SteeringCore`` per runtime. It never awaits, never does I/O and never
 looks at a clock it was not given; the anyio shell (``_runtime.py``) calls it,
 then parks or wakes tasks according to what it returned. Everything a test
-needs to prove a rule of CONTRACT.md can be proved here without an event loop.
-It must never import anything above ``_rules``, ``_types``, ``_errors`` and ``_validate``.
+needs to prove a rule of the product contract can be proved here without an event loop.
+It must never import anything above ``_admission``, ``_rules``, ``_types``, ``_errors`` and
+``_validate``.
 
 Its decisions, each a table of ``_rules.py`` or one function here:
 
@@ -289,7 +290,6 @@ class GenerationState:
     """Admissions of the runtime before this generation started (see ``SteeringCore._admitted_into``)."""
     applied_ids: list[str] = attrs.Factory(list)
     """Every input applied in this generation, in application order."""
-    continuations: int = 0
     applied_at_continue: int = -1
     """``len(applied_ids)`` at the last ``generation.continued``; -1 before any."""
     ending: Ending | None = None
@@ -1111,7 +1111,6 @@ class SteeringCore:
         time = self._clock()
         decision = AFTER_CHECKPOINT[gen.phase is OPEN and bool(gen.pending), may_call]
         if decision is _CONTINUE:
-            gen.continuations += 1
             gen.applied_at_continue = len(gen.applied_ids)
             self._emit("generation.continued", {"generation_id": gen.id}, time)
             return True

@@ -32,11 +32,22 @@ too; only when nobody named a library does a running asyncio loop decide.
 ``checkpoint_if_cancelled`` is the start of every boundary: anyio's function of that
 name looks the backend up (``sniffio``) on each call, about as long as the rest of a
 one-input boundary, so each parker binds its backend's own once.
+
+Private state, fenced. Three shortcuts read state anyio and trio do not publish:
+anyio's backend table (``get_async_backend``), anyio's asyncio cancel scopes
+(``cancel_pending``) and trio's checkpoint message and task fields
+(``_one_frame_trio_checkpoint``). Each is taken only on a version this module was
+tested with (``_TESTED_ANYIO``, ``_TESTED_TRIO``: the newest minor, pinned for ``dev``
+in pyproject.toml) and only when the names it reads are there; otherwise the parker
+uses the public function it stands for, slower and with the same behaviour.
+tests/test_parking.py forces each of those paths on both backends.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
+import os
 import sys
 import threading
 import types
@@ -48,8 +59,40 @@ if TYPE_CHECKING:
 
 __all__ = ["Parker", "checkpoint"]
 
+_TESTED_ANYIO = (4, 16)
+"""The newest anyio minor whose private state this module reads (pyproject.toml's ``dev`` pin)."""
+_TESTED_TRIO = (0, 35)
+"""The newest trio minor whose private state this module reads (pyproject.toml's ``dev`` pin)."""
+
+
+def _tested(distribution: str, newest: tuple[int, int]) -> bool:
+    """True when the installed ``distribution`` is no newer than ``newest`` (major, minor).
+
+    A newer (or unreadable) version keeps its private state unread: its public function
+    serves instead. Read once per process per shortcut, never on a hot path.
+    """
+    try:
+        major, minor = importlib.metadata.version(distribution).split(".")[:2]
+        return (int(major), int(minor)) <= newest
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return False
+
+
 _running_loop = asyncio._get_running_loop
 _modules = sys.modules
+_get_ident = threading.get_ident
+_forks = 0
+"""How many times this process was forked from its parent (``os.fork`` in a child): ``at_home``'s
+thread test is no answer in a forked child, where the parent's loop does not run."""
+
+
+def _forked() -> None:
+    global _forks
+    _forks += 1
+
+
+os.register_at_fork(after_in_child=_forked)
+
 _trio_checkpoint: Callable[[], Awaitable[None]] | None = None
 
 
@@ -127,7 +170,12 @@ class Parker:
         reuses its runtime's previous one: an asyncio parker nobody is parked on keeps nothing
         of the generation that used it.
         """
-        if type(reuse) is _AsyncioParker and reuse._future is None and _running_loop() is reuse._loop:
+        if (
+            type(reuse) is _AsyncioParker
+            and reuse._future is None
+            and _running_loop() is reuse._loop
+            and reuse._thread == _get_ident()  # a loop run again in another thread gets a new parker
+        ):
             # A generation after another on the same asyncio loop (the common case; once per
             # agent run, with cold caches): ``_trio_runs()`` written out for a running loop,
             # which leaves sniffio's names: trio as a guest on this loop names itself there.
@@ -138,7 +186,12 @@ class Parker:
         if _trio_runs():
             return _TrioParker()
         loop = asyncio.get_running_loop()
-        if type(reuse) is _AsyncioParker and reuse._loop is loop and reuse._future is None:
+        if (
+            type(reuse) is _AsyncioParker
+            and reuse._loop is loop
+            and reuse._future is None
+            and reuse._thread == _get_ident()
+        ):
             return reuse
         return _AsyncioParker(loop)
 
@@ -224,16 +277,25 @@ def _backend_checkpoint_if_cancelled(name: str) -> Callable[[], Awaitable[None]]
     """The backend's own ``checkpoint_if_cancelled``, the one ``anyio.lowlevel`` looks up per call."""
     found = _checkpoints_if_cancelled.get(name)
     if found is None:
-        try:
-            from anyio._core._eventloop import get_async_backend
-        except ImportError:  # pragma: no cover - anyio moved it: take the public path, slower
+        found = _private_checkpoint_if_cancelled(name)
+        if found is None:  # another anyio: the public function, which looks the backend up per call
             import anyio.lowlevel
 
             found = anyio.lowlevel.checkpoint_if_cancelled
-        else:
-            found = get_async_backend(name).checkpoint_if_cancelled
         _checkpoints_if_cancelled[name] = found
     return found
+
+
+def _private_checkpoint_if_cancelled(name: str) -> Callable[[], Awaitable[None]] | None:
+    """The backend's function out of anyio's private backend table, or None on another anyio."""
+    if not _tested("anyio", _TESTED_ANYIO):
+        return None
+    try:
+        from anyio._core._eventloop import get_async_backend
+    except ImportError:  # anyio moved it
+        return None
+    found = getattr(get_async_backend(name), "checkpoint_if_cancelled", None)
+    return found if callable(found) else None
 
 
 def _occupied() -> RuntimeError:
@@ -247,15 +309,19 @@ def _anyio_asyncio_task_states() -> Any:
     without that function's per-call lookups; with any other shape (another anyio), the
     parker calls anyio's function instead.
     """
+    if not _tested("anyio", _TESTED_ANYIO):
+        return None
     try:
         from anyio._backends._asyncio import CancelScope, TaskState, _task_states
-    except ImportError:  # pragma: no cover - another anyio
+    except ImportError:  # another anyio
         return None
     probe = CancelScope()
     if not all(hasattr(probe, name) for name in ("_cancel_called", "_shield", "_parent_scope")):
-        return None  # pragma: no cover - another anyio
-    if "cancel_scope" not in getattr(TaskState, "__slots__", ()):
-        return None  # pragma: no cover - another anyio
+        return None  # another anyio
+    if "cancel_scope" not in getattr(TaskState, "__slots__", ()) or not callable(
+        getattr(_task_states, "get", None)
+    ):
+        return None  # another anyio
     return _task_states
 
 
@@ -264,9 +330,28 @@ _TASK_STATES_READ = False
 
 
 class _AsyncioParker(Parker):
-    __slots__ = ("_done", "_future", "_loop", "_state", "_task", "_task_states", "checkpoint_if_cancelled")
+    __slots__ = (
+        "_done",
+        "_forks",
+        "_future",
+        "_loop",
+        "_state",
+        "_task",
+        "_task_states",
+        "_thread",
+        "checkpoint_if_cancelled",
+    )
 
     def at_home(self) -> bool:
+        if _get_ident() == self._thread and _forks == self._forks:
+            # This loop's thread, where no other asyncio loop can run while this one does (asyncio
+            # refuses): home, unless trio runs this step, as a guest on this loop or on its own
+            # after this loop finished. ``_running_loop()`` would say as much, but it pays a
+            # ``getpid()`` (150-250 ns here) on each call. A loop runs a generation in the thread
+            # that entered it (a parker is made or reused per generation in the running loop).
+            names = _sniffio_names or _find_sniffio_names()
+            if names is None or names.name != "trio":
+                return True
         if _running_loop() is self._loop:
             # trio as a guest on this loop (``start_guest_run``) is another event loop: its
             # tasks see this loop running, but trio names itself in sniffio's thread-local.
@@ -282,6 +367,8 @@ class _AsyncioParker(Parker):
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         global _TASK_STATES, _TASK_STATES_READ
         self._loop = loop
+        self._thread = _get_ident()  # made in the running loop, so in its thread
+        self._forks = _forks
         if not _TASK_STATES_READ:
             _TASK_STATES, _TASK_STATES_READ = _anyio_asyncio_task_states(), True
         self._task_states = _TASK_STATES
@@ -289,7 +376,7 @@ class _AsyncioParker(Parker):
         self._state: Any = None
         """anyio's state of ``_task`` (one object for a task's whole life), read once."""
         # anyio's asyncio backend: its cancel scopes are anyio's own, so they are walked.
-        if self._task_states is None:  # pragma: no cover - another anyio
+        if self._task_states is None:  # another anyio: its own function, looked up once
             self.checkpoint_if_cancelled = _backend_checkpoint_if_cancelled("asyncio")  # type: ignore[method-assign]
         else:
             self.checkpoint_if_cancelled = self._checkpoint_if_cancelled  # type: ignore[method-assign]
@@ -331,7 +418,7 @@ class _AsyncioParker(Parker):
         # makes it when the task starts (or enters its first scope) and drops it when the
         # task ends, so a live task keeps one.
         task_states = self._task_states
-        if task_states is None:  # pragma: no cover - another anyio: let its own function decide
+        if task_states is None:  # another anyio: let its own function decide
             return True
         task = asyncio.current_task(self._loop)
         state = self._state if task is self._task else None
@@ -398,7 +485,7 @@ class _TrioParker(Parker):
     )
 
     def at_home(self) -> bool:
-        if threading.get_ident() == self._thread and self._sniffio.name == "trio":
+        if _get_ident() == self._thread and self._sniffio.name == "trio":
             return True
         # Another thread, or this thread outside trio's steps (the asyncio loop hosting
         # trio as a guest): home only if this parker's trio run is over (no one's home any
@@ -533,9 +620,11 @@ def _one_frame_trio_checkpoint() -> Callable[[], Awaitable[None]] | None:
     _TRIO_CHECKPOINT_READ = True
     import trio.lowlevel
 
+    if not _tested("trio", _TESTED_TRIO):
+        return None
     try:
         from trio._core._run import CancelShieldedCheckpoint  # type: ignore[attr-defined]
-    except ImportError:  # pragma: no cover - another trio
+    except ImportError:  # another trio
         return None
     current_task = trio.lowlevel.current_task
     task: Any = current_task()
@@ -547,7 +636,7 @@ def _one_frame_trio_checkpoint() -> Callable[[], Awaitable[None]] | None:
         and hasattr(runner, "main_task")
         and type(getattr(runner, "ki_pending", None)) is bool
     ):
-        return None  # pragma: no cover - another trio
+        return None  # another trio
     full_checkpoint = trio.lowlevel.checkpoint
 
     @types.coroutine

@@ -7,8 +7,8 @@ does the follow-up work: wake the engine, await the loop's writer, publish. It
 must never put an await between a decision and the state change it implies (C8,
 C16), and it never starts a task of its own.
 
-``RuntimeInternals`` (at the end) is the one door from a wing (the journal; the
-fleet and integrations tomorrow) into a runtime beyond its public API: no wing
+``RuntimeInternals`` (at the end) is the one door from a wing (the journal, the
+fleet's owner, the ACP sessions) into a runtime beyond its public API: no wing
 touches ``LiveRuntime._core`` or the core's attributes.
 """
 
@@ -765,6 +765,10 @@ class Generation:
         state = self._state
         if state is None:
             state = self._require()  # raises
+        parker = self._parker
+        assert parker is not None  # entered: _require() passed
+        if not parker.at_home():  # before anything changes (C8); an event listener cannot await
+            raise self._runtime._misuse("gen.boundary")
         last = self._writer
         # (``context.add_steer`` is a new bound method at each access, equal to the last one)
         if writer is not last and not (type(writer) is MethodType and writer == last):
@@ -772,10 +776,6 @@ class Generation:
             self._writer = writer
         runtime = self._runtime
         core = runtime._core
-        parker = self._parker
-        assert parker is not None  # entered: _require() passed
-        # Not checked against the runtime's loop here (C8): ``boundary_single`` has no room for
-        # it. The engine's other calls are (``_guard``): a stop or decision from a thread.
         if parker.cancel_pending():  # asyncio answers without an awaitable (boundary_single)
             await parker.checkpoint_if_cancelled()
         core.begin_boundary(state)

@@ -22,6 +22,7 @@ import anyio
 import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from .._errors import LiveSteeringError
 from .._runtime import LiveRuntime
 from .._types import Input, Receipt
 from ..fleet import SQLiteFleet
@@ -30,7 +31,7 @@ from ._output import stdout_gone
 SESSION = "demo-chat"
 
 
-class FleetDemoError(Exception):
+class FleetDemoError(LiveSteeringError):
     """The worker process did not behave (it died early, or said something unexpected)."""
 
 

@@ -16,6 +16,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from .._errors import LiveSteeringError
 from .._extras import install_hint
 from .._validate import checked_id
 from ..fleet import Fleet, SQLiteFleet
@@ -35,7 +36,7 @@ __all__ = [
 _TABLES = ("ls_meta", "ls_leases", "ls_requests", "ls_receipts")
 
 
-class StoreProblem(Exception):
+class StoreProblem(LiveSteeringError):
     """The store named cannot be used (missing, not a fleet store, unreachable); ``code``: exit status."""
 
     def __init__(self, message: str, code: int) -> None:

@@ -18,6 +18,7 @@ from typing import Any, TextIO
 
 import anyio
 
+from .._errors import LiveSteeringError
 from .._runtime import LiveRuntime
 from .._types import Disposition, Input, Receipt
 from ..journal import JournalCorruptError, JournalError
@@ -29,7 +30,7 @@ from ._output import Progress, error, stdout_gone
 __all__ = ["register", "run", "run_demo"]
 
 
-class DemoError(RuntimeError):
+class DemoError(LiveSteeringError, RuntimeError):
     """A demo case did not end as it says it does (a bug: please report it)."""
 
 

@@ -37,7 +37,7 @@ import attrs
 
 from .. import _admission as admission
 from .._core import DEFAULT_MAX_TEXT_CHARS
-from .._errors import GenerationClosedError, RuntimeClosedError
+from .._errors import GenerationClosedError, LiveSteeringError, RuntimeClosedError
 from .._runtime import Generation, LiveRuntime, internals
 from .._types import Disposition, HoldReason, Input, Receipt, RefusalReason
 from .._validate import MAX_ID_CHARS, utf8_encodable
@@ -75,7 +75,7 @@ _CANCELLED: Final = frozenset({HoldReason.GENERATION_CANCELLED.value, HoldReason
 _AUTHOR_STOP_REASONS: Final = frozenset({"end_turn", "max_tokens", "refusal"})
 
 
-class _TurnFailed(Exception):
+class _TurnFailed(LiveSteeringError):
     """Internal: a turn failed; carries what the client is told (``TurnError.data`` plus the lists)."""
 
     def __init__(self, data: dict[str, Any]) -> None:
@@ -145,7 +145,6 @@ class SteeringSession:
         self._tg = task_group
         self._lock = anyio.Lock()
         self._turn: _TurnRecord | None = None
-        self._turns = 0
         self._started: dict[str, tuple[str, SteerResult]] = {}
 
     # -- turns ---------------------------------------------------------------------------------
@@ -159,7 +158,6 @@ class SteeringSession:
         """Claim the session for a new turn, synchronously (no await between check and claim)."""
         if self._turn is not None:
             raise TurnBusyError(f"turn {self._turn.id!r} of session {self.session_id!r} is running")
-        self._turns += 1
         gen = self.runtime.open_generation()  # issued: ``<session id>-turn-<n>``
         turn = self._turn = _TurnRecord(gen.id, origin, gen)
         return turn

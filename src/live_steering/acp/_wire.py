@@ -40,7 +40,7 @@ IDLE_PROMPT_REQUIRED: Final = "promptRequired"
 
 
 class SteerOutcome(enum.StrEnum):
-    """The ``outcome`` of a ``_session/steering`` response (CONTRACT.md C25)."""
+    """The ``outcome`` of a ``_session/steering`` response (the product contract's rule C25)."""
 
     INJECTED = "injected"
     STARTED_NEW_TURN = "startedNewTurn"

@@ -31,7 +31,7 @@ import acp
 import attrs
 from acp.schema import ContentToolCallContent, PermissionOption, TextContentBlock
 
-from live_steering import Input
+from live_steering import Input, LiveSteeringError
 from live_steering.acp import SteeringAgent, Turn, TurnError
 
 try:
@@ -261,7 +261,7 @@ class ChatCompletionsAgent(SteeringAgent):
         return text
 
 
-class _Malformed(Exception):
+class _Malformed(LiveSteeringError):
     """The endpoint's reply is not what the Chat Completions format says."""
 
 

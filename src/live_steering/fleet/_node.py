@@ -173,6 +173,11 @@ class Fleet(abc.ABC):
     def location(self) -> str:
         """The store, for messages (a path or a DSN without its password)."""
 
+    @property
+    def _journal_path(self) -> str:
+        """The store as an owner's ``journal.failed`` names it in ``path`` (a DSN without its password)."""
+        return self.location
+
     # -- opening and closing -------------------------------------------------------------------
 
     async def __aenter__(self) -> Self:
@@ -632,6 +637,7 @@ class Fleet(abc.ABC):
             node_id=self.node_id,
             ttl=self.ttl,
             poll_interval=self.poll_interval,
+            location=self._journal_path,
         )
         self._owners[session_id] = owner
         assert self._task_group is not None

@@ -3,10 +3,11 @@
 Theory of operation
 -------------------
 ``Fleet.own(runtime)`` takes the session's lease (epoch +1) and attaches to the runtime
-exactly as ``ReceiptJournal`` does: a listener turns each disposition event into a
-numbered change, and the runtime's write barrier queues a ``writing`` mark for the one
-input about to be written and waits until it is durable. One committer task then runs
-every transaction of this owner, one at a time, on one connection:
+exactly as ``ReceiptJournal`` does, through the same committer (``journal/_committer.py``):
+a listener turns each disposition event into a numbered change, and the runtime's write
+barrier queues a ``writing`` mark for the one input about to be written and waits until
+it is durable. The committer's task then runs every transaction of this owner, one at a
+time, on one connection; this module plugs in what one transaction does (``_Commits``):
 
 1. fence: lock the lease row *only if its epoch is still ours* (else ``FencedError``),
    renewing it when a renewal is due (every ``ttl / 3``), and lock the pending requests
@@ -20,8 +21,10 @@ every transaction of this owner, one at a time, on one connection:
 An idle owner commits once per ``ttl / 3`` (its renewal) and in between looks for requests
 whose wake-up was lost with a read every ``poll_interval``. A change counts as durable
 only when that commit returned. A failed commit (a fenced
-lease, a lost database) fails the owner: nothing more is reported durable, the barrier
-refuses every later write, and the runtime is closed. Whatever it left ``queued`` is
+lease, a lost database) fails the owner as a failed commit fails a journal: waiters and
+the barrier raise ``FleetError`` (``FencedError`` as its cause when fenced), nothing more
+is reported durable, ``journal.failed`` is published on the runtime's stream, and the
+runtime is closed. Whatever it left ``queued`` is
 finalised by whoever takes the lease next (C23). The owner never decides a request it
 did not lock in a transaction that also proved its epoch: that is the fencing of C28.
 """
@@ -31,19 +34,18 @@ from __future__ import annotations
 import contextlib
 import logging
 import time as _time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any, Final
 
 import anyio
 import anyio.abc
-import anyio.lowlevel
 import attrs
-from sortedcontainers import SortedDict
 
 from .._errors import InvariantError
-from .._runtime import LiveRuntime, internals
+from .._runtime import LiveRuntime, RuntimeInternals, internals
 from .._types import Input, Receipt, StopReason
 from ..journal import ChangeKind, JournalChange
+from ..journal._committer import EVENT_CHANGES, Committer
 from ..journal._store import DISPOSITION_OF_CHANGE, digest
 from ._store import (
     NOT_RUNNING,
@@ -57,12 +59,6 @@ from ._store import (
 
 _log = logging.getLogger("live_steering.fleet")
 
-_EVENT_CHANGES: Final = {
-    "steering.accepted": ChangeKind.ACCEPTED,
-    "steering.applied": ChangeKind.APPLIED,
-    "steering.held": ChangeKind.HELD,
-    "steering.unknown": ChangeKind.UNKNOWN,
-}
 _STARTS: Final = frozenset({"generation.started", "generation.continued"})
 _ENDS: Final = frozenset(
     {"generation.finished", "generation.stopped", "generation.cancelled", "generation.failed"}
@@ -116,13 +112,16 @@ class Owner:
         node_id: str,
         ttl: float,
         poll_interval: float,
+        location: str = "",
     ) -> None:
         self.runtime = runtime
         self.session_id = runtime.session_id
         self.conn = conn
+        self.location = location
+        """The store as ``journal.failed`` names it in ``path`` (a file, a DSN without its password)."""
         self._limiter = limiter
         self.epoch = taken.epoch
-        door = internals(runtime)
+        self._door = door = internals(runtime)
         for input_id, prior in taken.prior.items():
             # The session's identities outlive one runtime: the core answers those of earlier
             # owners in its one order (C7), as if it had accepted them (an id this runtime
@@ -135,26 +134,22 @@ class Owner:
         self._renew = ttl / 3
         self._poll = min(self._renew, poll_interval)
         self._last_renewal = anyio.current_time()  # the take set the lease's expiry
-        self._queue: list[JournalChange] = []
-        self._number = 0
-        self._durable_through = 0
-        self._waiters: SortedDict[int, anyio.Event] = SortedDict()
+        self._committer: Committer[FleetError] = Committer(_Commits(self))
         self._inputs: dict[str, tuple[str, str]] = {}
         self._deciding: tuple[str, str, str] | None = None
         self._generation: tuple[str | None] | None = None
         self._taken_generation: tuple[str | None] | None = None
-        self._wakeup: anyio.Event | None = None
         self._requested = True  # decide what waited for this owner before it took the lease
         self._closing = False
-        self._done = anyio.Event()
-        self.failure: FleetError | None = None
-        self._commits = 0
-        self._in_commit = False
-        self._committed = anyio.Event()
         self._decisions = 0
         self._largest = 0
         self._detach_listener = runtime.add_listener(self._on_event)
         runtime.set_write_barrier(self._barrier)
+
+    @property
+    def failure(self) -> FleetError | None:
+        """The error that failed this owner, or ``None``."""
+        return self._committer.failure
 
     # -- attachment (the journal's pattern) ------------------------------------------------
 
@@ -168,7 +163,7 @@ class Owner:
             self._generation = (None,)
             self._wake()
             return
-        change = _EVENT_CHANGES.get(type_)
+        change = EVENT_CHANGES.get(type_)
         if change is None:
             return
         input_id = event["input_id"]
@@ -201,12 +196,12 @@ class Owner:
         reason: str | None,
         time: float,
     ) -> int:
-        if self.failure is not None:
+        committer = self._committer
+        if committer.failure is not None:
             return 0
-        self._number += 1
-        self._queue.append(
+        return committer.enqueue(
             JournalChange(
-                number=self._number,
+                number=committer.number + 1,
                 runtime_no=self.epoch,
                 session_id=self.session_id,
                 input_id=input_id,
@@ -221,12 +216,10 @@ class Owner:
                 time=time,
             )
         )
-        self._wake()
-        return self._number
 
     async def _barrier(self, generation_id: str, inputs: Sequence[Input]) -> None:
         """The write barrier: the ``writing`` mark of each input is durable on return."""
-        self._raise_if_failed()
+        self._committer.raise_if_failed()
         if self._closing:
             raise FleetError(f"the owner of session {self.session_id!r} is closing")
         number = 0
@@ -241,58 +234,31 @@ class Owner:
                 reason=None,
                 time=_time.time(),
             )
-        await self._wait(number)
-
-    def _raise_if_failed(self) -> None:
-        if self.failure is not None:
-            error = FleetError(str(self.failure))
-            error.__cause__ = self.failure
-            raise error
-
-    async def _wait(self, number: int) -> None:
-        self._raise_if_failed()
-        if number <= self._durable_through:
-            await anyio.lowlevel.checkpoint()
-            return
-        waiter = self._waiters.get(number)
-        if waiter is None:
-            waiter = self._waiters[number] = anyio.Event()
-        await waiter.wait()
-        self._raise_if_failed()
-        if number > self._durable_through:
-            raise FleetError(
-                f"the owner of session {self.session_id!r} closed before change {number} was durable"
-            )
+        await self._committer.wait(number)
 
     async def flush(self) -> None:
         """Wait for a commit that began after this call: everything queued so far is durable,
         the running generation is published, and the requests stored so far are decided."""
         self.runtime.receipt("")  # a public read publishes an acceptance the runtime still owes
-        self._raise_if_failed()
-        target = self._commits + (2 if self._in_commit else 1)
+        self._committer.raise_if_failed()
         self.request()
-        while self._commits < target:
-            if self._done.is_set():
-                raise FleetError(f"the owner of session {self.session_id!r} is closed")
-            await self._committed.wait()
-            self._raise_if_failed()
+        await self._committer.next_commit()
 
     # -- requests --------------------------------------------------------------------------
 
     def request(self) -> None:
         """A requester stored a request for this session: decide it soon."""
         self._requested = True
-        self._wake()
+        self._committer.wake()
 
     def _wake(self) -> None:
-        if self._wakeup is not None:
-            self._wakeup.set()
+        self._committer.wake()
 
     def _decide_all(self, requests: list[Request]) -> tuple[list[Decision], list[JournalChange]]:
         """In the event loop, inside the owner's transaction: decide in request order, then take
         everything queued for the journal (the decisions' own ``accepted`` changes included)."""
         decisions = [Decision(r, self._decide(r)) for r in requests]
-        batch, self._queue = self._queue, []
+        batch = self._committer.take()
         self._taken_generation, self._generation = self._generation, None
         return decisions, batch
 
@@ -315,25 +281,7 @@ class Owner:
     # -- the committer ---------------------------------------------------------------------
 
     async def run(self) -> None:
-        try:
-            while self.failure is None:
-                if not (self._queue or self._requested or self._generation is not None):
-                    if self._closing:
-                        return
-                    self._wakeup = anyio.Event()
-                    with anyio.move_on_after(self._poll):
-                        await self._wakeup.wait()
-                    self._wakeup = None
-                    idle = not (self._queue or self._requested or self._generation is not None)
-                    renewal_due = anyio.current_time() >= self._last_renewal + self._renew
-                    # no renewal due: look for a request whose wake-up was lost, with a read
-                    if idle and not renewal_due and not await self._has_pending():
-                        continue
-                self._requested = False
-                await self._commit_next()
-        finally:
-            self._done.set()
-            self._committed.set()
+        await self._committer.run()
 
     async def _has_pending(self) -> bool:
         try:
@@ -344,62 +292,26 @@ class Owner:
             _log.warning("the owner of session %r could not poll for requests: %r", self.session_id, exc)
             return True
 
-    async def _commit_next(self) -> None:
-        self._in_commit = True
-        try:
-            await self._commit_once()
-        finally:
-            self._in_commit = False
-            self._committed.set()
-            self._committed = anyio.Event()
-
     async def _commit_once(self) -> None:
+        """One owner transaction (the committer's step): fence, decide, write, commit."""
+        self._requested = False
         conn = self.conn
-        with anyio.CancelScope(shield=True):
+        started = anyio.current_time()
+        renew = self._ttl if started >= self._last_renewal + self._renew else None
+        async with holding(self._limiter):  # the connection is this transaction's until it ends
+            requests = await conn.begin_batch_async(self.session_id, self._node_id, self.epoch, renew)
             try:
-                started = anyio.current_time()
-                renew = self._ttl if started >= self._last_renewal + self._renew else None
-                async with holding(self._limiter):  # the connection is this transaction's until it ends
-                    requests = await conn.begin_batch_async(self.session_id, self._node_id, self.epoch, renew)
-                    try:
-                        decisions, batch = self._decide_all(requests)  # in the event loop, rows locked
-                    except BaseException:
-                        await conn.rollback_async()
-                        raise
-                    await conn.finish_batch_async(
-                        self.session_id, self.epoch, batch, decisions, self._taken_generation
-                    )
-            except Exception as exc:
-                await self._fail(exc)
-                return
+                decisions, batch = self._decide_all(requests)  # in the event loop, rows locked
+            except BaseException:
+                await conn.rollback_async()
+                raise
+            await conn.finish_batch_async(
+                self.session_id, self.epoch, batch, decisions, self._taken_generation
+            )
         if renew is not None:
             self._last_renewal = started
-        self._commits += 1
         self._decisions += len(decisions)
         self._largest = max(self._largest, len(decisions))
-        if batch:
-            self._durable_through = batch[-1].number
-        waiters = self._waiters
-        while waiters and waiters.peekitem(0)[0] <= self._durable_through:
-            waiters.popitem(0)[1].set()
-
-    async def _fail(self, exc: Exception) -> None:
-        if isinstance(exc, FleetError):
-            error = exc
-        else:
-            error = FleetError(f"the owner of session {self.session_id!r}: commit failed: {exc!r}")
-            error.__cause__ = exc
-        if isinstance(exc, FencedError):
-            _log.warning("%s: this owner stops writing", error)
-        else:
-            _log.error("%s", error)
-        self.failure = error
-        self._queue.clear()
-        while self._waiters:
-            self._waiters.popitem(0)[1].set()
-        # nothing this runtime does from now on can be journaled: stop it (its inputs are
-        # finalised by whoever takes the lease next)
-        await self.runtime.aclose()
 
     async def aclose(self) -> None:
         """Close the runtime, commit what it owes, stop the committer. Shielded; idempotent."""
@@ -408,21 +320,19 @@ class Owner:
             if self.failure is None:
                 self.runtime.receipt("")
             self._closing = True
-            self._wake()
-            await self._done.wait()
+            await self._committer.stop()
             self._detach_listener()
-            while self._waiters:
-                self._waiters.popitem(0)[1].set()
+            self._committer.release_waiters()
 
     def statistics(self) -> OwnerStatistics:
         return OwnerStatistics(
             session_id=self.session_id,
             epoch=self.epoch,
-            commits=self._commits,
+            commits=self._committer.commits,
             decisions=self._decisions,
             largest_batch=self._largest,
-            enqueued=self._number,
-            durable=self._durable_through,
+            enqueued=self._committer.number,
+            durable=self._committer.durable_through,
             failed=None if self.failure is None else str(self.failure),
             recovered_held=self._taken.recovered_held,
             recovered_unknown=self._taken.recovered_unknown,
@@ -439,3 +349,65 @@ def _local_input(runtime: LiveRuntime, input_id: str) -> tuple[str, str]:
     if record is None:
         raise InvariantError(f"the runtime announced {input_id!r} but never accepted it")
     return record.input.kind, digest(record.input)
+
+
+class _Commits:
+    """The owner's commit step for its ``Committer``: one fenced transaction that also decides."""
+
+    def __init__(self, owner: Owner) -> None:
+        self._owner = owner
+        self.idle_wait = owner._poll
+
+    def has_work(self) -> bool:
+        owner = self._owner
+        return owner._requested or owner._generation is not None
+
+    async def when_idle(self) -> bool:
+        """Commit a renewal when one is due; else look, with a read, for a request whose
+        wake-up was lost."""
+        owner = self._owner
+        if anyio.current_time() >= owner._last_renewal + owner._renew:
+            return True
+        return await owner._has_pending()
+
+    async def commit(self) -> None:
+        await self._owner._commit_once()
+
+    def durable(self, batch: Sequence[JournalChange]) -> None:
+        pass
+
+    def failure(self, exc: Exception) -> tuple[FleetError, dict[str, Any]]:
+        owner = self._owner
+        if isinstance(exc, FleetError):
+            error = exc
+        else:
+            error = FleetError(f"the owner of session {owner.session_id!r}: commit failed: {exc!r}")
+            error.__cause__ = exc
+        return error, {
+            "path": owner.location,
+            "sqlite_error": owner.conn.sqlite_error(exc),
+            "fenced": isinstance(exc, FencedError),
+        }
+
+    def again(self, failure: FleetError) -> FleetError:
+        error = FleetError(str(failure))
+        error.__cause__ = failure
+        return error
+
+    def closed(self, number: int | None) -> FleetError:
+        session_id = self._owner.session_id
+        if number is None:
+            return FleetError(f"the owner of session {session_id!r} is closed")
+        return FleetError(f"the owner of session {session_id!r} closed before change {number} was durable")
+
+    def runtimes(self) -> Iterable[RuntimeInternals]:
+        return (self._owner._door,)
+
+    async def failed(self, error: FleetError, lost: int) -> None:
+        if isinstance(error, FencedError):
+            _log.warning("%s: this owner stops writing", error)
+        else:
+            _log.error("%s", error)
+        # nothing this runtime does from now on can be journaled: stop it (its inputs are
+        # finalised by whoever takes the lease next)
+        await self._owner.runtime.aclose()

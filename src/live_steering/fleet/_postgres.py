@@ -35,7 +35,7 @@ from psycopg import pq
 from .._types import Receipt
 from ..journal import JournalChange
 from ._node import Fleet
-from ._store import Decision, FleetError, Request, Statement, StoreConnection, Submission
+from ._store import Decision, Dialect, FleetError, Request, Statement, StoreConnection, Submission
 
 _log = logging.getLogger("live_steering.fleet")
 
@@ -246,17 +246,28 @@ async def exchange(
     return results
 
 
-class PostgresConnection(StoreConnection):
-    serial = "BIGSERIAL"
-    lock_pending = " FOR UPDATE SKIP LOCKED"
-    lock_lease = " FOR UPDATE"
-    lock_fence = " FOR SHARE"
-    now_sql = "extract(epoch FROM clock_timestamp())::float8"
-    # channel(owner_node_id), computed by the server: the same sha256 hex prefix
-    notify_owner_sql = (
+#: PostgreSQL's fragments of the shared statements: row locks, the server's clock, the owner's
+#: wake-up inside a submit's insert (``channel(owner_node_id)``, computed by the server: the same
+#: sha256 hex prefix), and a transaction advisory lock around schema changes (two nodes opening an
+#: older store at once would otherwise both migrate it; released by the commit). Its two-key form
+#: is a key space apart from the one-key session locks, so no session id can collide; its first key
+#: 0x4C534601 ("LSF" 1) is none of the hook relay's (``hooks/_postgres.py``, 0x4C5348..).
+DIALECT: Final = Dialect(
+    serial="BIGSERIAL",
+    now="extract(epoch FROM clock_timestamp())::float8",
+    lock_pending=" FOR UPDATE SKIP LOCKED",
+    lock_lease=" FOR UPDATE",
+    lock_fence=" FOR SHARE",
+    notify_owner=(
         "pg_notify('ls_' || left(encode(sha256(convert_to(owner_node_id, 'UTF8')), 'hex'), 40), "
         "'w' || session_id)"
-    )
+    ),
+    lock_schema=f"SELECT pg_advisory_xact_lock({0x4C53_4601}, 0)",
+)
+
+
+class PostgresConnection(StoreConnection):
+    dialect = DIALECT
 
     def __init__(self, dsn: str) -> None:
         super().__init__()

@@ -34,7 +34,7 @@ from .._types import Receipt
 from ..journal import JournalChange
 from . import _threads
 from ._node import Fleet
-from ._store import Decision, FleetError, Request, StoreConnection, Submission
+from ._store import Decision, Dialect, FleetError, Request, StoreConnection, Submission
 
 _T = TypeVar("_T")
 
@@ -85,8 +85,13 @@ _AT_ONCE: Final[_Settings] = ("FULL", 0, _AUTOCHECKPOINT)
 _AT_ONCE_UNSYNCED: Final[_Settings] = ("NORMAL", 0, 0)
 
 
+#: SQLite's fragments of the shared statements: no row locks (``BEGIN IMMEDIATE`` holds the whole
+#: store, which also serialises schema changes), this machine's clock, wake-ups after the commit.
+DIALECT: Final = Dialect(serial="INTEGER", now="((julianday('now') - 2440587.5) * 86400.0)")
+
+
 class SQLiteConnection(StoreConnection):
-    serial = "INTEGER"
+    dialect = DIALECT
 
     def __init__(self, path: str) -> None:
         super().__init__()
@@ -219,6 +224,10 @@ class SQLiteConnection(StoreConnection):
     def now(self) -> float:
         return time.time()
 
+    def sqlite_error(self, exc: BaseException) -> str | None:
+        name = getattr(exc, "sqlite_errorname", None) if isinstance(exc, sqlite3.Error) else None
+        return name if isinstance(name, str) else None
+
     def table_exists(self, name: str) -> bool:
         row = self._conn.execute(
             "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?", (name,)
@@ -299,6 +308,10 @@ class SQLiteFleet(Fleet):
     @property
     def location(self) -> str:
         return repr(self.path)
+
+    @property
+    def _journal_path(self) -> str:
+        return self.path  # as a ReceiptJournal's ``journal.failed`` names its file
 
     def _connect(self) -> StoreConnection:
         return SQLiteConnection(self.path)

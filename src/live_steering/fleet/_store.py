@@ -3,13 +3,23 @@
 Everything here is synchronous and runs on a worker thread, one call at a time per
 connection, except the ``*_async`` forms of the three transactions on a remote submit's
 path, which an engine may run from the event loop (PostgreSQL always, SQLite when its
-write lock is free at once). ``StoreConnection`` holds every statement the fleet runs; the two engines
-differ only in what ``Dialect`` says: the placeholder, the clock (SQLite: this
-machine's; PostgreSQL: the server's), how a transaction locks, how a dead owner is
-detected at once (SQLite: an ``flock`` beside the file; PostgreSQL: a session
-advisory lock), and how a wake-up travels (SQLite: a datagram after the commit;
-PostgreSQL: ``pg_notify`` inside the transaction). Truth is only ever in the tables:
-a lost wake-up costs latency, never an answer.
+write lock is free at once). ``StoreConnection`` writes every statement the fleet runs,
+once, with ``?`` placeholders. The engines differ in two narrow places only, and never
+rewrite a statement beyond their driver's placeholder style:
+
+* ``Dialect``, a frozen value each engine's connection class names (``dialect``): the
+  fragments the shared statements splice in, and nothing else (the serial key type,
+  the row locks a statement appends, the store's clock in SQL, a wake-up inside an
+  insert, the lock that serialises schema changes);
+* the methods each engine implements (``execute``, ``begin``, ``commit``, ``now``, the
+  liveness lock, ``notify``): how a transaction begins and locks (SQLite:
+  ``BEGIN IMMEDIATE``), how a dead owner is detected at once (SQLite: an ``flock`` beside
+  the file; PostgreSQL: a session advisory lock), how a wake-up travels (SQLite: a
+  datagram after the commit; PostgreSQL: ``pg_notify`` inside the transaction).
+
+Truth is only ever in the tables: a lost wake-up costs latency, never an answer. The
+schema evolves through ``MIGRATIONS``, applied in order in one transaction by the first
+node that opens an older store (``ensure_schema``); a newer store is refused.
 
 This module decides nothing about inputs. It stores requests, fences every owner
 write by the lease's epoch, writes what an owner's core decided, and finalises what a
@@ -24,7 +34,7 @@ import contextlib
 import json
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 import anyio
 import anyio.to_thread
@@ -37,8 +47,6 @@ from .._rules import DEFAULT_MAX_TEXT_CHARS, KINDS
 from .._types import Disposition, HoldReason, Input, Receipt
 from .._validate import input_problem, utf8_encodable
 from ..journal import ChangeKind, JournalChange, JournalEntry
-
-SCHEMA_VERSION: Final = 1
 
 #: The pinned refusal reason of C28: the owner did not decide before the host's deadline.
 UNREACHABLE: Final = "unreachable"
@@ -240,7 +248,31 @@ def _receipt(accepted: Any, input_id: str, generation_id: str, disposition: Any,
     )
 
 
-_TABLES: Final = (
+@attrs.frozen
+class Dialect:
+    """What the shared statements splice in per engine; every other word of SQL is shared."""
+
+    serial: str
+    """The serial primary key type (``INTEGER``, ``BIGSERIAL``)."""
+    now: str
+    """The store's clock, seconds since the epoch (leases are judged on it)."""
+    lock_pending: str = ""
+    """Appended to the owner's read of the pending requests (``FOR UPDATE SKIP LOCKED``)."""
+    lock_lease: str = ""
+    """Appended to a read of the lease row that must wait out an owner's commit (``FOR UPDATE``)."""
+    lock_fence: str = ""
+    """Appended to the owner's fence: holds the lease row against a taker until the commit."""
+    notify_owner: str | None = None
+    """An expression that wakes the row's ``owner_node_id`` for its ``session_id`` inside the
+    insert (so insert, wake-up and commit travel in one round trip); ``None``: the wake-up is
+    owed with ``notify`` after the insert."""
+    lock_schema: str | None = None
+    """A statement that serialises two nodes creating or migrating the schema at once, inside
+    the transaction (``None``: beginning a writing transaction already holds the store)."""
+
+
+#: Version 1: the tables as the fleet first shipped them (issue 15).
+_VERSION_1: Final = (
     """
     CREATE TABLE ls_leases (
         session_id TEXT PRIMARY KEY,
@@ -304,7 +336,22 @@ _TABLES: Final = (
     )
     """,
     "CREATE TABLE ls_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "INSERT INTO ls_meta (key, value) VALUES ('schema_version', '1')",
 )
+
+#: The schema, as the migrations that build it: ``MIGRATIONS[n - 1]`` takes a store from
+#: version n - 1 to n (version 0: no tables yet), so a new store and an old one end up
+#: alike. Never edit one that shipped: add the next, and test it from the one before
+#: (``tests/test_fleet_schema.py``). ``{serial}`` is the dialect's serial type.
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
+    _VERSION_1,
+    # 2: a session's changes by their session: pruning a session (docs/fleet.md) and reading its
+    # audit history scanned the whole table, which grows by three rows per steer for good.
+    ("CREATE INDEX ls_changes_session ON ls_changes (session_id, epoch)",),
+)
+
+#: The schema version this library writes and reads (``ls_meta.schema_version``).
+SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 _ENTRY_COLUMNS: Final = (
     "epoch, session_id, input_id, generation_id, kind, digest, disposition, reason, marked, "
@@ -341,20 +388,8 @@ class StoreConnection(abc.ABC):
     and leaves the list empty).
     """
 
-    #: the engine's serial primary key type
-    serial: str = "INTEGER"
-    #: appended to the owner's read of pending requests
-    lock_pending: str = ""
-    #: appended to a read of the lease row that must wait out an owner's commit
-    lock_lease: str = ""
-    #: appended to the owner's fence: holds the lease row against a taker until the commit
-    lock_fence: str = ""
-    #: the store's clock in SQL, seconds since the epoch (leases are judged on it)
-    now_sql: str = "((julianday('now') - 2440587.5) * 86400.0)"
-    #: a SQL expression that wakes the row's ``owner_node_id`` for its ``session_id`` inside the
-    #: statement (PostgreSQL: ``pg_notify``, so a submit's insert, wake-up and commit travel in
-    #: one round trip); ``None``: the wake-up is owed with ``notify`` after the insert
-    notify_owner_sql: str | None = None
+    #: the engine's fragments of the shared statements
+    dialect: ClassVar[Dialect]
 
     def __init__(self) -> None:
         self.nudges: list[tuple[str, str]] = []
@@ -412,29 +447,64 @@ class StoreConnection(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None: ...
 
+    def sqlite_error(self, exc: BaseException) -> str | None:
+        """SQLite's name of the error ``exc`` (``"SQLITE_FULL"``), for ``journal.failed``; ``None``
+        when it is not SQLite's."""
+        return None
+
     # -- schema ------------------------------------------------------------------------------
 
     def ensure_schema(self) -> None:
-        """Create the tables on first use; refuse a store of another schema version."""
+        """Create the tables on first use, migrate an older schema, refuse a newer one.
+
+        An up-to-date store costs one read. An older one is migrated in one transaction,
+        every migration after its version in order, so a failure leaves it as it was; two
+        nodes opening it at once migrate it once (the dialect's ``lock_schema``, or the
+        writing transaction itself on SQLite). Raises ``FleetError`` for a store newer than
+        this library and for tables that are not a fleet store's.
+        """
+        with self._reading():
+            version = self._schema_version()
+        if version == SCHEMA_VERSION:
+            return
         self.begin()
         try:
-            if self.table_exists("ls_meta"):
-                row = self.execute("SELECT value FROM ls_meta WHERE key = 'schema_version'").fetchone()
-                version = None if row is None else int(row[0])
-                if version != SCHEMA_VERSION:
-                    raise FleetError(
-                        f"fleet store has schema version {version}, this library needs {SCHEMA_VERSION}"
-                    )
-            else:
-                for statement in _TABLES:
-                    self.execute(statement.format(serial=self.serial))
+            if self.dialect.lock_schema is not None:
+                self.execute(self.dialect.lock_schema)
+            version = self._schema_version()  # again, under the lock: another node may have done it
+            for statements in MIGRATIONS[version:]:
+                for statement in statements:
+                    self.execute(statement.format(serial=self.dialect.serial))
+            if version < SCHEMA_VERSION:
                 self.execute(
-                    "INSERT INTO ls_meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+                    "UPDATE ls_meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
                 )
             self.commit()
         except BaseException:
             self.rollback()
             raise
+
+    def _schema_version(self) -> int:
+        """The store's schema version (0: no tables yet); ``FleetError`` for one this library
+        cannot open (newer than it, or not a fleet store's)."""
+        if not self.table_exists("ls_meta"):
+            return 0
+        row = self.execute("SELECT value FROM ls_meta WHERE key = 'schema_version'").fetchone()
+        try:
+            version = int(row[0]) if row is not None else None
+        except ValueError:
+            version = None
+        if version is None or version < 1:
+            raise FleetError(
+                f"fleet store has an ls_meta table without a schema version this library knows "
+                f"({None if row is None else row[0]!r}): not a fleet store"
+            )
+        if version > SCHEMA_VERSION:
+            raise FleetError(
+                f"fleet store schema version {version} is newer than this library's {SCHEMA_VERSION}: "
+                "upgrade live-steering"
+            )
+        return version
 
     @abc.abstractmethod
     def table_exists(self, name: str) -> bool: ...
@@ -444,7 +514,7 @@ class StoreConnection(abc.ABC):
     def _lease_row(self, session_id: str, *, lock: bool) -> Any:
         return self.execute(
             "SELECT node_id, epoch, expires_at, holder_pid, generation_id FROM ls_leases WHERE session_id = ?"
-            + (self.lock_lease if lock else ""),
+            + (self.dialect.lock_lease if lock else ""),
             (session_id,),
         ).fetchone()
 
@@ -683,12 +753,12 @@ class StoreConnection(abc.ABC):
         if renew is None:
             fence: Statement = (
                 "SELECT epoch FROM ls_leases WHERE session_id = ? AND node_id = ? AND epoch = ?"
-                + self.lock_fence,
+                + self.dialect.lock_fence,
                 (session_id, node_id, epoch),
             )
         else:
             fence = (
-                f"UPDATE ls_leases SET expires_at = {self.now_sql} + ? "
+                f"UPDATE ls_leases SET expires_at = {self.dialect.now} + ? "
                 "WHERE session_id = ? AND node_id = ? AND epoch = ? RETURNING epoch",
                 (float(renew), session_id, node_id, epoch),
             )
@@ -697,7 +767,8 @@ class StoreConnection(abc.ABC):
             fence,
             (
                 "SELECT request_no, input, digest, node_id FROM ls_requests "
-                "WHERE session_id = ? AND state = 'pending' ORDER BY request_no LIMIT ?" + self.lock_pending,
+                "WHERE session_id = ? AND state = 'pending' ORDER BY request_no LIMIT ?"
+                + self.dialect.lock_pending,
                 (session_id, MAX_BATCH),
             ),
         ]
@@ -897,13 +968,14 @@ class StoreConnection(abc.ABC):
             "owner_node_id, state, created_at) "
             "SELECT ?, ?, ?, ?, ?, ?, l.node_id, 'pending', ? FROM ls_leases l "
             "WHERE l.session_id = ? AND l.node_id IS NOT NULL "
-            f"AND l.expires_at >= {self.now_sql} "
+            f"AND l.expires_at >= {self.dialect.now} "
             "RETURNING request_no, owner_node_id"
         )
-        if self.notify_owner_sql is not None:  # the wake-up rides in the insert
+        notify_owner = self.dialect.notify_owner
+        if notify_owner is not None:  # the wake-up rides in the insert
             insert = (
                 f"WITH inserted AS ({insert}, session_id) "
-                f"SELECT request_no, owner_node_id, {self.notify_owner_sql} IS NULL FROM inserted"
+                f"SELECT request_no, owner_node_id, {notify_owner} IS NULL FROM inserted"
             )
         return [
             (
@@ -932,7 +1004,7 @@ class StoreConnection(abc.ABC):
         valid new one is ``stale-generation`` (no generation runs). Each owner is woken once.
         ``begun``: the transaction is open already.
         """
-        woken = self.notify_owner_sql is not None
+        woken = self.dialect.notify_owner is not None
         try:
             with self.pipeline():  # PostgreSQL: BEGIN and the inserts (and the commit) in one round trip
                 if not begun:
@@ -1098,10 +1170,6 @@ class StoreConnection(abc.ABC):
         with self._reading():
             rows = self.execute("SELECT session_id FROM ls_leases ORDER BY session_id").fetchall()
         return [row[0] for row in rows]
-
-
-def wall_clock() -> float:
-    return time.time()
 
 
 def read_sqlite_receipts(path: str, *, session_id: str | None = None) -> list[JournalEntry] | None:

@@ -23,6 +23,7 @@ import sys
 import tempfile
 from typing import Any
 
+from .._errors import LiveSteeringError
 from . import _vendors
 
 __all__ = [
@@ -48,7 +49,7 @@ HOOK_TIMEOUT_SECONDS = 10
 MARKERS = ("live-steering hook", "live_steering._cli hook")
 
 
-class InstallError(Exception):
+class InstallError(LiveSteeringError, ValueError):
     """The config file cannot be merged safely (not JSON, not an object, YAML with hooks already)."""
 
 

@@ -150,10 +150,6 @@ _DISPOSITION_OF: Final = {
 }
 
 
-def _moments(*names: str) -> frozenset[str]:
-    return frozenset(names)
-
-
 @attrs.frozen
 class VendorProfile:
     """What one vendor's hooks offer for steering, as data (the seed's adoption map).

@@ -7,3 +7,5 @@
 This package imports no framework: only importing one of its modules does, and
 without its extra that import fails with the ``pip install`` line that fixes it.
 """
+
+__all__: list[str] = []  # the frameworks' modules are imported by name, each behind its extra

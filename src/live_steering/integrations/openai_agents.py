@@ -34,7 +34,7 @@ from typing import Any, Final
 
 import attrs
 
-from .._errors import GenerationClosedError
+from .._errors import GenerationClosedError, LiveSteeringError
 from .._extras import install_hint
 from .._runtime import Generation, LiveRuntime
 from .._types import Input, StopReason
@@ -55,7 +55,7 @@ DEFAULT_MAX_TURNS: Final = 10
 _SERVER_MANAGED: Final = ("previous_response_id", "conversation_id", "auto_previous_response_id", "session")
 
 
-class SteeringHistoryError(RuntimeError):
+class SteeringHistoryError(LiveSteeringError, RuntimeError):
     """The SDK's history was rewritten under applied steers, so their place is unknown."""
 
 

@@ -10,16 +10,18 @@ into a numbered *change* appended to an in-memory queue, in event order, and the
 runtime's write barrier appends a ``writing`` mark for the one input about to be
 written and waits until that mark is durable before the loop's writer sees it.
 
-One committer task takes everything queued (up to ``max_batch``) and commits it in
-one ``BEGIN IMMEDIATE`` transaction on a worker thread, one thread at a time
-(group commit: many changes, one fsync). A commit that has begun is shielded from
-cancellation and always runs to its end. Only when it has returned do the changes
-count as durable: ``durable_through`` moves, waiters keyed by change number are
-woken in order, and durable listeners hear about them. A failed commit (disk full,
-I/O error, an update that found no row still ``queued``, the file unlinked, renamed or
-replaced under the journal) makes the journal *failed*: waiters raise ``JournalError``, the barrier
-refuses every later write, ``journal.failed`` is published on each attached
-runtime's event stream, and nothing more is ever reported durable.
+The numbering, the waiting and the group commit are the one committer every journal
+shares (``journal/_committer.py``, also the fleet owner's): it takes everything queued
+(up to ``max_batch``) and this journal commits it in one ``BEGIN IMMEDIATE`` transaction
+on a worker thread, one thread at a time (group commit: many changes, one fsync). A
+commit that has begun is shielded from cancellation and always runs to its end. Only
+when it has returned do the changes count as durable: ``durable_through`` moves,
+waiters keyed by change number are woken in order, and durable listeners hear about
+them. A failed commit (disk full, I/O error, an update that found no row still
+``queued``, the file unlinked, renamed or replaced under the journal) makes the journal
+*failed*: waiters raise ``JournalError``, the barrier refuses every later write,
+``journal.failed`` is published on each attached runtime's event stream, and nothing
+more is ever reported durable.
 
 Opening a file runs ``PRAGMA integrity_check`` (corruption raises
 ``JournalCorruptError``, no guessing), then finalises what a dead process left
@@ -32,23 +34,23 @@ recovery, the commit of a batch, reading) is in ``journal/_store.py``.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sqlite3
 import time as _time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any, Final
 
 import anyio
 import anyio.abc
-import anyio.lowlevel
 import attrs
-from sortedcontainers import SortedDict
 
 from .._errors import UnknownInputError
 from .._runtime import AcceptedInput, LiveRuntime, RuntimeInternals, internals
 from .._types import Disposition, Input, Receipt
 from . import _store as store
+from ._committer import EVENT_CHANGES, Committer
 from ._store import (
     DISPOSITION_OF_CHANGE,
     ChangeKind,
@@ -83,13 +85,6 @@ __all__ = [
 DEFAULT_MAX_BATCH: Final = 4_096
 
 _log = logging.getLogger("live_steering.journal")
-
-_EVENT_CHANGES: Final = {
-    "steering.accepted": ChangeKind.ACCEPTED,
-    "steering.applied": ChangeKind.APPLIED,
-    "steering.held": ChangeKind.HELD,
-    "steering.unknown": ChangeKind.UNKNOWN,
-}
 
 
 @attrs.frozen
@@ -175,21 +170,13 @@ class ReceiptJournal:
         self._file: store.FileIdentity | None = None
         self._limiter: anyio.CapacityLimiter | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
-        self._committer_done: anyio.Event | None = None
-        self._wakeup: anyio.Event | None = None
-        self._queue: list[JournalChange] = []
-        self._number = 0
-        self._durable_through = 0
-        self._waiters: SortedDict[int, anyio.Event] = SortedDict()
+        self._committer: Committer[JournalError] = Committer(_Commits(self), max_batch=max_batch)
         self._attachments: list[_Attachment] = []
         self._by_no: dict[int, _Attachment] = {}
         self._next_runtime_no = 1
         self._durable_listeners: list[Callable[[Sequence[JournalChange]], None]] = []
-        self._failure: JournalError | None = None
         self._open = False
         self._closing = False
-        self._commits = 0
-        self._largest_batch = 0
         self._unjournaled = 0
         self.recovery: RecoveryReport = RecoveryReport((), ())
         """What opening the file finalised (filled in by ``__aenter__``)."""
@@ -203,10 +190,9 @@ class ReceiptJournal:
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(self._open_sync, limiter=self._limiter)
         self._open = True
-        self._committer_done = anyio.Event()
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
-        self._task_group.start_soon(self._committer)
+        self._task_group.start_soon(self._committer.run)
         return self
 
     def _open_sync(self) -> None:
@@ -270,13 +256,12 @@ class ReceiptJournal:
             for attachment in self._attachments:
                 self._detach(attachment)
             self._closing = True
-            self._wake()
-            assert self._committer_done is not None
-            await self._committer_done.wait()
-            while self._queue and self._failure is None:  # the committer was cancelled early
-                await self._commit_next()
+            committer = self._committer
+            await committer.stop()
+            while committer.queued and committer.failure is None:  # its task was cancelled early
+                await committer.commit_next()
             self._open = False
-            self._fail_waiters()
+            committer.release_waiters()
             await anyio.to_thread.run_sync(self._close_sync, limiter=self._limiter)
 
     def _close_sync(self) -> None:
@@ -347,7 +332,7 @@ class ReceiptJournal:
         )
 
     def _on_event(self, attachment: _Attachment, event: dict[str, Any]) -> None:
-        change = _EVENT_CHANGES.get(event["type"])
+        change = EVENT_CHANGES.get(event["type"])
         if change is None:
             return
         input_id = event["input_id"]
@@ -367,16 +352,16 @@ class ReceiptJournal:
         time: float | None = None,
     ) -> int:
         """Queue one change for the next commit; its number. O(1) (the digest is O(text))."""
-        if self._failure is not None or self._closing:
+        committer = self._committer
+        if committer.failure is not None or self._closing:
             self._unjournaled += 1
             return 0
-        self._number += 1
         if time is None:
             time = self._now()
         input = record.input
-        self._queue.append(
+        number = committer.enqueue(
             JournalChange(
-                number=self._number,
+                number=committer.number + 1,
                 runtime_no=attachment.runtime_no,
                 session_id=attachment.session_id,
                 input_id=input.id,
@@ -391,9 +376,8 @@ class ReceiptJournal:
                 time=time,
             )
         )
-        attachment.latest[input.id] = self._number
-        self._wake()
-        return self._number
+        attachment.latest[input.id] = number
+        return number
 
     async def _mark_writing(self, attachment: _Attachment, inputs: Sequence[Input]) -> None:
         """The write barrier: the marks of ``inputs`` (the runtime passes one) are durable on return."""
@@ -404,7 +388,7 @@ class ReceiptJournal:
             if record is None:  # cannot happen: the runtime announces only inputs it accepted
                 raise JournalError(f"the write barrier announced {input.id!r}, never accepted by the runtime")
             number = self._enqueue(attachment, ChangeKind.WRITING, record, None)
-        await self._wait_number(number)
+        await self._committer.wait(number)
 
     # -- durability ------------------------------------------------------------------------
 
@@ -431,18 +415,18 @@ class ReceiptJournal:
         input the journal never saw (a refused one), as ``LiveRuntime.wait_final`` does, and
         ``JournalError`` if the journal failed or closed first.
         """
-        if self._failure is not None:  # checked first: after a failure nothing is journaled
-            raise self._failed()
+        committer = self._committer
+        committer.raise_if_failed()  # checked first: after a failure nothing is journaled
         self._settle()
         if isinstance(target, str):
             number = self._attachment_of(target, session_id).latest[target]
         elif type(target) is int:
-            if target > self._number:
-                raise ValueError(f"change {target} was never queued (last is {self._number})")
+            if target > committer.number:
+                raise ValueError(f"change {target} was never queued (last is {committer.number})")
             number = target
         else:
             raise TypeError("wait_durable takes an input id (str) or a change number (int)")
-        await self._wait_number(number)
+        await committer.wait(number)
 
     def durable_receipt(self, input_id: str, *, session_id: str | None = None) -> Receipt | None:
         """The last receipt of ``input_id`` known durable, or ``None`` if there is none (yet)."""
@@ -455,7 +439,7 @@ class ReceiptJournal:
     async def flush(self) -> None:
         """Wait until every change queued so far is durable."""
         self._settle()
-        await self._wait_number(self._number)
+        await self._committer.wait(self._committer.number)
 
     def _settle(self) -> None:
         """Journal what an attached runtime still owes: an admission whose ``steering.accepted``
@@ -481,117 +465,10 @@ class ReceiptJournal:
             found = found[-1:]  # the same session attached twice: the latest runtime
         return found[0]
 
-    def _failed(self) -> JournalError:
-        """A fresh error for each caller (re-raising one instance would pile up tracebacks)."""
-        assert self._failure is not None
-        error = JournalError(str(self._failure), sqlite_error=self._failure.sqlite_error)
-        error.__cause__ = self._failure
-        return error
-
     def _raise_if_unusable(self) -> None:
-        if self._failure is not None:
-            raise self._failed()
+        self._committer.raise_if_failed()
         if not self._open or self._closing:
             raise JournalError(f"receipt journal {self.path!r} is closed")
-
-    async def _wait_number(self, number: int) -> None:
-        # A failed journal reports nothing durable any more, not even what was before.
-        if self._failure is not None:
-            raise self._failed()
-        if number <= self._durable_through:
-            await anyio.lowlevel.checkpoint()
-            return
-        if not self._open or self._closing:
-            raise JournalError(f"receipt journal {self.path!r} is closed")
-        waiter = self._waiters.get(number)
-        if waiter is None:
-            waiter = self._waiters[number] = anyio.Event()
-        await waiter.wait()
-        if self._failure is not None:
-            raise self._failed()
-        if number > self._durable_through:
-            raise JournalError(f"receipt journal {self.path!r} closed before change {number} was durable")
-
-    def _wake(self) -> None:
-        if self._wakeup is not None:
-            self._wakeup.set()
-
-    # -- the committer ---------------------------------------------------------------------
-
-    async def _committer(self) -> None:
-        assert self._committer_done is not None
-        try:
-            while self._failure is None:
-                if not self._queue:
-                    if self._closing:
-                        return
-                    self._wakeup = anyio.Event()
-                    try:
-                        await self._wakeup.wait()
-                    finally:
-                        self._wakeup = None
-                    continue
-                await self._commit_next()
-        finally:
-            self._committer_done.set()
-
-    async def _commit_next(self) -> None:
-        """Commit the next group of queued changes; never abandoned once begun."""
-        conn, file = self._conn, self._file
-        assert conn is not None
-        assert file is not None
-        batch = self._queue[: self._max_batch]
-        del self._queue[: len(batch)]
-        with anyio.CancelScope(shield=True):
-            try:
-                await anyio.to_thread.run_sync(store.commit, conn, batch, file, limiter=self._limiter)
-            except sqlite3.Error as exc:
-                self._fail(store.translate(exc, "commit", self.path), lost=len(batch) + len(self._queue))
-                return
-            except JournalError as exc:  # a row or the file is not what this journal wrote
-                self._fail(exc, lost=len(batch) + len(self._queue))
-                return
-            except Exception as exc:  # anything else must fail the journal loudly, not kill its task
-                error = JournalError(f"receipt journal {self.path!r}: commit failed: {exc!r}")
-                error.__cause__ = exc
-                self._fail(error, lost=len(batch) + len(self._queue))
-                return
-        self._commits += 1
-        self._largest_batch = max(self._largest_batch, len(batch))
-        self._durable_through = batch[-1].number
-        for change in batch:
-            self._by_no[change.runtime_no].durable[change.input_id] = change.receipt()
-        waiters = self._waiters
-        while waiters and waiters.peekitem(0)[0] <= self._durable_through:
-            waiters.popitem(0)[1].set()
-        for listener in list(self._durable_listeners):
-            try:
-                listener(batch)
-            except Exception:
-                _log.exception("receipt journal durable listener %r raised", listener)
-
-    def _fail(self, error: JournalError, *, lost: int) -> None:
-        """A commit failed: nothing more is durable; tell waiters and event streams."""
-        self._failure = error
-        self._unjournaled += lost
-        self._queue.clear()
-        self._fail_waiters()
-        _log.error("%s", error)
-        for attachment in self._attachments:
-            attachment.access.publish(
-                "journal.failed",
-                {
-                    "path": self.path,
-                    "error": str(error),
-                    "sqlite_error": error.sqlite_error,
-                    "durable_through": self._durable_through,
-                },
-            )
-
-    def _fail_waiters(self) -> None:
-        waiters = self._waiters
-        while waiters:
-            waiters.popitem(0)[1].set()
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -623,17 +500,81 @@ class ReceiptJournal:
 
     def statistics(self) -> JournalStatistics:
         self._settle()
+        committer = self._committer
         return JournalStatistics(
             path=self.path,
             open=self._open,
             attached=sum(1 for a in self._attachments if a.detach is not None),
-            enqueued=self._number,
-            durable=self._durable_through,
-            commits=self._commits,
-            largest_batch=self._largest_batch,
-            waiters=len(self._waiters),
-            failed=None if self._failure is None else str(self._failure),
+            enqueued=committer.number,
+            durable=committer.durable_through,
+            commits=committer.commits,
+            largest_batch=committer.largest_batch,
+            waiters=committer.waiters,
+            failed=None if committer.failure is None else str(committer.failure),
             unjournaled=self._unjournaled,
             recovered_held=len(self.recovery.held),
             recovered_unknown=len(self.recovery.unknown),
         )
+
+
+class _Commits:
+    """The journal's commit step for its ``Committer``: a batch into the SQLite file."""
+
+    idle_wait: float = math.inf  # nothing to do until a change is queued
+
+    def __init__(self, journal: ReceiptJournal) -> None:
+        self._journal = journal
+
+    def has_work(self) -> bool:
+        return False
+
+    async def when_idle(self) -> bool:
+        return False
+
+    async def commit(self) -> None:
+        journal = self._journal
+        conn, file = journal._conn, journal._file
+        assert conn is not None
+        assert file is not None
+        batch = journal._committer.take()
+        await anyio.to_thread.run_sync(store.commit, conn, batch, file, limiter=journal._limiter)
+
+    def durable(self, batch: Sequence[JournalChange]) -> None:
+        journal = self._journal
+        by_no = journal._by_no
+        for change in batch:
+            by_no[change.runtime_no].durable[change.input_id] = change.receipt()
+        for listener in list(journal._durable_listeners):
+            try:
+                listener(batch)
+            except Exception:
+                _log.exception("receipt journal durable listener %r raised", listener)
+
+    def failure(self, exc: Exception) -> tuple[JournalError, dict[str, Any]]:
+        path = self._journal.path
+        if isinstance(exc, sqlite3.Error):
+            error = store.translate(exc, "commit", path)
+        elif isinstance(exc, JournalError):  # a row or the file is not what this journal wrote
+            error = exc
+        else:
+            error = JournalError(f"receipt journal {path!r}: commit failed: {exc!r}")
+            error.__cause__ = exc
+        return error, {"path": path, "sqlite_error": error.sqlite_error}
+
+    def again(self, failure: JournalError) -> JournalError:
+        error = JournalError(str(failure), sqlite_error=failure.sqlite_error)
+        error.__cause__ = failure
+        return error
+
+    def closed(self, number: int | None) -> JournalError:
+        path = self._journal.path
+        if number is None:
+            return JournalError(f"receipt journal {path!r} is closed")
+        return JournalError(f"receipt journal {path!r} closed before change {number} was durable")
+
+    def runtimes(self) -> Iterable[RuntimeInternals]:
+        return [attachment.access for attachment in self._journal._attachments]
+
+    async def failed(self, error: JournalError, lost: int) -> None:
+        self._journal._unjournaled += lost
+        _log.error("%s", error)

@@ -29,6 +29,7 @@ from typing import Any
 
 import anyio
 
+from .._errors import LiveSteeringError
 from .._events import Event
 from .._types import Input
 from ..loop import Context, ContextEntry, Reply, ToolCall
@@ -50,7 +51,7 @@ __all__ = [
 ]
 
 
-class ScriptError(AssertionError):
+class ScriptError(LiveSteeringError, AssertionError):
     """A scripted fixture was driven past its script (a test bug, reported loudly)."""
 
 

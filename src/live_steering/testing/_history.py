@@ -3,7 +3,7 @@
 What this module owns: ``History`` (a recorder of every submission as an invocation
 plus its completion, and of every event a runtime publishes) and ``check_history``
 (a pure function that replays an event log, optionally with the recorded
-operations, against the rules of CONTRACT.md and reports every violation it
+operations, against the rules of the product contract and reports every violation it
 finds with the event sequence where it happened). It never touches a runtime's
 state and never awaits, so it runs equally on a live recorder, on
 ``runtime.recent_events()`` or on a log a host saved as JSON.
@@ -12,7 +12,7 @@ state and never awaits, so it runs equally on a live recorder, on
 >>> receipt = await history.submit(Input("steer", "go left", id="a"), gen_id)   # doctest: +SKIP
 >>> check_history(history.events, history.operations).assert_ok()    # doctest: +SKIP
 
-What is checked (C-numbers from CONTRACT.md):
+What is checked (the product contract's rules, by number):
 
 * events: ``sequence`` strictly increasing (C21); one generation at a time, each
   id started once, its terminal event last and listing exactly what was applied
@@ -50,6 +50,7 @@ from typing import Any, Final
 
 import attrs
 
+from .._errors import LiveSteeringError
 from .._types import Disposition, HoldReason, Input, Receipt, RefusalReason
 from .._validate import event_safe
 
@@ -76,7 +77,7 @@ _UNKNOWN_REASONS: Final = frozenset({HoldReason.WRITE_INTERRUPTED.value, HoldRea
 _REFUSALS: Final = frozenset(r.value for r in RefusalReason)
 
 
-class HistoryViolationError(AssertionError):
+class HistoryViolationError(LiveSteeringError, AssertionError):
     """Raised by ``HistoryReport.assert_ok()``: the history breaks the contract (message lists how)."""
 
 
@@ -85,7 +86,7 @@ class Violation:
     """One broken rule, located in the history."""
 
     rule: str
-    """The CONTRACT.md rule it breaks, e.g. ``"C20"``."""
+    """The product contract's rule it breaks, e.g. ``"C20"``."""
     message: str
     """What happened, naming the input or generation."""
     sequence: int | None = None
@@ -180,7 +181,6 @@ class _InputModel:
     content: tuple[str, str] | None = None
     """(kind, text) when known from the operation that was admitted."""
     disposition: Disposition = Disposition.QUEUED
-    final_sequence: int | None = None
 
 
 @attrs.define(eq=False)
@@ -569,7 +569,6 @@ class _Checker:
                     )
             gen.applied.append(model.input_id)
         model.disposition = disposition
-        model.final_sequence = event.get("sequence")
         self.counts[disposition.value] += 1
 
     def finish(self) -> None:
