@@ -1186,3 +1186,24 @@ def test_admission_matches_the_contract_for_any_input(item: Input) -> None:
     else:
         assert rig.submit_input(item) == Receipt(True, item.id, "g1", Disposition.QUEUED)
         assert rig.core.identities[item.id].input == item
+
+
+def test_repeat_of_a_carried_follow_up_names_its_anchor() -> None:
+    """C10/C29: the repeat of a follow-up carried into the next generation answers with its anchor,
+    in the receipt and in ``steering.repeated``, while its writes name the generation it opened."""
+    rig = Rig()
+    g1 = rig.start("g1")
+    rig.submit("f", kind="follow_up")
+    assert not rig.core.after_checkpoint(g1)
+    rig.end(g1)
+    g2 = rig.start("g2")
+    mark = len(rig.events)
+    receipt = rig.submit("f", kind="follow_up", gen="g1")
+    assert receipt == Receipt(True, "f", "g1", Disposition.QUEUED)
+    (repeated,) = rig.events[mark:]
+    assert (repeated["type"], repeated["target_generation_id"]) == ("steering.repeated", "g1")
+    assert rig.deliver(g2) == ["f"]
+    assert rig.of_type("steering.applied")[-1]["target_generation_id"] == "g2"
+    rig.submit("f", kind="follow_up", gen="g1")
+    assert rig.events[-1]["target_generation_id"] == "g1"
+    assert rig.events[-1]["disposition"] == "applied"
