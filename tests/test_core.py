@@ -1207,3 +1207,32 @@ def test_repeat_of_a_carried_follow_up_names_its_anchor() -> None:
     rig.submit("f", kind="follow_up", gen="g1")
     assert rig.events[-1]["target_generation_id"] == "g1"
     assert rig.events[-1]["disposition"] == "applied"
+
+
+@pytest.mark.parametrize("kind", ["steer", "follow_up"])
+def test_a_returned_write_gives_its_one_at_a_time_quota_back(kind: str) -> None:
+    """C15/C30: an input the write barrier returns was not written: in one-at-a-time the same
+    boundary may take it again (its kind's quota given back), and only it."""
+    rig = Rig(steering_mode="one-at-a-time", follow_up_mode="one-at-a-time")
+    anchor = rig.start("g0" if kind == "follow_up" else "g1")
+    for id_ in ("a", "b"):
+        rig.submit(id_, kind=kind, gen=anchor.id)
+    if kind == "follow_up":
+        assert not rig.core.after_checkpoint(anchor)
+        rig.end(anchor)
+        gen = rig.start("g1")
+    else:
+        gen = anchor
+    rig.core.begin_boundary(gen)
+    record = rig.core.next_write(gen)
+    assert record is not None
+    assert record.input.id == "a"
+    rig.core.announce(gen, record)
+    rig.core.return_write(gen, record)
+    rig.check()
+    again = rig.core.next_write(gen)
+    assert again is record
+    rig.core.confirm_write(gen, again)
+    assert rig.core.next_write(gen) is None  # "b" waits for the next boundary
+    rig.core.end_boundary(gen)
+    assert rig.deliver(gen) == ["b"]

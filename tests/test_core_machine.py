@@ -390,6 +390,30 @@ class CoreMachine(RuleBasedStateMachine):
                 assert gen.end_reason is not None
                 known.disposition, known.reason = Disposition.HELD, gen.end_reason.value
 
+    @precondition(
+        lambda self: (
+            self.gen is not None and self.gen.open and (self.gen.writing is not None or not self.gen.boundary)
+        )
+    )
+    @rule()
+    def returned_then_taken_again(self) -> None:
+        """The write barrier returned the input (C15) and the boundary goes on: the same input is
+        taken again, its kind's quota given back (C30). Opens a boundary and takes one if need be."""
+        gen = self.gen
+        assert gen is not None
+        if not gen.boundary:
+            self.begin_boundary()
+        if gen.writing is None:
+            self.take_next()
+        record = gen.writing
+        if record is None:
+            return
+        event_note(f"returned and taken again ({self.modes[self.model[record.input.id].quota_kind]})")
+        self.resolve_write("return")
+        if gen.open:
+            self.take_next()
+            assert gen.writing is record
+
     @precondition(lambda self: self.gen is not None and self.gen.writing is not None)
     @rule()
     def barrier_returns(self) -> None:
@@ -655,6 +679,30 @@ class SmallCapacityMachine(CoreMachine):
     identity_limit = 5
 
 
+class FollowUpMachine(CoreMachine):
+    """The same machine without hostile and stale submissions and without the close (the first
+    machine's: a close early in an example leaves nothing but refusals), so that follow-ups are
+    carried, written one per boundary and returned to the queue in most examples."""
+
+    def close(self) -> None:  # not a rule of this machine
+        raise NotImplementedError
+
+    @precondition(lambda self: self.gen is not None and self.gen.open and not self.gen.boundary)
+    @rule(kinds=st.lists(st.sampled_from(KINDS), max_size=4), publish=st.booleans())
+    def a_round(self, kinds: list[str], publish: bool) -> None:
+        """Valid inputs of the kinds drawn, then the generation's normal end and the next one.
+        (First by name: Hypothesis's simplest choice of rule, so that it is a productive one.)"""
+        for kind in kinds:
+            self.submit_new(f"text {len(self.model)}", publish, kind)
+        self.finish_and_start_next()
+
+    def submit_hostile(self, item: Input) -> None:  # not a rule of this machine
+        raise NotImplementedError
+
+    def submit_stale(self, text: str, anchor: str, kind: str) -> None:  # not a rule of this machine
+        raise NotImplementedError
+
+
 _settings = settings(
     max_examples=150,
     stateful_step_count=40,
@@ -665,7 +713,9 @@ _settings = settings(
 TestCoreMachine = CoreMachine.TestCase
 TestCoreMachine.settings = _settings
 TestSmallCapacityMachine = SmallCapacityMachine.TestCase
-TestSmallCapacityMachine.settings = _settings
+TestSmallCapacityMachine.settings = settings(_settings, max_examples=100)
+TestFollowUpMachine = FollowUpMachine.TestCase
+TestFollowUpMachine.settings = settings(_settings, max_examples=100)
 
 
 @pytest.mark.slow
