@@ -670,3 +670,17 @@ async def test_real_runtime_follow_up_history_passes_in_each_mode(mode: str) -> 
     assert (report.applied, report.held) == (3, 2)
     saved = json.loads(json.dumps(runtime.recent_events()))
     check_history(saved, require_final=True, steering_mode=mode, follow_up_mode=mode).assert_ok()
+
+
+def test_a_window_that_starts_with_a_carrying_generation_is_checked_without_false_alarms() -> None:
+    """A window opening at ``generation.started`` with follow-ups from before it takes their word;
+    a carried follow-up's later write with the wrong delivery is still reported (C29)."""
+    full = follow_up_log()
+    start = next(i for i, e in enumerate(full.events) if e.get("follow_up_ids"))
+    window = [dict(e) for e in full.events[start:]]
+    assert check_history(window, follow_up_mode="one-at-a-time").ok
+    bad = [dict(e) for e in window]
+    for event in bad:
+        if event.get("input_id") == "f2" and "delivery" in event:
+            event["delivery"] = "request_boundary"
+    assert "C29" in [v.rule for v in check_history(bad).violations]
