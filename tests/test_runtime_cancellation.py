@@ -540,3 +540,129 @@ async def test_write_barrier_cancelled_on_a_carried_follow_up_returns_it_to_the_
         assert runtime.receipt(input_id) == Receipt(True, input_id, "g0", Disposition.APPLIED)
     applied = [e for e in history.events if e["type"] == "steering.applied"]
     assert {(e["target_generation_id"], e["delivery"]) for e in applied} == {("g1", "follow_up")}
+
+
+class Collect(list[str]):
+    """A writer that returns at once, keeping the ids it was given, in order."""
+
+    def __call__(self, input: Input, metadata: Mapping[str, Any]) -> None:
+        self.append(input.id)
+
+
+class FollowUpPoints(Points):
+    """``Points`` for a generation that opens with carried follow-ups: a host also queues a
+    follow-up of its own at the first provider call, and every provider call marks a point
+    between two boundaries for the history checker (C30)."""
+
+    async def __call__(self, name: str) -> None:
+        if name.startswith("provider"):
+            self.history.mark_boundary()
+        if name == "provider-0" and self.runtime.generation is not None:
+            input = Input("follow_up", "and then", id="fu-host")
+            op = self.history.invoke(input, self.generation_id)
+            self.history.complete(op, self.runtime.submit_steering_nowait(input, self.generation_id))
+        await super().__call__(name)
+
+
+async def run_disturbed_with_follow_ups(
+    at: int | None, mode: str, delivery_mode: str, barrier: bool
+) -> tuple[Points, LiveRuntime, History, InstrumentedContext]:
+    """gen-0 queues three follow-ups and finishes; the reference loop runs gen-1, which writes
+    them first (one per boundary in one-at-a-time), disturbed at await ``at``."""
+    runtime = LiveRuntime(session_id="cancel", steering_mode=delivery_mode, follow_up_mode=delivery_mode)
+    history = History.attach(runtime)
+    async with runtime.open_generation("gen-0") as gen:
+        for n in range(3):
+            assert (await history.submit(Input("follow_up", f"then {n}", id=f"fu-{n}"), "gen-0")).accepted
+        assert not gen.continue_after_checkpoint()
+    points = FollowUpPoints(runtime, history, at, mode)
+    context = InstrumentedContext(points)
+    if barrier:
+
+        async def write_ahead(generation_id: str, inputs: Sequence[Input]) -> None:
+            await points(f"barrier-{inputs[0].id}")
+
+        runtime.set_write_barrier(write_ahead)
+
+    async def checkpoint(ctx: Context) -> None:
+        await points("checkpoint")
+
+    loop = AgentLoop(
+        runtime,
+        Provider(points, SCRIPT),
+        Tools(points),
+        context=context,
+        call_budget=5,
+        checkpoint=checkpoint,
+    )
+    points.loop = loop
+    points.generation_id = "gen-1"
+    with anyio.CancelScope() as scope:
+        points.scope = scope
+        with contextlib.suppress(Injected):
+            await loop.run("task", generation_id="gen-1")
+    return points, runtime, history, context
+
+
+@pytest.mark.parametrize("barrier", [False, True], ids=["plain", "write-barrier"])
+@pytest.mark.parametrize("delivery_mode", DELIVERY_MODES)
+@pytest.mark.parametrize("mode", MODES)
+async def test_disturbance_at_every_await_of_a_generation_opened_by_follow_ups(
+    mode: str, delivery_mode: str, barrier: bool
+) -> None:
+    """C15/C17/C29/C30: the reference loop's generation that writes carried follow-ups, disturbed
+    at each await point: applied ones are in the context once with delivery follow_up, the one in
+    the writer unknown, the rest held with the ending's reason; the host's own follow-up is carried
+    on a finish and held otherwise; the next generation writes what was carried, then its own."""
+    baseline, *_ = await run_disturbed_with_follow_ups(None, "none", delivery_mode, barrier)
+    assert sum(name.startswith("write-before-fu-") for name in baseline.names) == 3
+    for at in range(len(baseline.names)):
+        points, runtime, history, context = await run_disturbed_with_follow_ups(
+            at, mode, delivery_mode, barrier
+        )
+        try:
+            runtime._check()
+            history.check().assert_ok()
+            ending = next(e for e in reversed(history.events) if "input_ids" in e)
+            assert ending["generation_id"] == "gen-1"
+            written = context.steer_ids()
+            assert len(written) == len(set(written)), "an input was written twice"
+            for entry in context.entries:
+                if entry.role == "steer":
+                    follow_up = str(entry.metadata["input_id"]).startswith("fu-")
+                    assert entry.metadata["delivery"] == ("follow_up" if follow_up else "request_boundary")
+                    assert entry.metadata["target_generation_id"] == "gen-1"
+            for n in range(3):
+                receipt = runtime.receipt(f"fu-{n}")
+                assert receipt is not None
+                assert receipt.generation_id == "gen-0"
+                if receipt.disposition is Disposition.APPLIED:
+                    assert written.count(f"fu-{n}") == 1
+                elif receipt.disposition is Disposition.UNKNOWN:
+                    assert f"fu-{n}" in context.started
+                else:
+                    assert receipt.disposition is Disposition.HELD
+                    assert f"fu-{n}" not in context.started
+                    if not (ending["type"] == "generation.stopped" and mode == "stop"):
+                        assert receipt.reason == HOLD_REASON.get(ending["type"], ending.get("reason"))
+            host = runtime.receipt("fu-host")
+            carried: list[str] = []
+            if host is not None:  # accepted at provider-0 (not if the disturbance came first)
+                if ending["type"] == "generation.finished":
+                    assert host.disposition is Disposition.QUEUED
+                    carried = ["fu-host"]
+                else:
+                    assert host.disposition is Disposition.HELD
+            assert runtime.pending_follow_ups == len(carried)
+            seen = Collect()
+            async with runtime.open_generation("gen-2") as gen:
+                assert (await history.submit(Input("steer", "again", id="next"), "gen-2")).accepted
+                while True:
+                    await gen.boundary(seen)
+                    history.mark_boundary()
+                    if not gen.continue_after_checkpoint():
+                        break
+            assert seen == [*carried, "next"]
+            history.check(require_final=True).assert_ok()
+        except AssertionError as error:
+            raise AssertionError(f"{mode} at point {at} ({points.hit}): {error}") from error
