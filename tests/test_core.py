@@ -1186,3 +1186,53 @@ def test_admission_matches_the_contract_for_any_input(item: Input) -> None:
     else:
         assert rig.submit_input(item) == Receipt(True, item.id, "g1", Disposition.QUEUED)
         assert rig.core.identities[item.id].input == item
+
+
+def test_repeat_of_a_carried_follow_up_names_its_anchor() -> None:
+    """C10/C29: the repeat of a follow-up carried into the next generation answers with its anchor,
+    in the receipt and in ``steering.repeated``, while its writes name the generation it opened."""
+    rig = Rig()
+    g1 = rig.start("g1")
+    rig.submit("f", kind="follow_up")
+    assert not rig.core.after_checkpoint(g1)
+    rig.end(g1)
+    g2 = rig.start("g2")
+    mark = len(rig.events)
+    receipt = rig.submit("f", kind="follow_up", gen="g1")
+    assert receipt == Receipt(True, "f", "g1", Disposition.QUEUED)
+    (repeated,) = rig.events[mark:]
+    assert (repeated["type"], repeated["target_generation_id"]) == ("steering.repeated", "g1")
+    assert rig.deliver(g2) == ["f"]
+    assert rig.of_type("steering.applied")[-1]["target_generation_id"] == "g2"
+    rig.submit("f", kind="follow_up", gen="g1")
+    assert rig.events[-1]["target_generation_id"] == "g1"
+    assert rig.events[-1]["disposition"] == "applied"
+
+
+@pytest.mark.parametrize("kind", ["steer", "follow_up"])
+def test_a_returned_write_gives_its_one_at_a_time_quota_back(kind: str) -> None:
+    """C15/C30: an input the write barrier returns was not written: in one-at-a-time the same
+    boundary may take it again (its kind's quota given back), and only it."""
+    rig = Rig(steering_mode="one-at-a-time", follow_up_mode="one-at-a-time")
+    anchor = rig.start("g0" if kind == "follow_up" else "g1")
+    for id_ in ("a", "b"):
+        rig.submit(id_, kind=kind, gen=anchor.id)
+    if kind == "follow_up":
+        assert not rig.core.after_checkpoint(anchor)
+        rig.end(anchor)
+        gen = rig.start("g1")
+    else:
+        gen = anchor
+    rig.core.begin_boundary(gen)
+    record = rig.core.next_write(gen)
+    assert record is not None
+    assert record.input.id == "a"
+    rig.core.announce(gen, record)
+    rig.core.return_write(gen, record)
+    rig.check()
+    again = rig.core.next_write(gen)
+    assert again is record
+    rig.core.confirm_write(gen, again)
+    assert rig.core.next_write(gen) is None  # "b" waits for the next boundary
+    rig.core.end_boundary(gen)
+    assert rig.deliver(gen) == ["b"]

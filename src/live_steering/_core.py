@@ -647,6 +647,9 @@ class SteeringCore:
         self._repeated += 1
         # (an owed acceptance, maybe of this very input, is published first)
         event = self._envelope("steering.repeated", time, record)
+        # The answer to a submission names its anchor, as its receipt does (C10): a carried
+        # follow-up's input events name the generation it was carried into, its repeats do not.
+        event["target_generation_id"] = record.generation_id
         event["disposition"] = _DISPOSITION_VALUE[record.state]
         self._sink(event)
         return record.receipt()
