@@ -634,3 +634,22 @@ async def test_skip_tools_on_steer_must_be_a_bool() -> None:
     with pytest.raises(TypeError, match="skip_tools_on_steer must be a bool"):
         AgentLoop(LiveRuntime(), ScriptedProvider([]), ScriptedTools(TOOLS), skip_tools_on_steer=1)  # type: ignore[arg-type]
     await anyio.lowlevel.checkpoint()
+
+
+async def test_run_follow_ups_false_leaves_them_to_the_next_run() -> None:
+    """``run_follow_ups=False``: a finished run leaves its follow-ups queued; the next ``run`` writes
+    them at its first boundary, after its own prompt."""
+    runtime = LiveRuntime()
+    provider = ScriptedProvider(["done", "next done"])
+    loop = AgentLoop(runtime, provider, ScriptedTools(TOOLS), run_follow_ups=False)
+    in_flight = provider.gate(0)
+    results: list[LoopResult] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run_into, results, loop, "first")
+        await in_flight.wait_reached()
+        await runtime.submit_steering(Input("follow_up", "later", id="f1"), anchor(runtime))
+        in_flight.release()
+    assert (len(results[0].generation_ids), runtime.pending_follow_ups) == (1, 1)
+    await run_into(results, loop, "second")
+    assert texts(provider.requests[1], "user") == ["first", "second", "later"]
+    assert disposition(runtime, "f1") == (Disposition.APPLIED, None)

@@ -174,6 +174,7 @@ async def run_disturbed(
         context=context,
         call_budget=5,
         checkpoint=checkpoint,
+        run_follow_ups=False,  # the host's follow-up stays for gen-2, which the test opens itself
     )
     points.loop = loop
     points.generation_id = "gen-1"
@@ -594,6 +595,7 @@ async def run_disturbed_with_follow_ups(
         context=context,
         call_budget=5,
         checkpoint=checkpoint,
+        run_follow_ups=False,  # the host's follow-up stays for gen-2, which the test opens itself
     )
     points.loop = loop
     points.generation_id = "gen-1"

@@ -187,6 +187,10 @@ class AgentLoop:
     the rest of the model's tool batch is not run; each skipped call gets the result
     ``SKIPPED_TOOL_RESULT`` (every tool call keeps a result, as providers require) and the
     runtime publishes ``tools.skipped``. The steer is written at the next boundary.
+
+    ``run_follow_ups=False`` leaves the follow-ups of a finished generation to the caller: they
+    stay queued (``runtime.pending_follow_ups``) and the next generation anyone opens (the next
+    ``run``, after its prompt) writes them at its first boundary.
     """
 
     def __init__(
@@ -199,12 +203,16 @@ class AgentLoop:
         call_budget: int = 16,
         checkpoint: Checkpoint = _no_checkpoint,
         skip_tools_on_steer: bool = False,
+        run_follow_ups: bool = True,
     ) -> None:
         if type(call_budget) is not int or call_budget < 1:
             raise ValueError(f"call_budget must be a positive int, got {call_budget!r}")
         if type(skip_tools_on_steer) is not bool:
             raise TypeError(f"skip_tools_on_steer must be a bool, got {skip_tools_on_steer!r}")
         self.skip_tools_on_steer = skip_tools_on_steer
+        if type(run_follow_ups) is not bool:
+            raise TypeError(f"run_follow_ups must be a bool, got {run_follow_ups!r}")
+        self.run_follow_ups = run_follow_ups
         self.runtime = runtime
         self.provider = provider
         self.tools = tools
@@ -229,7 +237,11 @@ class AgentLoop:
         your choosing is remembered by the runtime, up to its ``generation_id_limit``.
         """
         runs = [await self._generation(prompt, generation_id)]
-        while runs[-1].outcome is LoopOutcome.FINISHED and self.runtime.pending_follow_ups:
+        while (
+            self.run_follow_ups
+            and runs[-1].outcome is LoopOutcome.FINISHED
+            and self.runtime.pending_follow_ups
+        ):
             runs.append(await self._generation(None, None))
         applied = tuple(i for run in runs for i in run.applied_input_ids)
         accepted = [i for run in runs for i in run.held_input_ids]  # accepted in it, not applied there
