@@ -314,6 +314,7 @@ class Program:
             context=self.context,
             call_budget=BUDGET,
             checkpoint=self._checkpoint,
+            run_follow_ups=False,  # the program starts the next generation itself (the model's)
         )
         self.loop_running = True
         self.ending = None
