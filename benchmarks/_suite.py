@@ -123,14 +123,14 @@ def _fill_event_log(runtime: LiveRuntime) -> None:
         raise RuntimeError("the event log is not in its steady state")
 
 
-async def _prefilled(count: int) -> tuple[LiveRuntime, Generation]:
+async def _prefilled(count: int, **options: Any) -> tuple[LiveRuntime, Generation]:
     """A fresh runtime with an open generation holding ``count`` pending inputs.
 
     The last ``WARM_UP`` of them go through the awaited ``submit_steering``, so that
     a batch timed next runs with the submit path warm in the caches, whatever
     number of identities was filled in before it.
     """
-    runtime = LiveRuntime()
+    runtime = LiveRuntime(**options)
     gen = await _open(runtime)
     _fill_event_log(runtime)
     cold = max(count - WARM_UP, 0)
@@ -272,6 +272,8 @@ class _Suite:
         self.lone: tuple[LiveRuntime, str] | None = None
         self.lone_used = 0
         self.single: tuple[LiveRuntime, Generation] | None = None
+        self.single_one: tuple[LiveRuntime, Generation] | None = None
+        """``boundary_single``'s rig with ``steering_mode="one-at-a-time"`` (C30)."""
 
     async def start(self, stack: AsyncExitStack) -> None:
         self.tg.start_soon(_event_wake_task, self.wake)
@@ -299,6 +301,7 @@ class _Suite:
             "boundary_small": self.boundary_small,
             "boundary_large": self.boundary_large,
             "boundary_single": self.boundary_single,
+            "boundary_single_one_at_a_time": self.boundary_single_one_at_a_time,
             "event_wake": self.event_wake,
             "wake_latency": self.wake_latency,
             "inbox_baseline": self.inbox_baseline,
@@ -430,21 +433,15 @@ class _Suite:
         spent = 0 if self.single is None else self.single[0].statistics().identities
         if self.single is None or spent > IDENTITY_CAP - 2 * BOUNDARY_SINGLES:
             self.single = await _prefilled(0)
-        runtime, gen = self.single
-        total = 0
-        for n in range(BOUNDARY_SINGLES + 1):
-            item = Input("steer", STEER_TEXT, id=f"single-{round_}-{n}")
-            if not runtime.submit_steering_nowait(item, gen.id).accepted:
-                raise RuntimeError("a boundary_single input was refused")
-            with no_gc():
-                start = perf_counter_ns()
-                applied = await gen.boundary(_write_nothing)
-                stop = perf_counter_ns()
-            if len(applied) != 1:
-                raise RuntimeError("the boundary did not apply its one input")
-            if n:
-                total += stop - start
-        self.samples.add("boundary_single", total / BOUNDARY_SINGLES)
+        self.samples.add("boundary_single", await _single_boundaries(*self.single, f"single-{round_}"))
+
+    async def boundary_single_one_at_a_time(self, round_: int) -> None:
+        # The same, in ``steering_mode="one-at-a-time"`` (C30): the boundary counts what it writes.
+        rig = self.single_one
+        spent = 0 if rig is None else rig[0].statistics().identities
+        if rig is None or spent > IDENTITY_CAP - 2 * BOUNDARY_SINGLES:
+            rig = self.single_one = await _prefilled(0, steering_mode="one-at-a-time")
+        self.samples.add("boundary_single_one_at_a_time", await _single_boundaries(*rig, f"one-{round_}"))
 
     async def wake_latency(self, round_: int) -> None:
         rig = self.engine
@@ -505,6 +502,24 @@ class _Suite:
         return (after - before - text_bytes) / IDENTITY_CAP
 
 
+async def _single_boundaries(runtime: LiveRuntime, gen: Generation, prefix: str) -> float:
+    """The mean time of ``BOUNDARY_SINGLES`` one-input boundaries (after one untimed), in ns."""
+    total = 0
+    for n in range(BOUNDARY_SINGLES + 1):
+        item = Input("steer", STEER_TEXT, id=f"{prefix}-{n}")
+        if not runtime.submit_steering_nowait(item, gen.id).accepted:
+            raise RuntimeError("a boundary_single input was refused")
+        with no_gc():
+            start = perf_counter_ns()
+            applied = await gen.boundary(_write_nothing)
+            stop = perf_counter_ns()
+        if len(applied) != 1:
+            raise RuntimeError("the boundary did not apply its one input")
+        if n:
+            total += stop - start
+    return total / BOUNDARY_SINGLES
+
+
 def _figures(backend: str, samples: Samples, runtime_bytes: float, identity_bytes: float) -> list[Figure]:
     median = samples.median
     queued = median("submit_queued")
@@ -530,6 +545,15 @@ def _figures(backend: str, samples: Samples, runtime_bytes: float, identity_byte
             1.2,
         ),
         figure("boundary_single", backend, "ns", median("boundary_single"), floor_admit, 1.5),
+        # C30: one-at-a-time within boundary_single's target (issue 22)
+        figure(
+            "boundary_single_one_at_a_time",
+            backend,
+            "ns",
+            median("boundary_single_one_at_a_time"),
+            floor_admit,
+            1.5,
+        ),
         figure("runtimes_scale", backend, "ns", median("submit_many"), median("submit_lone"), 1.3),
         figure("runtime_memory", backend, "bytes", runtime_bytes, empty_dict, 8_192),
         figure("identity_memory", backend, "bytes", identity_bytes, empty_dict, 1_024),

@@ -45,6 +45,7 @@ PINNED_TYPES = {
     "steering.applied",
     "steering.held",
     "steering.unknown",
+    "tools.skipped",
 }
 
 #: The final disposition of each input the demo steers, and why.
@@ -58,6 +59,8 @@ EXPECTED_FINAL = {
     "cut-1": ("applied", None),
     "cut-2": ("unknown", "write-interrupted"),
     "cut-3": ("held", "generation-cancelled"),
+    "only-a": ("applied", None),
+    "then-1": ("applied", None),
 }
 
 _FINAL_OF = {
@@ -83,7 +86,11 @@ def check_event_stream(events: list[dict[str, Any]]) -> None:
             final[event["input_id"]] = (_FINAL_OF[event["type"]], event.get("reason"))
     assert final == EXPECTED_FINAL
     types = [e["type"] for e in events]
-    assert types.count("generation.started") == 5
+    assert types.count("generation.started") == 7
+    (skipped,) = [e for e in events if e["type"] == "tools.skipped"]
+    assert (skipped["tool_call_ids"], skipped["input_ids"]) == (["b2", "b3"], ["only-a"])
+    follow_up = [e for e in events if e.get("input_id") == "then-1" and e["type"] == "steering.applied"]
+    assert [(e["target_generation_id"], e["delivery"]) for e in follow_up] == [("gen-auto-1", "follow_up")]
     assert [e["generation_id"] for e in events if e["type"] == "generation.continued"] == ["gen-3"]
     assert [e["input_id"] for e in events if e["type"] == "steering.repeated"] == ["fix-path"]
     refused = [(e["input_id"], e["reason"]) for e in events if e["type"] == "steering.refused"]
@@ -107,7 +114,11 @@ def test_demo_narrates_every_case(backend: str, capsys: pytest.CaptureFixture[st
         "(stale-generation)",
         "(identity-conflict)",
         "(write-interrupted)",
-        "Summary: 9 accepted, 6 applied, 2 held, 1 unknown, 1 repeated, 2 refused; 5 generations",
+        "A steer skips the rest of a tool batch",
+        "a follow-up runs as the next turn",
+        "tools.skipped",
+        "written as the next generation's request (a follow-up)",
+        "Summary: 11 accepted, 8 applied, 2 held, 1 unknown, 1 repeated, 2 refused; 7 generations",
     ):
         assert phrase in out, phrase
 

@@ -412,3 +412,42 @@ async def test_demo_fleet_narrates_a_takeover(anyio_backend: str) -> None:
     text = out.getvalue()
     assert "identity-conflict" in text
     assert "kill -9" in text
+
+
+async def test_steer_follow_up_is_written_in_the_owners_next_generation(
+    fleet_store: FleetStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``steer --follow-up`` sends a follow-up (C29) through the store: queued for after the running
+    generation, written at the first boundary of the next one, its stored receipt applied and
+    anchored where it was sent; a follow-up the owner never ran is held on takeover (C23)."""
+    session = new_session()
+    where = _store_args(fleet_store)
+    async with fleet_store.fleet("owner") as owner:
+        runtime = LiveRuntime(session_id=session)
+        async with owner.own(runtime):
+            async with runtime.open_generation("g1") as gen:
+                await owner.flush(session)
+                argv = ["steer", *where, session, "Then test", "--id", "f-1", "--follow-up", "--json"]
+                code, out, _ = await _cli(argv, capsys)
+                assert code == 0
+                assert json.loads(out)["disposition"] == "queued"
+                assert await gen.boundary(lambda input, metadata: None) == []  # not in its anchor
+                assert not gen.continue_after_checkpoint()
+            written: list[tuple[str, str]] = []
+            async with runtime.open_generation("g2") as gen2:
+                await gen2.boundary(lambda input, metadata: written.append((input.id, metadata["delivery"])))
+                assert not gen2.continue_after_checkpoint()
+            await owner.flush(session)
+            assert written == [("f-1", "follow_up")]
+            stored = await owner.receipt(session, "f-1")
+            assert stored is not None
+            assert (stored.disposition, stored.generation_id) == (Disposition.APPLIED, "g1")
+            async with runtime.open_generation("g3"):
+                await owner.flush(session)
+                argv = ["steer", *where, session, "And deploy", "--id", "f-2", "--follow-up"]
+                code, out, _ = await _cli(argv, capsys)
+                assert (code, out) == (0, "f-2: queued\n")
+        # the owner released the session with f-2 held (runtime-closed); a new owner answers it
+        async with fleet_store.fleet("owner-2") as second, second.own(LiveRuntime(session_id=session)):
+            repeat = await second.submit(session, Input("follow_up", "And deploy", id="f-2"), "g3")
+            assert (repeat.disposition, repeat.reason) == (Disposition.HELD, "runtime-closed")

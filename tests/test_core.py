@@ -452,9 +452,10 @@ def test_admission_returns_queued_and_emits_accepted() -> None:
 
 
 def _record_in(rig: Rig, gen: GenerationState, state: InputState, id_: str) -> None:
-    """Bring the input ``id_`` of ``gen`` into ``state`` through the public core API."""
-    rig.submit(id_)
-    if state is InputState.PENDING:
+    """Bring the input ``id_`` of ``gen`` into ``state`` through the public core API (DEFERRED:
+    a follow-up, kept for after ``gen``; every other state: a steer)."""
+    rig.submit(id_, kind="follow_up" if state is InputState.DEFERRED else "steer")
+    if state in (InputState.PENDING, InputState.DEFERRED):
         return
     if state is InputState.HELD:
         rig.core.stop(gen)
@@ -483,7 +484,7 @@ def test_identical_repeat_returns_the_current_receipt(state: InputState) -> None
     assert current is not None
     assert current.disposition is state.disposition
     before, mark = snapshot(rig.core), len(rig.events)
-    receipt = rig.submit("a")
+    receipt = rig.submit("a", kind="follow_up" if state is InputState.DEFERRED else "steer")
     assert receipt == current
     assert snapshot(rig.core) == attrs.evolve(before, stats=attrs.evolve(before.stats, repeated=1))
     assert rig.types(mark) == ["steering.repeated"]
@@ -951,9 +952,10 @@ ILLEGAL_MOVES = [
 
 
 def test_transition_table_moves_only_forward() -> None:
-    """C20/C15: only queued states move; final ones never do; held never follows a handed-over write."""
+    """C20/C15: only queued states move; final ones never do; held never follows a handed-over write;
+    a deferred follow-up (C29) is only ever carried into a queue or held."""
     sources = {source for source, _ in INPUT_TRANSITIONS}
-    assert sources == {InputState.PENDING, InputState.WRITING}
+    assert sources == {InputState.PENDING, InputState.WRITING, InputState.DEFERRED}
     assert all(source.disposition is Disposition.QUEUED for source in sources)
     into = {
         target: {source for (source, _), t in INPUT_TRANSITIONS.items() if t is target}
@@ -962,7 +964,11 @@ def test_transition_table_moves_only_forward() -> None:
     # Applied only by confirming a write, unknown only by interrupting one, held only unwritten.
     assert into[InputState.APPLIED] == {InputState.WRITING}
     assert into[InputState.UNKNOWN] == {InputState.WRITING}
-    assert into[InputState.HELD] == {InputState.PENDING}
+    assert into[InputState.HELD] == {InputState.PENDING, InputState.DEFERRED}
+    assert {t for (src, _), t in INPUT_TRANSITIONS.items() if src is InputState.DEFERRED} == {
+        InputState.PENDING,
+        InputState.HELD,
+    }
     assert [a for (s, a), t in INPUT_TRANSITIONS.items() if t is InputState.APPLIED] == [Action.CONFIRM]
     for state in (InputState.APPLIED, InputState.HELD, InputState.UNKNOWN):
         assert state.final
@@ -1086,6 +1092,7 @@ def test_statistics_count_each_outcome() -> None:
         applied=1,
         held=3,
         unknown=1,
+        follow_ups=0,
         events_emitted=len(rig.events),
         closed=False,
     )
@@ -1179,3 +1186,53 @@ def test_admission_matches_the_contract_for_any_input(item: Input) -> None:
     else:
         assert rig.submit_input(item) == Receipt(True, item.id, "g1", Disposition.QUEUED)
         assert rig.core.identities[item.id].input == item
+
+
+def test_repeat_of_a_carried_follow_up_names_its_anchor() -> None:
+    """C10/C29: the repeat of a follow-up carried into the next generation answers with its anchor,
+    in the receipt and in ``steering.repeated``, while its writes name the generation it opened."""
+    rig = Rig()
+    g1 = rig.start("g1")
+    rig.submit("f", kind="follow_up")
+    assert not rig.core.after_checkpoint(g1)
+    rig.end(g1)
+    g2 = rig.start("g2")
+    mark = len(rig.events)
+    receipt = rig.submit("f", kind="follow_up", gen="g1")
+    assert receipt == Receipt(True, "f", "g1", Disposition.QUEUED)
+    (repeated,) = rig.events[mark:]
+    assert (repeated["type"], repeated["target_generation_id"]) == ("steering.repeated", "g1")
+    assert rig.deliver(g2) == ["f"]
+    assert rig.of_type("steering.applied")[-1]["target_generation_id"] == "g2"
+    rig.submit("f", kind="follow_up", gen="g1")
+    assert rig.events[-1]["target_generation_id"] == "g1"
+    assert rig.events[-1]["disposition"] == "applied"
+
+
+@pytest.mark.parametrize("kind", ["steer", "follow_up"])
+def test_a_returned_write_gives_its_one_at_a_time_quota_back(kind: str) -> None:
+    """C15/C30: an input the write barrier returns was not written: in one-at-a-time the same
+    boundary may take it again (its kind's quota given back), and only it."""
+    rig = Rig(steering_mode="one-at-a-time", follow_up_mode="one-at-a-time")
+    anchor = rig.start("g0" if kind == "follow_up" else "g1")
+    for id_ in ("a", "b"):
+        rig.submit(id_, kind=kind, gen=anchor.id)
+    if kind == "follow_up":
+        assert not rig.core.after_checkpoint(anchor)
+        rig.end(anchor)
+        gen = rig.start("g1")
+    else:
+        gen = anchor
+    rig.core.begin_boundary(gen)
+    record = rig.core.next_write(gen)
+    assert record is not None
+    assert record.input.id == "a"
+    rig.core.announce(gen, record)
+    rig.core.return_write(gen, record)
+    rig.check()
+    again = rig.core.next_write(gen)
+    assert again is record
+    rig.core.confirm_write(gen, again)
+    assert rig.core.next_write(gen) is None  # "b" waits for the next boundary
+    rig.core.end_boundary(gen)
+    assert rig.deliver(gen) == ["b"]

@@ -251,7 +251,7 @@ _EARLIER_CORRUPTIONS: dict[str, tuple[Callable[[SteeringCore, GenerationState], 
     "a writer holding a pending record": (_unwrite, "writer holds a non-writing record"),
     "a write outside a boundary": (_write_outside_a_boundary, "a write outside a boundary"),
     "an admitted record anchored elsewhere": (_reanchor("a"), "anchored elsewhere"),
-    "applied without admission": (lambda core, gen: gen.applied_ids.append("z"), "was not admitted to"),
+    "applied without admission": (lambda core, gen: gen.applied_ids.append("z"), "not admitted or carried"),
     "applied twice": (lambda core, gen: gen.applied_ids.append("a"), "an input applied twice"),
     "an identity under the wrong key": (_rekey_after_the_end, "keyed under the wrong id"),
     "a drifted counter": (

@@ -124,8 +124,9 @@ async def every_event_type() -> list[dict[str, object]]:
         assert gen.continue_after_checkpoint()
         await gen.boundary(write)
         assert not gen.continue_after_checkpoint()  # finished
-    async with runtime.open_generation("g2") as gen:  # stopped, held
+    async with runtime.open_generation("g2") as gen:  # tools.skipped, stopped, held
         await runtime.submit_steering(Input("steer", "b", id="b"), "g2")
+        gen.skip_tools(["call-2"])
         gen.stop()
     with contextlib.suppress(OSError):
         async with runtime.open_generation("g3") as gen:  # unknown, failed

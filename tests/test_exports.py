@@ -191,6 +191,7 @@ SUBPACKAGE_EXPORTS: dict[str, set[str]] = {
         "LoopResult",
         "Provider",
         "Reply",
+        "SKIPPED_TOOL_RESULT",  # issue 22: the pinned result of a skipped tool call (C31)
         "ToolCall",
         "ToolRunner",
     },

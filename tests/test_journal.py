@@ -740,3 +740,35 @@ def test_the_host_example_in_the_docs_runs_as_shown(tmp_path: Path) -> None:
         )
         outputs.append(f"$ python host.py {phase}\n{done.stdout}")
     assert "".join(outputs).strip() == transcript.strip()
+
+
+async def test_follow_up_dispositions_are_durable_and_a_lost_one_is_held(tmp_path: Path) -> None:
+    """C29 with C22/C23: a follow-up's applied (in the next generation) is journaled under its anchor;
+    one still queued when the process dies (carried, never marked) is held ``runtime-lost``."""
+    live = tmp_path / "live.db"
+    crashed = tmp_path / "crashed.db"
+    async with ReceiptJournal(live) as journal:
+        runtime = LiveRuntime()
+        journal.attach(runtime)
+        async with runtime.open_generation("g1") as gen:
+            for id_ in ("f-1", "f-2"):
+                await runtime.submit_steering(Input("follow_up", f"then {id_}", id=id_), "g1")
+            assert not gen.continue_after_checkpoint()
+        async with runtime.open_generation("g2") as gen2:
+
+            async def writer(input: Input, metadata: Mapping[str, Any]) -> None:
+                if input.id == "f-1":
+                    await journal.flush()
+                    snapshot(live, crashed)  # the process "dies" while f-1 is written
+
+            await gen2.boundary(writer)
+            assert not gen2.continue_after_checkpoint()
+        await journal.flush()
+        entries = {e.input_id: e for e in await journal.entries()}
+    assert (entries["f-1"].disposition, entries["f-1"].generation_id) == (Disposition.APPLIED, "g1")
+    assert _states(crashed) == {"f-1": ("queued", None), "f-2": ("queued", None)}
+    async with ReceiptJournal(crashed) as recovered:
+        assert recovered.recovery.unknown == ("f-1",)  # marked: it may be in a context
+        assert recovered.recovery.held == ("f-2",)  # never handed to a writer
+    lost = HoldReason.RUNTIME_LOST.value
+    assert _states(crashed) == {"f-1": ("unknown", lost), "f-2": ("held", lost)}

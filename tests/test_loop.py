@@ -12,7 +12,15 @@ import anyio
 import pytest
 
 from live_steering import Disposition, Input, LiveRuntime, Receipt
-from live_steering.loop import AgentLoop, Context, FunctionTools, LoopResult, Reply, ToolCall
+from live_steering.loop import (
+    SKIPPED_TOOL_RESULT,
+    AgentLoop,
+    Context,
+    FunctionTools,
+    LoopResult,
+    Reply,
+    ToolCall,
+)
 from live_steering.testing import EventRecorder, RecordingContext, ScriptedProvider, ScriptedTools
 
 pytestmark = pytest.mark.anyio
@@ -492,3 +500,156 @@ async def test_the_loops_own_input_path_is_untouched_by_the_capability() -> None
     ]
     assert not [e for e in provider.requests[1] if e.role == "steer"]
     assert second.applied_input_ids == ()
+
+
+# -- follow-ups (C29) and skipped tool batches (C31) --------------------------------------------
+
+
+async def test_a_follow_up_runs_as_the_next_generation_without_a_new_prompt() -> None:
+    """C29: a follow-up sent while the model works is not in that generation's requests; when it
+    finishes, the loop starts the next generation itself, whose first request ends with the
+    follow-up as the user's turn."""
+    runtime = LiveRuntime()
+    provider = ScriptedProvider([tool_reply("reading"), "done", "tests run"])
+    loop = AgentLoop(runtime, provider, ScriptedTools(TOOLS))
+    in_flight = provider.gate(0)
+    results: list[LoopResult] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run_into, results, loop, "fix it")
+        await in_flight.wait_reached()
+        first = anchor(runtime)
+        queued = await runtime.submit_steering(Input("follow_up", "now run the tests", id="f1"), first)
+        assert queued.disposition is Disposition.QUEUED
+        in_flight.release()
+    assert provider.calls == 3
+    assert [texts(r, "user") for r in provider.requests] == [
+        ["fix it"],
+        ["fix it"],
+        ["fix it", "now run the tests"],
+    ]
+    (result,) = results
+    assert result.generation_ids[0] == first
+    assert len(result.generation_ids) == 2
+    assert result.generation_id == result.generation_ids[1]
+    assert (result.outcome, result.text, result.provider_calls) == ("finished", "tests run", 3)
+    assert result.applied_input_ids == ("f1",)
+    assert result.held_input_ids == ()
+    assert runtime.receipt("f1") == Receipt(True, "f1", first, Disposition.APPLIED)
+    runtime._check()
+
+
+async def test_a_stopped_run_discards_its_follow_up() -> None:
+    """C29: stopping the generation a follow-up waits for holds it; no next generation runs."""
+    runtime = LiveRuntime()
+    provider = ScriptedProvider([tool_reply("reading"), "done"])
+    loop = AgentLoop(runtime, provider, ScriptedTools(TOOLS))
+    in_flight = provider.gate(0)
+    results: list[LoopResult] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run_into, results, loop, "fix it")
+        await in_flight.wait_reached()
+        await runtime.submit_steering(Input("follow_up", "then this", id="f1"), anchor(runtime))
+        loop.stop()
+        in_flight.release()
+    (result,) = results
+    assert (result.outcome, len(result.generation_ids), provider.calls) == ("stopped", 1, 1)
+    assert result.held_input_ids == ("f1",)
+    assert disposition(runtime, "f1") == (Disposition.HELD, "generation-stopped")
+
+
+async def test_skip_tools_on_steer_answers_the_rest_of_the_batch() -> None:
+    """C31: a steer arriving while the first of three tools runs: the other two are not run, each
+    gets the pinned skipped result, tools.skipped names them and the steer, and the steer is in
+    the next request after every tool result."""
+    runtime = LiveRuntime()
+    recorder = EventRecorder.attach(runtime)
+    batch = Reply(
+        "working", (ToolCall("c1", "read", {}), ToolCall("c2", "test", {}), ToolCall("c3", "read", {}))
+    )
+    provider = ScriptedProvider([batch, "changed course"])
+    tools = ScriptedTools(TOOLS)
+    running = tools.gate("read")
+    loop = AgentLoop(runtime, provider, tools, skip_tools_on_steer=True)
+    results: list[LoopResult] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run_into, results, loop, "fix it")
+        await running.wait_reached()
+        await steer(runtime, "stop, use the other file", "s1")
+        running.release()
+    (result,) = results
+    assert result.skipped_tool_call_ids == ("c2", "c3")
+    assert tools.calls == [ToolCall("c1", "read", {})]
+    second = provider.requests[1]
+    assert [(e.role, e.text) for e in second[-4:]] == [
+        ("tool", "file contents"),
+        ("tool", SKIPPED_TOOL_RESULT),
+        ("tool", SKIPPED_TOOL_RESULT),
+        ("steer", "stop, use the other file"),
+    ]
+    assert [e.metadata.get("tool_call_id") for e in second if e.role == "tool"] == ["c1", "c2", "c3"]
+    (skipped,) = recorder.of_type("tools.skipped")
+    assert (skipped["tool_call_ids"], skipped["input_ids"]) == (["c2", "c3"], ["s1"])
+    assert disposition(runtime, "s1") == (Disposition.APPLIED, None)
+
+
+async def test_without_skip_tools_on_steer_the_whole_batch_runs() -> None:
+    """C31: the default is off: every tool of the batch runs, and no tools.skipped is published."""
+    runtime = LiveRuntime()
+    recorder = EventRecorder.attach(runtime)
+    batch = Reply("working", (ToolCall("c1", "read", {}), ToolCall("c2", "test", {})))
+    provider = ScriptedProvider([batch, "done"])
+    tools = ScriptedTools(TOOLS)
+    running = tools.gate("read")
+    loop = AgentLoop(runtime, provider, tools)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run_into, [], loop, "fix it")
+        await running.wait_reached()
+        await steer(runtime, "a note", "s1")
+        running.release()
+    assert [c.id for c in tools.calls] == ["c1", "c2"]
+    assert recorder.of_type("tools.skipped") == []
+
+
+async def test_a_pending_follow_up_skips_no_tool() -> None:
+    """C31: only a steer skips a batch; a follow-up waits for the end of the generation."""
+    runtime = LiveRuntime()
+    batch = Reply("working", (ToolCall("c1", "read", {}), ToolCall("c2", "test", {})))
+    provider = ScriptedProvider([batch, "done", "next"])
+    tools = ScriptedTools(TOOLS)
+    running = tools.gate("read")
+    loop = AgentLoop(runtime, provider, tools, skip_tools_on_steer=True)
+    results: list[LoopResult] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run_into, results, loop, "fix it")
+        await running.wait_reached()
+        await runtime.submit_steering(Input("follow_up", "then this", id="f1"), anchor(runtime))
+        running.release()
+    assert [c.id for c in tools.calls] == ["c1", "c2"]
+    assert results[0].skipped_tool_call_ids == ()
+    assert results[0].applied_input_ids == ("f1",)
+
+
+async def test_skip_tools_on_steer_must_be_a_bool() -> None:
+    """A misspelt option is a TypeError at construction, not a silent default."""
+    with pytest.raises(TypeError, match="skip_tools_on_steer must be a bool"):
+        AgentLoop(LiveRuntime(), ScriptedProvider([]), ScriptedTools(TOOLS), skip_tools_on_steer=1)  # type: ignore[arg-type]
+    await anyio.lowlevel.checkpoint()
+
+
+async def test_run_follow_ups_false_leaves_them_to_the_next_run() -> None:
+    """``run_follow_ups=False``: a finished run leaves its follow-ups queued; the next ``run`` writes
+    them at its first boundary, after its own prompt."""
+    runtime = LiveRuntime()
+    provider = ScriptedProvider(["done", "next done"])
+    loop = AgentLoop(runtime, provider, ScriptedTools(TOOLS), run_follow_ups=False)
+    in_flight = provider.gate(0)
+    results: list[LoopResult] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run_into, results, loop, "first")
+        await in_flight.wait_reached()
+        await runtime.submit_steering(Input("follow_up", "later", id="f1"), anchor(runtime))
+        in_flight.release()
+    assert (len(results[0].generation_ids), runtime.pending_follow_ups) == (1, 1)
+    await run_into(results, loop, "second")
+    assert texts(provider.requests[1], "user") == ["first", "second", "later"]
+    assert disposition(runtime, "f1") == (Disposition.APPLIED, None)

@@ -210,7 +210,13 @@ async def test_submit_admits_synchronously_and_wakes_the_parked_engine() -> None
     async with anyio.create_task_group() as tg:
         tg.start_soon(engine)
         await anyio.wait_all_tasks_blocked()
-        assert runtime.generation == {"id": "g1", "phase": "open", "pending": 0}
+        assert runtime.generation == {
+            "id": "g1",
+            "phase": "open",
+            "pending": 0,
+            "steering_mode": "all",
+            "follow_up_mode": "all",
+        }
         tasks_while_parked = len(anyio.get_running_tasks())
 
         receipt = runtime.submit_steering_nowait(steer("a"), "g1")
@@ -938,6 +944,7 @@ async def test_statistics_is_a_frozen_snapshot() -> None:
         "applied": 1,
         "held": 0,
         "unknown": 0,
+        "follow_ups": 0,
         "events_emitted": 7,
         "closed": False,
         "events_logged": 7,

@@ -25,6 +25,14 @@ Interleavings are chosen by Hypothesis, deterministically, so failures shrink:
   choice, replayed exactly and shrunk towards "no swap". (trio has no public hook
   for this; the private name is checked at import so a trio upgrade fails loudly.)
 * asyncio's scheduler is FIFO, so the explicit orders above are its interleavings.
+
+Follow-ups and delivery modes (C29, C30): each example draws the runtime's
+``steering_mode`` and ``follow_up_mode``; a submission is a steer or a follow-up (a
+conflicting repeat may change the kind). The model keeps follow-ups aside while their
+anchor runs, carries them when it finishes (the next generation the program starts
+writes them first), and holds them with the ending's reason otherwise; a boundary
+never writes two inputs of a one-at-a-time kind (the provider call separates two
+boundaries: the program marks it for the history checker, which is told the modes).
 """
 
 from __future__ import annotations
@@ -52,6 +60,7 @@ from live_steering.testing import History
 LIMIT = 6  # small, so the identity cap fills inside an example
 BUDGET = 4  # provider calls per generation, so budget exhaustion happens too
 FAST_EXAMPLES = int(os.environ.get("LIVE_STEERING_STATEFUL_EXAMPLES", "200"))
+MODES = ("all", "one-at-a-time")
 SLOW_EXAMPLES = 5_000
 MAX_STEPS = 40
 
@@ -131,12 +140,17 @@ class Driver:
 
 
 class Provider:
-    def __init__(self, driver: Driver) -> None:
+    def __init__(self, driver: Driver, history: History, written: collections.Counter[str]) -> None:
         self.driver = driver
         self.calls = 0
+        self.history = history
+        self.written = written
 
     async def complete(self, request: Sequence[ContextEntry]) -> Reply:
         self.calls += 1
+        # between two boundaries of the reference loop (C30): the history checker counts per boundary
+        self.history.mark_boundary()
+        self.written.clear()
         parked = await self.driver.park("provider")
         return Reply("r", tuple(ToolCall(f"t{n}", "tool") for n in range(parked.tool_calls)))
 
@@ -167,6 +181,9 @@ class ModelInput:
     anchor: str
     disposition: Disposition = Disposition.QUEUED
     reason: str | None = None
+    kind: str = "steer"
+    target: str | None = None
+    """A follow-up's: the generation it was carried into (C29)."""
 
     def receipt(self, input_id: str) -> Receipt:
         return Receipt(True, input_id, self.anchor, self.disposition, self.reason)
@@ -180,6 +197,10 @@ class Model:
     gen_id: str | None = None
     open: bool = False
     pending: list[str] = attrs.Factory(list)
+    follow_ups: list[str] = attrs.Factory(list)
+    """Follow-ups anchored to the running generation, for after it (C29)."""
+    carried: list[str] = attrs.Factory(list)
+    """Follow-ups of the generation that finished last, for the next one."""
     writing: str | None = None
     announcing: str | None = None
     """The input the write barrier is announcing: queued, no longer pending, not handed over."""
@@ -191,10 +212,16 @@ class Model:
     def expect(self, input: Input, anchor: str) -> Receipt:
         """The receipt the contract requires for this submission now (C6-C12)."""
         known = self.inputs.get(input.id)
-        if self.closed and not (known is not None and known.text == input.text and known.anchor == anchor):
+        same = (
+            known is not None
+            and known.text == input.text
+            and known.kind == input.kind
+            and known.anchor == anchor
+        )
+        if self.closed and not same:
             return Receipt(False, input.id, anchor, None, "closed")  # a repeat still answers (C1, C10)
         if known is not None:
-            if known.text == input.text and known.anchor == anchor:
+            if same:
                 return known.receipt(input.id)
             return Receipt(False, input.id, anchor, None, "identity-conflict")
         if self.gen_id is None or anchor != self.gen_id:
@@ -207,14 +234,20 @@ class Model:
 
     def apply(self, input: Input, anchor: str, receipt: Receipt) -> None:
         if receipt.accepted and input.id not in self.inputs:
-            self.inputs[input.id] = ModelInput(input.text, anchor)
-            self.pending.append(input.id)
+            self.inputs[input.id] = ModelInput(input.text, anchor, kind=input.kind)
+            # C29: a follow-up waits for the end of its anchor, a steer for the next boundary
+            (self.follow_ups if input.kind == "follow_up" else self.pending).append(input.id)
 
     def hold_pending(self, reason: str) -> None:
-        for input_id in self.pending:
+        """Admission closed for ``reason``: the pending inputs and the follow-ups are held (C17, C29)."""
+        self.hold(self.pending, reason)
+        self.hold(self.follow_ups, reason)
+
+    def hold(self, ids: list[str], reason: str) -> None:
+        for input_id in ids:
             self.inputs[input_id].disposition = Disposition.HELD
             self.inputs[input_id].reason = reason
-        self.pending.clear()
+        ids.clear()
 
 
 class Program:
@@ -223,8 +256,20 @@ class Program:
     def __init__(self, data: st.DataObject, backend: str) -> None:
         self.data = data
         self.figures = FIGURES[backend]
-        self.runtime = LiveRuntime(session_id="stateful", identity_limit=LIMIT)
+        self.modes = {
+            "steer": self.draw(st.sampled_from(MODES), "steering_mode"),
+            "follow_up": self.draw(st.sampled_from(MODES), "follow_up_mode"),
+        }
+        self.figures[f"modes {self.modes['steer']}/{self.modes['follow_up']}"] += 1
+        self.runtime = LiveRuntime(
+            session_id="stateful",
+            identity_limit=LIMIT,
+            steering_mode=self.modes["steer"],
+            follow_up_mode=self.modes["follow_up"],
+        )
         self.history = History.attach(self.runtime)
+        self.written: collections.Counter[str] = collections.Counter()
+        """Inputs of each kind written since the last provider call: in the running boundary (C30)."""
         self.model = Model()
         self.driver = Driver()
         self.tg: anyio.abc.TaskGroup | None = None
@@ -260,7 +305,7 @@ class Program:
         assert self.tg is not None
         self.generations += 1
         gen_id = f"gen-{self.generations}"
-        self.provider = Provider(self.driver)
+        self.provider = Provider(self.driver, self.history, self.written)
         self.context = ParkingContext(self.driver)
         self.loop = AgentLoop(
             self.runtime,
@@ -269,12 +314,20 @@ class Program:
             context=self.context,
             call_budget=BUDGET,
             checkpoint=self._checkpoint,
+            run_follow_ups=False,  # the program starts the next generation itself (the model's)
         )
         self.loop_running = True
         self.ending = None
         self.tg.start_soon(self._run_loop, self.loop, gen_id)
         self.model.gen_id, self.model.open, self.model.end_reason = gen_id, True, None
         self.model.used_generations.append(gen_id)
+        # C29: the follow-ups of the generation that finished are this one's first inputs
+        for input_id in self.model.carried:
+            self.model.inputs[input_id].target = gen_id
+            self.figures["follow-ups carried"] += 1
+        self.model.pending = [*self.model.carried, *self.model.pending]
+        self.model.carried = []
+        self.written.clear()
 
     async def _checkpoint(self, context: Context) -> None:
         await self.driver.park("checkpoint")
@@ -302,6 +355,15 @@ class Program:
                     assert input_id == model.pending[0], f"wrote {input_id}, oldest is {model.pending[0]}"
                     model.pending.pop(0)
                 model.writing = input_id
+                # C30: a boundary writes at most one input of a one-at-a-time kind
+                known = model.inputs[input_id]
+                kind = "steer" if known.target is None else "follow_up"
+                self.written[kind] += 1
+                if self.modes[kind] == "one-at-a-time":
+                    assert self.written[kind] == 1, f"two {kind}s in one boundary ({input_id})"
+                    self.figures[f"one-at-a-time {kind} writes"] += 1
+                if known.target is not None:
+                    self.figures["follow-up writes"] += 1
             assert model.writing == input_id
         if not self.loop_running and model.gen_id is not None:
             self.generation_ended()
@@ -345,7 +407,15 @@ class Program:
             reason = "budget-exhausted"
         if model.pending:
             assert reason, f"{kind}: pending {model.pending} without a reason"
-            model.hold_pending(reason)
+            model.hold(model.pending, reason)
+        if model.follow_ups and kind == "generation.finished":
+            # C29: carried into the next generation (a close would have held them)
+            assert not model.closed
+            model.carried, model.follow_ups = model.follow_ups, []
+        elif model.follow_ups:
+            assert reason, f"{kind}: follow-ups {model.follow_ups} without a reason"
+            model.hold(model.follow_ups, reason)
+            self.figures[f"follow-ups held {reason}"] += 1
         model.gen_id, model.open = None, False
         self.figures[f"ended {kind}"] += 1
 
@@ -363,12 +433,19 @@ class Program:
             assert generation is not None
             assert generation["id"] == self.model.gen_id
             assert generation["pending"] == len(self.model.pending)
+            assert (generation["steering_mode"], generation["follow_up_mode"]) == (
+                self.modes["steer"],
+                self.modes["follow_up"],
+            )
+        assert self.runtime.pending_follow_ups == len(self.model.follow_ups) + len(self.model.carried)
+        assert stats.follow_ups == self.runtime.pending_follow_ups
 
     # -- host actions -------------------------------------------------------------------------
 
     def new_input(self) -> Input:
         self.next_id += 1
-        return Input("steer", f"steer {self.next_id}", id=f"in-{self.next_id}")
+        kind = self.draw(st.sampled_from(["steer", "steer", "follow_up"]), "kind")
+        return Input(kind, f"{kind} {self.next_id}", id=f"in-{self.next_id}")
 
     def anchor(self) -> str:
         choices = [*self.model.used_generations, "gen-never"]
@@ -395,7 +472,7 @@ class Program:
         for _ in range(count):
             if self.model.inputs and self.draw(st.booleans(), "burst repeat"):
                 input_id, known = self.existing()
-                submissions.append((Input("steer", known.text, id=input_id), known.anchor))
+                submissions.append((Input(known.kind, known.text, id=input_id), known.anchor))
             else:
                 submissions.append((self.new_input(), self.anchor()))
         first = len(self.history.operations)
@@ -481,15 +558,19 @@ class Program:
             await self.submit(self.new_input(), self.anchor())
         elif action == "repeat":
             input_id, known = self.existing()
-            await self.submit(Input("steer", known.text, id=input_id), known.anchor)
+            await self.submit(Input(known.kind, known.text, id=input_id), known.anchor)
             self.figures["repeats"] += 1
         elif action == "conflict":
             input_id, known = self.existing()
-            if self.draw(st.booleans(), "conflict in text"):
-                await self.submit(Input("steer", known.text + " (changed)", id=input_id), known.anchor)
+            change = self.draw(st.sampled_from(["text", "anchor", "kind"]), "conflict in")
+            if change == "text":
+                await self.submit(Input(known.kind, known.text + " (changed)", id=input_id), known.anchor)
+            elif change == "kind":  # a steer and a follow-up of one id and text conflict (C10, C29)
+                other_kind = "steer" if known.kind == "follow_up" else "follow_up"
+                await self.submit(Input(other_kind, known.text, id=input_id), known.anchor)
             else:
                 other = self.anchor()
-                await self.submit(Input("steer", known.text, id=input_id), other)
+                await self.submit(Input(known.kind, known.text, id=input_id), other)
         elif action == "burst":
             await self.burst()
         elif action == "close":
@@ -499,6 +580,9 @@ class Program:
                 self.model.open = False
                 self.model.end_reason = "runtime-closed"
                 self.model.hold_pending("runtime-closed")
+            # C29: follow-ups not yet carried never will be (a finishing generation's, the last one's)
+            self.model.hold(self.model.follow_ups, "runtime-closed")
+            self.model.hold(self.model.carried, "runtime-closed")
             self.check()
         elif action == "race":
             assert parked is not None
@@ -528,8 +612,13 @@ class Program:
         await self.settle()
 
     async def finish(self) -> None:
-        """Drive the running generation to its end (releasing with no tool calls), then check it all."""
-        while self.loop_running:
+        """Drive the running generation to its end (releasing with no tool calls), and the ones that
+        carry its follow-ups (C29), then check it all."""
+        while self.loop_running or (self.model.carried and not self.model.closed):
+            if not self.loop_running:
+                await self.start()
+                await self.settle()
+                continue
             parked = self.driver.parked
             assert parked is not None, "the loop is blocked outside a parked await"
             if parked.name == "provider":

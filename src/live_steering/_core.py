@@ -85,6 +85,7 @@ from ._errors import (
     RuntimeClosedError,
 )
 from ._rules import (
+    ADMITTED_STATE,
     AFTER_CHECKPOINT,
     CONTINUED_WARNING,
     DEFAULT_GENERATION_ID_LIMIT,
@@ -92,13 +93,19 @@ from ._rules import (
     DEFAULT_MAX_TEXT_CHARS,
     DELIVERY,
     ENDINGS,
+    FOLLOW_UP,
+    FOLLOW_UP_DELIVERY,
+    FOLLOW_UPS_AT_END,
     GENERATION_TRANSITIONS,
     INPUT_TRANSITIONS,
+    KINDS,
+    MODE_QUOTA,
     STOP_REASONS,
     UNDECIDED_EXITS,
     UNDECIDED_WARNING,
     Action,
     CheckpointDecision,
+    DeliveryMode,
     Ending,
     Exit,
     GenerationAction,
@@ -204,6 +211,9 @@ class InputRecord:
     """Where it is in ``INPUT_TRANSITIONS``."""
     reason: HoldReason | None = None
     """Why it is HELD or UNKNOWN; ``None`` otherwise."""
+    target: str | None = None
+    """The generation a follow-up was carried into, where it is written (C29); ``None`` for a
+    steer (written in ``generation_id``) and for a follow-up not carried."""
     _receipt: Receipt | None = attrs.field(default=None, init=False, repr=False)
     """The receipt of the current state, made on first use; ``SteeringCore._move`` resets it."""
 
@@ -228,6 +238,22 @@ class InputRecord:
 
 
 @attrs.frozen
+class _Modes:
+    """A core's delivery modes (C30) and the quota each gives a boundary."""
+
+    steering: DeliveryMode
+    follow_up: DeliveryMode
+    steer_quota: int = attrs.field(init=False)
+    follow_up_quota: int = attrs.field(init=False)
+    counted: bool = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "steer_quota", MODE_QUOTA[self.steering])
+        object.__setattr__(self, "follow_up_quota", MODE_QUOTA[self.follow_up])
+        object.__setattr__(self, "counted", DeliveryMode.ONE_AT_A_TIME in (self.steering, self.follow_up))
+
+
+@attrs.frozen
 class RetainedIdentity:
     """An identity an earlier runtime of the session accepted (``SteeringCore.retain``)."""
 
@@ -246,7 +272,14 @@ class GenerationState:
     id: str
     phase: Phase = Phase.OPEN
     pending: collections.deque[InputRecord] = attrs.Factory(collections.deque)
-    """Admitted, not yet handed to a writer, in admission order."""
+    """Admitted (or, for follow-ups, carried in), not yet handed to a writer, in admission order."""
+    follow_ups: list[InputRecord] = attrs.Factory(list)
+    """Follow-ups anchored to this generation (DEFERRED), in admission order: for after it (C29)."""
+    carried_ids: list[str] = attrs.Factory(list)
+    """The follow-ups of the generation before that were carried into this one, in order."""
+    written_steers: int = 0
+    written_follow_ups: int = 0
+    """Inputs of each kind this boundary wrote so far (counted when a mode is one-at-a-time, C30)."""
     writing: InputRecord | None = None
     """The input handed to the writer right now, if any."""
     boundary_active: bool = False
@@ -280,6 +313,9 @@ class CoreStatistics:
     applied: int
     held: int
     unknown: int
+    follow_ups: int
+    """Follow-ups accepted and waiting for the end of their anchor generation or the start of
+    the next one (C29): not yet in any boundary queue."""
     events_emitted: int
     """Events published so far (an acceptance still owed is not one yet)."""
     closed: bool
@@ -308,8 +344,21 @@ class SteeringCore:
         boundary_delivery: bool = True,
         generation_prefix: str = "gen-auto-",
         generation_id_limit: int = DEFAULT_GENERATION_ID_LIMIT,
+        steering_mode: str = DeliveryMode.ALL,
+        follow_up_mode: str = DeliveryMode.ALL,
     ) -> None:
         session_id = checked_id(session_id, "session_id")
+        modes = {mode.value: mode for mode in DeliveryMode}
+        for name, mode in (("steering_mode", steering_mode), ("follow_up_mode", follow_up_mode)):
+            if not isinstance(mode, str):
+                raise TypeError(f"{name} must be a str, got {type(mode).__name__}")
+            if mode not in modes:
+                raise ValueError(f"{name} must be one of {sorted(modes)}, got {mode!r}")
+        self._modes: Final = _Modes(modes[steering_mode], modes[follow_up_mode])
+        """The delivery modes (C30), in one object: every attribute of a core costs every runtime
+        (past a few dozen, CPython gives the instance a dictionary of its own, 1.3 KB)."""
+        self._counted: Final = self._modes.counted
+        """A boundary counts what it writes only when a mode limits it (C30)."""
         if type(generation_prefix) is not str or not 1 <= len(generation_prefix) <= MAX_ID_CHARS - 20:
             raise ValueError(f"generation_prefix must be a str of 1-{MAX_ID_CHARS - 20} characters")
         checked_id(generation_prefix, "generation_prefix")
@@ -345,6 +394,8 @@ class SteeringCore:
         self._admission_sequence = 0
         self._generations_started = 0
         self._repeated = 0
+        self._carried: list[InputRecord] = []
+        """Follow-ups of the generation that finished last, DEFERRED until the next one starts (C29)."""
         self._retained: dict[str, RetainedIdentity] | None = None
         """Identities earlier runtimes of this session accepted (``retain``): never admitted again.
         ``None`` until the first (most runtimes have none: no empty dict per runtime)."""
@@ -388,7 +439,7 @@ class SteeringCore:
             "session_id": self.session_id,
             "time": time,
             "input_id": record.input.id,
-            "target_generation_id": record.generation_id,
+            "target_generation_id": record.generation_id if record.target is None else record.target,
         }
 
     # Every decision reads the clock once, before it changes anything, and dates its
@@ -476,12 +527,14 @@ class SteeringCore:
         if not self.closed and self.boundary_delivery and input.kind == "steer":
             record = identities.get(id_)
             if record is not None:
+                rec = record.input
                 if (
                     record.generation_id == generation_id
                     # ``record.input == input`` without building two tuples: the ids are equal
-                    # (the key), both kinds are "steer"; the class test keeps attrs' equality exact.
-                    and record.input.text == input.text
-                    and type(record.input) is type(input)
+                    # (the key); the class test keeps attrs' equality exact.
+                    and rec.text == input.text
+                    and rec.kind == "steer"
+                    and type(rec) is type(input)
                 ):
                     # An identical repeat was valid when it was admitted: a lookup and a comparison
                     # (C10). (``_repeat`` written out: the path of every polling host)
@@ -541,7 +594,11 @@ class SteeringCore:
         self._admission_sequence += 1
         record = InputRecord(input, generation_id, self._admission_sequence)
         self.identities[input.id] = record
-        gen.pending.append(record)
+        if input.kind == FOLLOW_UP:  # for after this generation (C29)
+            record.state = ADMITTED_STATE[FOLLOW_UP]
+            gen.follow_ups.append(record)
+        else:
+            gen.pending.append(record)
         self._owed = record
         self._owed_time = time
 
@@ -564,7 +621,7 @@ class SteeringCore:
         answer = admission.decide(
             closed=self.closed,
             available=self.boundary_delivery,
-            kind_ok=input.kind == "steer",
+            kind_ok=input.kind in KINDS,
             known=record is not None or retained is not None,
             same=same,
             problem=None if same else input_problem(id_, input.text, self.max_text_chars),
@@ -590,6 +647,9 @@ class SteeringCore:
         self._repeated += 1
         # (an owed acceptance, maybe of this very input, is published first)
         event = self._envelope("steering.repeated", time, record)
+        # The answer to a submission names its anchor, as its receipt does (C10): a carried
+        # follow-up's input events name the generation it was carried into, its repeats do not.
+        event["target_generation_id"] = record.generation_id
         event["disposition"] = _DISPOSITION_VALUE[record.state]
         self._sink(event)
         return record.receipt()
@@ -667,7 +727,13 @@ class SteeringCore:
         gen = self.current
         if gen is None:
             return None
-        return {"id": gen.id, "phase": gen.phase.value, "pending": len(gen.pending)}
+        return {
+            "id": gen.id,
+            "phase": gen.phase.value,
+            "pending": len(gen.pending),
+            "steering_mode": self._modes.steering.value,
+            "follow_up_mode": self._modes.follow_up.value,
+        }
 
     def pending_of(self, gen: GenerationState) -> int:
         """Inputs admitted into ``gen`` and waiting for its next boundary. O(1)."""
@@ -692,6 +758,13 @@ class SteeringCore:
     def _hold_pending(self, gen: GenerationState, reason: HoldReason, time: float) -> None:
         while gen.pending:
             record = gen.pending.popleft()
+            self._move(record, Action.HOLD, reason)
+            self._emit_input("steering.held", record, time, {"reason": reason.value})
+
+    def _hold_follow_ups(self, queue: list[InputRecord], reason: HoldReason, time: float) -> None:
+        """Hold the DEFERRED follow-ups of ``queue``, in order (C29: a stop discards the plan)."""
+        held, queue[:] = list(queue), []
+        for record in held:
             self._move(record, Action.HOLD, reason)
             self._emit_input("steering.held", record, time, {"reason": reason.value})
 
@@ -729,6 +802,7 @@ class SteeringCore:
         gen.end_reason = reason
         if reason is not None:
             self._hold_pending(gen, reason, time)
+            self._hold_follow_ups(gen.follow_ups, reason, time)
         return True
 
     # -- generations (C13-C19) ------------------------------------------------------------
@@ -817,6 +891,15 @@ class SteeringCore:
         self._generations_started += 1
         event = self._envelope("generation.started", time)  # ``_emit``, written out: once per generation
         event["generation_id"] = generation_id
+        carried = self._carried
+        if carried:  # the follow-ups of the generation before: this one's first inputs (C29)
+            self._carried = []
+            for record in carried:
+                self._move(record, Action.CARRY)
+                record.target = generation_id
+                gen.pending.append(record)
+                gen.carried_ids.append(record.input.id)
+            event["follow_up_ids"] = list(gen.carried_ids)
         self._sink(event)
         return gen
 
@@ -837,6 +920,8 @@ class SteeringCore:
                 raise self.boundary_refusal(gen)
             raise GenerationStateError(f"a boundary of generation {gen.id!r} is already running")
         gen.boundary_active = True
+        if self._counted:
+            gen.written_steers = gen.written_follow_ups = 0
 
     def boundary_refusal(self, gen: GenerationState) -> Exception:
         """What a boundary of ``gen``, whose admission closed, raises.
@@ -862,6 +947,16 @@ class SteeringCore:
             raise InvariantError("next_write while a write is unconfirmed")
         if not gen.pending or gen.phase is not OPEN:
             return None
+        if self._counted:  # a mode is one-at-a-time (C30): the head's kind must have quota left
+            modes = self._modes
+            if gen.pending[0].target is None:
+                if gen.written_steers >= modes.steer_quota:
+                    return None  # the rest stay, in order, for the next boundary
+                gen.written_steers += 1
+            else:
+                if gen.written_follow_ups >= modes.follow_up_quota:
+                    return None
+                gen.written_follow_ups += 1
         record = gen.pending.popleft()
         if record.state is _PENDING and self._owed is None:
             # ``_move(record, _BEGIN_WRITE)`` on its one legal path, as in ``confirm_write``;
@@ -871,6 +966,13 @@ class SteeringCore:
             self._move(record, _BEGIN_WRITE)  # publishes an owed acceptance first, or raises
         gen.writing = record
         return record
+
+    def _give_back_quota(self, gen: GenerationState, record: InputRecord) -> None:
+        if self._counted:
+            if record.target is None:
+                gen.written_steers -= 1
+            else:
+                gen.written_follow_ups -= 1
 
     def announce(self, gen: GenerationState, record: InputRecord) -> None:
         """The shell awaits the write barrier for ``record`` (the one ``next_write`` returned):
@@ -884,6 +986,7 @@ class SteeringCore:
         self._take_writing(gen, record)
         gen.in_barrier = False
         self._move(record, Action.RETURN)
+        self._give_back_quota(gen, record)
         gen.pending.appendleft(record)
         if gen.phase is not Phase.OPEN:  # stopped or closed meanwhile: held like the rest (C17)
             if gen.end_reason is None:  # only a stop or a close closes admission mid-boundary
@@ -935,7 +1038,7 @@ class SteeringCore:
         receipt = record._receipt = build_receipt(True, record.input.id, record.generation_id, _APPLIED, None)
         gen.applied_ids.append(record.input.id)
         delivered = self._envelope("input.delivered", time, record)
-        delivered["delivery"] = DELIVERY
+        delivered["delivery"] = DELIVERY if record.target is None else FOLLOW_UP_DELIVERY
         # The second event differs from the first only in its type and sequence number;
         # copied before the first is published, so a listener's change cannot leak into it.
         applied = delivered.copy()
@@ -962,7 +1065,10 @@ class SteeringCore:
             "steering.unknown",
             record,
             time,
-            {"reason": HoldReason.WRITE_INTERRUPTED.value, "delivery": DELIVERY},
+            {
+                "reason": HoldReason.WRITE_INTERRUPTED.value,
+                "delivery": DELIVERY if record.target is None else FOLLOW_UP_DELIVERY,
+            },
         )
 
     def _take_writing(self, gen: GenerationState, record: InputRecord) -> None:
@@ -1077,6 +1183,14 @@ class SteeringCore:
             self._interrupt(gen, gen.writing, time)
         if reason is not None:
             self._hold_pending(gen, reason, time)
+        if gen.follow_ups:  # C29: carried into the next generation when this one finished, else held
+            if reason is None and FOLLOW_UPS_AT_END[ending] is Action.CARRY and not self.closed:
+                self._carried.extend(gen.follow_ups)
+                gen.follow_ups.clear()
+            else:
+                self._hold_follow_ups(
+                    gen.follow_ups, HoldReason.RUNTIME_CLOSED if reason is None else reason, time
+                )
         phase = gen.phase
         if phase in _ENDED_FROM:  # ``_advance(gen, END)`` on its legal paths: the table's answer
             gen.phase = _ENDED_FROM[phase]
@@ -1086,7 +1200,7 @@ class SteeringCore:
         gen.end_reason = reason
         gen.boundary_active = False
         self.current = None
-        if self._admission_sequence == gen.admitted_before and not gen.applied_ids:
+        if self._admission_sequence == gen.admitted_before and not gen.applied_ids and not gen.carried_ids:
             # Nothing was admitted into it (most generations): no ids to list.
             terminal: dict[str, Any] = {"generation_id": gen.id, "input_ids": [], "accepted_input_ids": []}
         else:
@@ -1094,7 +1208,10 @@ class SteeringCore:
             terminal = {
                 "generation_id": gen.id,
                 "input_ids": list(gen.applied_ids),
-                "accepted_input_ids": [i for i in self._admitted_into(gen) if i not in applied],
+                # its own admissions and the follow-ups carried into it (C19, C29), not applied
+                "accepted_input_ids": [
+                    i for i in [*gen.carried_ids, *self._admitted_into(gen)] if i not in applied
+                ],
             }
         if reason is not None:
             terminal["reason"] = reason.value
@@ -1143,6 +1260,9 @@ class SteeringCore:
             self._close_admission(
                 gen, GenerationAction.CLOSE, Ending.STOPPED, HoldReason.RUNTIME_CLOSED, time
             )
+            # a generation that decided to finish keeps its ending, but no next one will start
+            self._hold_follow_ups(gen.follow_ups, HoldReason.RUNTIME_CLOSED, time)
+        self._hold_follow_ups(self._carried, HoldReason.RUNTIME_CLOSED, time)  # C29
         return gen
 
     # -- introspection --------------------------------------------------------------------
@@ -1161,9 +1281,48 @@ class SteeringCore:
             applied=self._final_counts[InputState.APPLIED],
             held=self._final_counts[InputState.HELD],
             unknown=self._final_counts[InputState.UNKNOWN],
+            follow_ups=self.follow_ups_pending,
             events_emitted=self._event_sequence,
             closed=self.closed,
         )
+
+    @property
+    def steering_mode(self) -> DeliveryMode:
+        """How much of the pending steers one boundary writes (C30)."""
+        return self._modes.steering
+
+    @property
+    def follow_up_mode(self) -> DeliveryMode:
+        """How much of the pending follow-ups one boundary writes (C30)."""
+        return self._modes.follow_up
+
+    @property
+    def follow_ups_pending(self) -> int:
+        """Follow-ups waiting for their anchor to finish or for the next generation (C29). O(1)."""
+        gen = self.current
+        return len(self._carried) + (0 if gen is None else len(gen.follow_ups))
+
+    def steers_pending(self, gen: GenerationState) -> list[str]:
+        """The ids of the steers (not follow-ups) pending in ``gen``, in order (C31). O(pending)."""
+        if self._owed is not None:
+            self.settle()
+        return [r.input.id for r in gen.pending if r.target is None]
+
+    def skip_tools(self, gen: GenerationState, tool_call_ids: list[str]) -> list[str]:
+        """The loop skips ``tool_call_ids``, the rest of a tool batch, because steers are pending
+        (C31): publishes ``tools.skipped {generation_id, tool_call_ids, input_ids}`` and returns
+        the pending steers' ids. ``GenerationStateError``, changing nothing, when none is pending
+        (a skip needs a steer to justify it) or the generation ended."""
+        self._require_current(gen, "skip tools")
+        input_ids = self.steers_pending(gen)
+        if not input_ids:
+            raise GenerationStateError("no steer is pending: a tool batch is skipped only for a steer (C31)")
+        self._emit(
+            "tools.skipped",
+            {"generation_id": gen.id, "tool_call_ids": list(tool_call_ids), "input_ids": input_ids},
+            self._clock(),
+        )
+        return input_ids
 
     @property
     def events_published(self) -> int:
@@ -1198,6 +1357,10 @@ class SteeringCore:
             else:
                 require(gen.ending is not None, "a generation closed admission without an ending")
                 require(not gen.pending, "input pending after admission closed")
+                require(
+                    not gen.follow_ups or gen.ending is Ending.FINISHED,
+                    "follow-ups kept by a generation that closed admission to stop",
+                )
                 self.standing(gen)  # raises for an ending that does not fit its reason
             require(
                 0 <= gen.admitted_before <= self._admission_sequence,
@@ -1207,9 +1370,22 @@ class SteeringCore:
             require(sequences == sorted(sequences), "pending queue out of admission order")
             for record in gen.pending:
                 require(record.state is InputState.PENDING, "non-pending record in the queue")
-                require(record.generation_id == gen.id, "input queued in a foreign generation")
+                require(
+                    record.generation_id == gen.id
+                    if record.target is None
+                    else record.target == gen.id and record.input.id in gen.carried_ids,
+                    "input queued in a foreign generation",
+                )
                 require(identities.get(record.input.id) is record, "a queued record is not the table's")
                 live.add(id(record))
+            for record in gen.follow_ups:
+                require(record.state is InputState.DEFERRED, "a follow-up kept for later is not deferred")
+                require(
+                    record.generation_id == gen.id, "a follow-up kept by a generation it is not anchored to"
+                )
+                require(identities.get(record.input.id) is record, "a kept follow-up is not the table's")
+                live.add(id(record))
+            require(not self._carried, "follow-ups left uncarried while a generation runs")
             writing = gen.writing
             require(not gen.in_barrier or writing is not None, "in the write barrier with nothing to write")
             if writing is not None:
@@ -1224,20 +1400,39 @@ class SteeringCore:
                 "an input admitted into this generation is anchored elsewhere",
             )
             require(
-                set(gen.applied_ids) <= set(admitted),
-                "an input applied in a generation it was not admitted to",
+                set(gen.applied_ids) <= set(admitted) | set(gen.carried_ids),
+                "an input applied in a generation it was not admitted or carried to",
+            )
+            require(
+                all(identities[i].target == gen.id for i in gen.carried_ids),
+                "a follow-up listed as carried into this generation was carried elsewhere",
             )
             require(
                 all(identities[i].state is InputState.APPLIED for i in gen.applied_ids),
                 "an input listed as applied is not applied",
             )
+        require(not self.closed or not self._carried, "follow-ups carried past the runtime's close")
+        for record in self._carried:
+            require(record.state is InputState.DEFERRED, "a carried follow-up is not deferred")
+            require(identities.get(record.input.id) is record, "a carried follow-up is not the table's")
+            live.add(id(record))
         counts = {state: 0 for state in InputState}
         for input_id, record in identities.items():
             require(record.input.id == input_id, "identity keyed under the wrong id")
             state = record.state
             counts[state] += 1
-            if state in (InputState.PENDING, InputState.WRITING):
+            if state in (InputState.PENDING, InputState.WRITING, InputState.DEFERRED):
                 require(id(record) in live, f"input {input_id!r} queued outside the live generation")
+            if record.input.kind == FOLLOW_UP:  # written only once carried into the next generation
+                require(
+                    state in (InputState.DEFERRED, InputState.HELD) or record.target is not None,
+                    f"follow-up {input_id!r} is {state.value} without being carried (C29)",
+                )
+            else:
+                require(
+                    state is not InputState.DEFERRED and record.target is None,
+                    f"steer {input_id!r} was deferred or carried as a follow-up",
+                )
             if state is InputState.HELD:
                 require(record.reason in _HOLD_REASONS, f"held input {input_id!r} has no hold reason")
             elif state is InputState.UNKNOWN:
@@ -1264,4 +1459,7 @@ class SteeringCore:
         owed = self._owed
         if owed is not None:
             require(owed.sequence == self._admission_sequence, "an event is owed for an older admission")
-            require(owed.state is InputState.PENDING, "an input moved before its acceptance was published")
+            require(
+                owed.state is ADMITTED_STATE[owed.input.kind],
+                "an input moved before its acceptance was published",
+            )

@@ -23,6 +23,7 @@ from ._errors import GenerationClosedError, GenerationStopped, RuntimeClosedErro
 from ._types import Disposition, HoldReason, StopReason
 
 __all__ = [
+    "ADMITTED_STATE",
     "AFTER_CHECKPOINT",
     "CONTINUED_WARNING",
     "CORE_EVENT_PREFIXES",
@@ -32,6 +33,13 @@ __all__ = [
     "DELIVERY",
     "DISPOSITION_OF",
     "DISPOSITION_VALUE",
+    "FOLLOW_UP",
+    "FOLLOW_UPS_AT_END",
+    "FOLLOW_UP_DELIVERY",
+    "KINDS",
+    "MODE_QUOTA",
+    "SKIPPED_TOOL_RESULT",
+    "STEER",
     "ENDINGS",
     "ENDING_VALUE",
     "FINAL_STATES",
@@ -45,6 +53,7 @@ __all__ = [
     "UNDECIDED_WARNING",
     "Action",
     "CheckpointDecision",
+    "DeliveryMode",
     "Ending",
     "Exit",
     "GenerationAction",
@@ -60,12 +69,24 @@ DEFAULT_IDENTITY_LIMIT: Final = 2_000
 DEFAULT_GENERATION_ID_LIMIT: Final = 10_000
 DEFAULT_MAX_TEXT_CHARS: Final = 16_000
 DELIVERY: Final = "request_boundary"
+#: The ``delivery`` of a follow-up's writes (C29): written at the first boundary of the
+#: generation after its anchor, not at a boundary of the anchor itself.
+FOLLOW_UP_DELIVERY: Final = "follow_up"
+#: The kinds the capability takes (C7, C29): a steer lands in the running generation, a
+#: follow-up in the next one.
+STEER: Final = "steer"
+FOLLOW_UP: Final = "follow_up"
+KINDS: Final = frozenset({STEER, FOLLOW_UP})
+#: The result a skipped tool call gets (C31, pinned): every tool call keeps a result, so the
+#: transcript stays valid for every provider.
+SKIPPED_TOOL_RESULT: Final = "Skipped: a steering message arrived before this tool ran."
 
 
 class InputState(enum.Enum):
     """Internal lifecycle of an accepted input; ``disposition`` is what hosts see."""
 
     PENDING = "pending"  # in the boundary queue
+    DEFERRED = "deferred"  # a follow-up waiting for its anchor generation to finish (C29)
     WRITING = "writing"  # handed to the context writer, not yet confirmed
     APPLIED = "applied"
     HELD = "held"
@@ -87,6 +108,7 @@ class InputState(enum.Enum):
 
 DISPOSITION_OF: Final = {
     InputState.PENDING: Disposition.QUEUED,
+    InputState.DEFERRED: Disposition.QUEUED,
     InputState.WRITING: Disposition.QUEUED,
     InputState.APPLIED: Disposition.APPLIED,
     InputState.HELD: Disposition.HELD,
@@ -105,6 +127,7 @@ class Action(enum.Enum):
     CONFIRM = "confirm"  # the writer returned: applied (C14)
     INTERRUPT = "interrupt"  # the writer was cancelled or raised: unknown (C15)
     HOLD = "hold"  # the generation ends without writing it (C17)
+    CARRY = "carry"  # a follow-up's anchor finished; the next generation started: it joins its queue (C29)
 
     __hash__ = object.__hash__  # as InputState's: actions key the transition table
 
@@ -114,6 +137,8 @@ class Action(enum.Enum):
 INPUT_TRANSITIONS: Final[dict[tuple[InputState, Action], InputState]] = {
     (InputState.PENDING, Action.BEGIN_WRITE): InputState.WRITING,
     (InputState.PENDING, Action.HOLD): InputState.HELD,
+    (InputState.DEFERRED, Action.CARRY): InputState.PENDING,
+    (InputState.DEFERRED, Action.HOLD): InputState.HELD,
     (InputState.WRITING, Action.RETURN): InputState.PENDING,
     (InputState.WRITING, Action.CONFIRM): InputState.APPLIED,
     (InputState.WRITING, Action.INTERRUPT): InputState.UNKNOWN,
@@ -226,6 +251,33 @@ def _endings() -> dict[tuple[Exit, Standing], tuple[Ending, HoldReason | None]]:
     return {(how, standing): row[i] for how, row in rows.items() for i, standing in enumerate(Standing)}
 
 
+class DeliveryMode(enum.StrEnum):
+    """How much of the pending queue one boundary writes (C30), per kind of input."""
+
+    ALL = "all"
+    """The whole pending batch (the default)."""
+    ONE_AT_A_TIME = "one-at-a-time"
+    """Only the oldest input of that kind; the rest stay pending, in order, for the next
+    boundary (and, at the checkpoint, continue the generation as C16 says)."""
+
+
+#: Inputs of one kind a boundary writes in each mode (C30).
+MODE_QUOTA: Final[dict[DeliveryMode, int]] = {DeliveryMode.ALL: 1 << 62, DeliveryMode.ONE_AT_A_TIME: 1}
+
+#: Where admission puts an input of each kind (C9, C29): a steer into the running generation's
+#: boundary queue, a follow-up aside until that generation finishes.
+ADMITTED_STATE: Final = {STEER: InputState.PENDING, FOLLOW_UP: InputState.DEFERRED}
+
+#: What becomes of the follow-ups admitted into a generation when it ends (C29): carried into
+#: the next generation when it finished, else held with the generation's hold reason (the
+#: ``ENDINGS`` row's): a stop, a cancellation or a failure discards the plan, never runs it.
+FOLLOW_UPS_AT_END: Final[dict[Ending, Action]] = {
+    Ending.FINISHED: Action.CARRY,
+    Ending.STOPPED: Action.HOLD,
+    Ending.CANCELLED: Action.HOLD,
+    Ending.FAILED: Action.HOLD,
+}
+
 #: How a generation ends (C17, C19): how its block was left and where it stood then ->
 #: its terminal event and the reason the inputs still pending are held with (``None``:
 #: nothing can be pending, and the terminal event carries no reason). A stop stands
@@ -292,7 +344,7 @@ HOLD_REASONS: Final = frozenset(
     }
 )
 #: Event types only the core publishes; a wing's own events (``publish``) take other names.
-CORE_EVENT_PREFIXES: Final = ("generation.", "steering.", "input.")
+CORE_EVENT_PREFIXES: Final = ("generation.", "steering.", "input.", "tools.")
 
 
 def exit_of(exc: BaseException | None, *, cancelled: bool) -> Exit:

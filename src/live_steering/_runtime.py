@@ -52,6 +52,7 @@ from ._errors import (
 )
 from ._events import DEFAULT_LOG_SIZE, DEFAULT_SUBSCRIPTION_BUFFER, Event, EventHub, Listener, Subscription
 from ._parking import Parker, checkpoint
+from ._rules import FOLLOW_UP_DELIVERY
 from ._types import Disposition, HoldReason, Input, Receipt, StopReason
 from ._validate import input_problem, plain_str
 
@@ -120,6 +121,8 @@ class LiveRuntime:
         clock: Callable[[], float] = time.time,
         generation_prefix: str | None = None,
         generation_id_limit: int = DEFAULT_GENERATION_ID_LIMIT,
+        steering_mode: str = "all",
+        follow_up_mode: str = "all",
     ) -> None:
         """Configure a runtime.
 
@@ -135,6 +138,9 @@ class LiveRuntime:
         generations may run with an id of the caller's choosing
         (``open_generation(id)``), each remembered so that none runs twice (C18);
         past it ``open_generation(id)`` raises ``ValueError``. Issued ids cost nothing.
+        ``steering_mode`` and ``follow_up_mode`` (C30): ``"all"`` (default), a boundary writes
+        every pending input of that kind; ``"one-at-a-time"``, only the oldest (the rest stay
+        pending, in order). ``ValueError`` for another string, ``TypeError`` for a non-string.
         """
         if session_id is None:
             session_id = f"session-{uuid.uuid4().hex[:12]}"
@@ -154,6 +160,8 @@ class LiveRuntime:
                 f"gen-{os.urandom(16).hex()}-" if generation_prefix is None else generation_prefix
             ),
             generation_id_limit=generation_id_limit,
+            steering_mode=steering_mode,
+            follow_up_mode=follow_up_mode,
         )
         self._settle = self._core.settle
         """What the hub calls before it shows its log or changes its consumers, while a
@@ -187,8 +195,17 @@ class LiveRuntime:
 
     @property
     def generation(self) -> dict[str, Any] | None:
-        """``None`` while no generation runs, else ``{"id", "phase", "pending"}`` (C2)."""
+        """``None`` while no generation runs, else ``{"id", "phase", "pending", "steering_mode",
+        "follow_up_mode"}`` (C2, C30)."""
         return self._core.generation_view()
+
+    @property
+    def pending_follow_ups(self) -> int:
+        """Follow-ups accepted and not yet in a boundary queue (C29): those of the running
+        generation, for after it, and those of the generation that finished last, waiting for
+        the next one. A loop that finds any after a generation finished starts the next one
+        (no new prompt needed: its first boundary writes them). O(1)."""
+        return self._core.follow_ups_pending
 
     async def submit_steering(self, input: Input, generation_id: str) -> Receipt:
         """Submit a steer anchored to a generation; the receipt says what happened (C3-C12).
@@ -780,8 +797,8 @@ class Generation:
                         break  # stopped or closed while the barrier ran: held like the rest (C17)
                 metadata = {
                     "input_id": record.input.id,
-                    "target_generation_id": record.generation_id,
-                    "delivery": DELIVERY,
+                    "target_generation_id": state.id,  # a follow-up's is the generation it opens (C29)
+                    "delivery": DELIVERY if record.target is None else FOLLOW_UP_DELIVERY,
                     "kind": record.input.kind,
                 }
                 try:
@@ -838,6 +855,24 @@ class Generation:
         if (parker is not None and not parker.at_home()) or runtime._hub.dispatching:
             raise runtime._misuse("gen.continue_after_checkpoint")
         return runtime._core.after_checkpoint(state, may_call)
+
+    @property
+    def steers_pending(self) -> list[str]:
+        """The ids of the steers (not follow-ups) waiting for the next boundary, in order: a loop
+        that finds any after a tool call returned may skip the rest of its batch (C31)."""
+        return self._runtime._core.steers_pending(self._require())
+
+    def skip_tools(self, tool_call_ids: Sequence[str]) -> list[str]:
+        """Record that the loop answers ``tool_call_ids`` (the rest of a tool batch) without
+        running them, because steers are pending (C31): publishes ``tools.skipped
+        {generation_id, tool_call_ids, input_ids}`` and returns the pending steers' ids. Give
+        each skipped call the result ``SKIPPED_TOOL_RESULT`` so every tool call keeps a result.
+        ``GenerationStateError`` when no steer is pending; ``TypeError`` for ids that are not
+        strings; ``RuntimeError`` from another thread or loop, or a listener."""
+        state = self._require()
+        self._guard("gen.skip_tools")
+        ids = [plain_str(i, "tool_call_id") for i in tool_call_ids]
+        return self._runtime._core.skip_tools(state, ids)
 
     def stop(self, reason: StopReason = StopReason.GENERATION_STOPPED) -> bool:
         """Stop the generation: close admission and hold what is pending (C17).

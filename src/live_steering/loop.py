@@ -3,8 +3,11 @@
 Read this file as the worked example of embedding a ``LiveRuntime``: the request
 boundary sits at the top of every iteration (before the first provider call and
 after every tool round), the after-checkpoint decision ends the loop, and a stop
-or an exhausted call budget ends the generation without resuming work. It owns
-no steering state of its own: everything about inputs is the runtime's.
+or an exhausted call budget ends the generation without resuming work. Follow-ups
+(C29) left when a generation finished run as the next generation, with no new
+prompt; ``skip_tools_on_steer`` answers the rest of a tool batch without running it
+once a steer is pending (C31). It owns no steering state of its own: everything
+about inputs is the runtime's.
 
 >>> loop = AgentLoop(runtime, provider, tools)             # doctest: +SKIP
 >>> result = await loop.run("Fix the failing test")         # doctest: +SKIP
@@ -21,8 +24,9 @@ from typing import Any, Final, Protocol
 import anyio
 import attrs
 
-from ._runtime import LiveRuntime
-from ._types import HoldReason, Input, StopReason
+from ._rules import FOLLOW_UP, SKIPPED_TOOL_RESULT
+from ._runtime import Generation, LiveRuntime
+from ._types import Disposition, HoldReason, Input, StopReason
 
 __all__ = [
     "AgentLoop",
@@ -33,6 +37,7 @@ __all__ = [
     "LoopResult",
     "Provider",
     "Reply",
+    "SKIPPED_TOOL_RESULT",
     "ToolCall",
     "ToolRunner",
 ]
@@ -67,7 +72,8 @@ class ContextEntry:
     """One entry of the loop's context, with metadata (steers carry their input ids, C13)."""
 
     role: str
-    """``"user"``, ``"assistant"``, ``"tool"`` or ``"steer"``."""
+    """``"user"`` (the prompt, and a follow-up: the next turn's request, C29), ``"assistant"``,
+    ``"tool"`` or ``"steer"``."""
     text: str
     metadata: Mapping[str, Any] = attrs.field(factory=dict)
 
@@ -83,8 +89,9 @@ class Context:
         self.entries.append(ContextEntry(role, text, dict(metadata or {})))
 
     async def add_steer(self, input: Input, metadata: Mapping[str, Any]) -> None:
-        """The boundary's writer: append a steer with its metadata (C13). O(1)."""
-        self.add("steer", input.text, metadata)
+        """The boundary's writer: append a steer (a follow-up as a ``"user"`` entry: it is the
+        next turn's request, C29) with its metadata (C13). O(1)."""
+        self.add("user" if metadata.get("kind") == FOLLOW_UP else "steer", input.text, metadata)
 
     def snapshot(self) -> tuple[ContextEntry, ...]:
         """The request as it is sent to the provider: an immutable copy."""
@@ -138,18 +145,25 @@ _OUTCOMES: Final[dict[HoldReason | None, LoopOutcome]] = {
 
 @attrs.frozen
 class LoopResult:
-    """What one ``AgentLoop.run`` did."""
+    """What one ``AgentLoop.run`` did: its generation, and the follow-up generations after it."""
 
     generation_id: str
+    """The last generation it ran (the prompt's, or the last follow-up's)."""
     outcome: LoopOutcome
-    """``finished``, ``stopped`` or ``budget-exhausted`` (a ``StrEnum``: compares equal to those strings)."""
+    """How the last generation ended: ``finished``, ``stopped`` or ``budget-exhausted`` (a
+    ``StrEnum``: compares equal to those strings)."""
     text: str
     """The last assistant text."""
     provider_calls: int
+    """Over every generation of the run."""
     applied_input_ids: tuple[str, ...]
-    """Steers written into the context in this generation, in order."""
+    """Steers and follow-ups written into the context in this run, in order."""
     held_input_ids: tuple[str, ...]
-    """Steers accepted but not applied (held, or unknown)."""
+    """Steers and follow-ups accepted in this run and never applied (held, or unknown)."""
+    generation_ids: tuple[str, ...] = ()
+    """Every generation the run ran, in order: the prompt's, then one per round of follow-ups (C29)."""
+    skipped_tool_call_ids: tuple[str, ...] = ()
+    """Tool calls answered without running (``skip_tools_on_steer``, C31), in order."""
 
 
 Checkpoint = Callable[[Context], Awaitable[None]]
@@ -162,10 +176,21 @@ async def _no_checkpoint(context: Context) -> None:
 class AgentLoop:
     """The reference loop: provider calls, tool rounds, a call budget and a durable checkpoint.
 
-    One generation per ``run``. ``stop()`` (from any task) ends the running
-    generation: the provider or tool call in flight is cancelled, pending steers
-    are held, and ``run`` returns with outcome ``"stopped"``. A context write in
-    progress is never cancelled by ``stop()``.
+    One generation per ``run``, and then one more for each round of follow-ups (C29): when
+    a generation finishes with follow-ups accepted for after it, the loop starts the next
+    generation itself, with no new prompt; its first boundary writes them. ``stop()`` (from
+    any task) ends the running generation: the provider or tool call in flight is cancelled,
+    pending steers and follow-ups are held, and ``run`` returns with outcome ``"stopped"``.
+    A context write in progress is never cancelled by ``stop()``.
+
+    ``skip_tools_on_steer=True`` (C31): after a tool call returns, if a steer is pending,
+    the rest of the model's tool batch is not run; each skipped call gets the result
+    ``SKIPPED_TOOL_RESULT`` (every tool call keeps a result, as providers require) and the
+    runtime publishes ``tools.skipped``. The steer is written at the next boundary.
+
+    ``run_follow_ups=False`` leaves the follow-ups of a finished generation to the caller: they
+    stay queued (``runtime.pending_follow_ups``) and the next generation anyone opens (the next
+    ``run``, after its prompt) writes them at its first boundary.
     """
 
     def __init__(
@@ -177,9 +202,17 @@ class AgentLoop:
         context: Context | None = None,
         call_budget: int = 16,
         checkpoint: Checkpoint = _no_checkpoint,
+        skip_tools_on_steer: bool = False,
+        run_follow_ups: bool = True,
     ) -> None:
         if type(call_budget) is not int or call_budget < 1:
             raise ValueError(f"call_budget must be a positive int, got {call_budget!r}")
+        if type(skip_tools_on_steer) is not bool:
+            raise TypeError(f"skip_tools_on_steer must be a bool, got {skip_tools_on_steer!r}")
+        self.skip_tools_on_steer = skip_tools_on_steer
+        if type(run_follow_ups) is not bool:
+            raise TypeError(f"run_follow_ups must be a bool, got {run_follow_ups!r}")
+        self.run_follow_ups = run_follow_ups
         self.runtime = runtime
         self.provider = provider
         self.tools = tools
@@ -197,16 +230,45 @@ class AgentLoop:
             self._stop()
 
     async def run(self, prompt: str, *, generation_id: str | None = None) -> LoopResult:
-        """Run one generation for ``prompt`` until the model stops calling tools.
+        """Run one generation for ``prompt`` until the model stops calling tools, then one more
+        for each round of follow-ups it leaves (C29), each with a runtime-issued id.
 
         Leave ``generation_id`` out for a runtime-issued id (no memory per run); an id of
         your choosing is remembered by the runtime, up to its ``generation_id_limit``.
         """
+        runs = [await self._generation(prompt, generation_id)]
+        while (
+            self.run_follow_ups
+            and runs[-1].outcome is LoopOutcome.FINISHED
+            and self.runtime.pending_follow_ups
+        ):
+            runs.append(await self._generation(None, None))
+        applied = tuple(i for run in runs for i in run.applied_input_ids)
+        accepted = [i for run in runs for i in run.held_input_ids]  # accepted in it, not applied there
+        held = []
+        for input_id in dict.fromkeys(accepted):
+            receipt = self.runtime.receipt(input_id)
+            if receipt is not None and receipt.disposition in (Disposition.HELD, Disposition.UNKNOWN):
+                held.append(input_id)
+        last = runs[-1]
+        return attrs.evolve(
+            last,
+            provider_calls=sum(run.provider_calls for run in runs),
+            applied_input_ids=applied,
+            held_input_ids=tuple(held),
+            generation_ids=tuple(run.generation_id for run in runs),
+            skipped_tool_call_ids=tuple(i for run in runs for i in run.skipped_tool_call_ids),
+        )
+
+    async def _generation(self, prompt: str | None, generation_id: str | None) -> LoopResult:
+        """One generation: the prompt (none for a follow-ups' generation), then the loop."""
         calls = 0
         text = ""
+        skipped: list[str] = []
         async with self.runtime.open_generation(generation_id) as gen:
             # Added once the generation is open, so a refused open leaves the context untouched.
-            self.context.add("user", prompt)
+            if prompt is not None:
+                self.context.add("user", prompt)
             work: anyio.CancelScope | None = None
 
             def stop() -> None:
@@ -233,9 +295,7 @@ class AgentLoop:
                         reply = await self.provider.complete(self.context.snapshot())
                         text = reply.text
                         self.context.add("assistant", reply.text, {"tool_calls": len(reply.tool_calls)})
-                        for call in reply.tool_calls:
-                            result = await self.tools.run(call)
-                            self.context.add("tool", result, {"tool_call_id": call.id})
+                        await self._run_tools(gen, reply.tool_calls, skipped)
                     if work.cancelled_caught:
                         break
                     work = None
@@ -256,4 +316,20 @@ class AgentLoop:
             provider_calls=calls,
             applied_input_ids=tuple(terminal.get("input_ids", ())),
             held_input_ids=tuple(terminal.get("accepted_input_ids", ())),
+            skipped_tool_call_ids=tuple(skipped),
         )
+
+    async def _run_tools(self, gen: Generation, calls: Sequence[ToolCall], skipped: list[str]) -> None:
+        """Run a reply's tool calls in order; with ``skip_tools_on_steer``, once a steer is pending
+        after a call returned, answer the rest with ``SKIPPED_TOOL_RESULT`` instead (C31)."""
+        for index, call in enumerate(calls):
+            result = await self.tools.run(call)
+            self.context.add("tool", result, {"tool_call_id": call.id})
+            rest = calls[index + 1 :]
+            if self.skip_tools_on_steer and rest and gen.steers_pending:
+                ids = [c.id for c in rest]
+                gen.skip_tools(ids)  # tools.skipped, naming the steers that made the rest pointless
+                for c in rest:
+                    self.context.add("tool", SKIPPED_TOOL_RESULT, {"tool_call_id": c.id, "skipped": True})
+                skipped.extend(ids)
+                return

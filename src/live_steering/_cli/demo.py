@@ -185,6 +185,8 @@ class _Narrator:
     def __init__(self, out: _Out, enabled: bool) -> None:
         self._out = out
         self.enabled = enabled
+        self.follow_ups: set[str] = set()
+        """Ids the demo sent as follow-ups (the accepted event names no kind)."""
 
     def __call__(self, text: str = "") -> None:
         if self.enabled:
@@ -196,6 +198,10 @@ class _Narrator:
         kind = event["type"]
         subject = event.get("input_id") or event.get("generation_id", "")
         detail = _EXPLAIN.get(kind, "")
+        if subject in self.follow_ups and kind == "steering.accepted":
+            detail = "queued for after this generation (a follow-up)"
+        elif event.get("delivery") == "follow_up" and kind == "input.delivered":
+            detail = "written as the next generation's request (a follow-up)"
         if "reason" in event:
             detail = f"{detail} ({event['reason']})" if detail else f"({event['reason']})"
         if kind.startswith("generation.") and kind != "generation.started" and kind != "generation.continued":
@@ -228,6 +234,7 @@ _EXPLAIN = {
     "steering.applied": "applied (in the context; not proof the model obeyed)",
     "steering.held": "never written, never replayed",
     "steering.unknown": "write interrupted: effect cannot be established",
+    "tools.skipped": "rest of the tool batch answered without running: a steer is pending",
 }
 
 
@@ -372,6 +379,42 @@ async def _case_repeat_and_stale(runtime: LiveRuntime, say: _Narrator) -> None:
     _expect(runtime.receipt("stale-1") is None, "stale: an identity slot was used")
 
 
+async def _case_follow_up_and_skip(runtime: LiveRuntime, say: _Narrator) -> None:
+    say("8. A steer skips the rest of a tool batch; a follow-up runs as the next turn, no new prompt.")
+    batch = Reply(
+        "Reading the three modules.",
+        (
+            _tool("b1", "read_file", path="a.py"),
+            _tool("b2", "read_file", path="b.py"),
+            _tool("b3", "run_tests"),
+        ),
+    )
+    provider = ScriptedProvider([batch, "Only a.py changed.", "Suite run: 12 passed."])
+    tools = ScriptedTools(_TOOLS)
+    first_read = tools.gate("read_file")
+    loop = AgentLoop(runtime, provider, tools, skip_tools_on_steer=True)
+    results: list[LoopResult] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_run_loop, loop, "Tidy the three modules", "gen-8", results)
+        await first_read.wait_reached()
+        say("  (the first of three tool calls runs)")
+        await _submit(runtime, say, "Only touch a.py", "only-a", "gen-8")
+        say.follow_ups.add("then-1")
+        follow_up = await runtime.submit_steering(
+            Input("follow_up", "Then run the suite", id="then-1"), "gen-8"
+        )
+        say.receipt("follow-up 'then-1' 'Then run the suite' anchored to gen-8", follow_up)
+        first_read.release()
+    (result,) = results
+    _expect(result.skipped_tool_call_ids == ("b2", "b3"), f"skip: {result.skipped_tool_call_ids}")
+    _expect(len(result.generation_ids) == 2, f"follow-up: generations {result.generation_ids}")
+    _expect(provider.texts_of(2, "user")[-1:] == ["Then run the suite"], "follow-up: not the next request")
+    receipt = runtime.receipt("then-1")
+    _expect(receipt is not None and receipt.disposition is Disposition.APPLIED, "follow-up: not applied")
+    say("  => b2 and b3 answered 'Skipped: ...' (every tool call keeps a result); only-a in request 2;")
+    say("     then-1 written as the next generation's request; its receipt keeps its anchor, gen-8.")
+
+
 _CASES: tuple[Callable[[LiveRuntime, _Narrator], Awaitable[None]], ...] = (
     _case_next_boundary,
     _case_burst,
@@ -379,6 +422,7 @@ _CASES: tuple[Callable[[LiveRuntime, _Narrator], Awaitable[None]], ...] = (
     _case_stop,
     _case_unknown,
     _case_repeat_and_stale,
+    _case_follow_up_and_skip,
 )
 
 
@@ -400,7 +444,8 @@ async def run_demo(
     lines = _Out(out, bar)
     say = _Narrator(lines, enabled=not as_json)
     limit = max(2_000, steers or 0)  # a long run keeps every identity it submits
-    runtime = LiveRuntime(session_id="demo", identity_limit=limit)
+    # ids the runtime issues (a follow-up's generation) read the same on every run
+    runtime = LiveRuntime(session_id="demo", identity_limit=limit, generation_prefix="gen-auto-")
     recorder = EventRecorder.attach(runtime)
     if as_json:
         runtime.add_listener(_JsonLines(lines))

@@ -33,12 +33,18 @@ def register(subparsers: Any) -> None:
         "that owns SESSION, and print the owner's receipt.",
     )
     store_arguments(parser)
-    parser.add_argument("text", metavar="TEXT", help="the steer")
+    parser.add_argument("text", metavar="TEXT", help="the steer (or, with --follow-up, the follow-up)")
     parser.add_argument(
         "--id", required=True, metavar="ID", help="a stable id: a retry with it is answered, not re-sent"
     )
     parser.add_argument(
         "--generation", metavar="G", help="anchor to generation G (default: the one running now)"
+    )
+    parser.add_argument(
+        "--follow-up",
+        action="store_true",
+        help="send a follow-up: written as the next generation's request once the anchor finishes "
+        "(held if it is stopped)",
     )
     timeout_argument(parser)
     parser.add_argument("--json", action="store_true", help="print the receipt as one JSON object")
@@ -47,7 +53,7 @@ def register(subparsers: Any) -> None:
 
 async def _steer(args: argparse.Namespace) -> Receipt:
     async with fleet_at(args.store, args.dsn, args.timeout) as fleet:
-        steer = Input("steer", args.text, id=args.id)
+        steer = Input("follow_up" if args.follow_up else "steer", args.text, id=args.id)
         generation = args.generation
         if generation is None:
             running = await fleet.generation(args.session)

@@ -43,7 +43,7 @@ import attrs
 from .. import _admission as admission
 from .._admission import content_digest
 from .._errors import LiveSteeringError
-from .._rules import DEFAULT_MAX_TEXT_CHARS
+from .._rules import DEFAULT_MAX_TEXT_CHARS, KINDS
 from .._types import Disposition, HoldReason, Input, Receipt
 from .._validate import input_problem, utf8_encodable
 from ..journal import ChangeKind, JournalChange, JournalEntry
@@ -149,7 +149,7 @@ def answer_without_runtime(item: Submission, row: Sequence[Any] | None) -> Recei
     input, anchor = item.input, item.anchor
     same = row is not None and row[0] == item.digest and row[1] == anchor
     answer = admission.decide(
-        kind_ok=input.kind == "steer",
+        kind_ok=input.kind in KINDS,
         known=row is not None,
         same=same,
         problem=None if same else input_problem(input.id, input.text, DEFAULT_MAX_TEXT_CHARS),

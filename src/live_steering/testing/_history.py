@@ -38,6 +38,33 @@ What is checked (the product contract's rules, by number):
   With ``complete=True`` (the default for ``History``) every decision event must
   belong to a recorded operation: an admission nobody asked for is a violation.
 
+Follow-ups (C29): a follow-up is never written in its anchor generation. When its
+anchor ends ``generation.finished`` it waits, queued, for the next generation, whose
+``generation.started`` must list it in ``follow_up_ids`` (every waiting follow-up, in
+admission order, nothing else); it is then finalised only in that generation (its
+events name it as ``target_generation_id``; ``delivery: "follow_up"`` on its writes),
+and only a ``runtime-closed`` hold may finalise it between the two. If its anchor ends
+stopped, cancelled or failed it is held before that terminal event, with the ending's
+reason (or, for a cancel or failure after a stop, the stop's), never delivered; a
+finished anchor's follow-up is held only ``runtime-closed``. An input's kind is known
+from its recorded operation; from events alone an input queued at its generation's
+``generation.finished`` may be a follow-up, so it is reported (C17) only once the next
+``generation.started`` does not carry it, or at the end of the history with
+``require_final``.
+
+Delivery modes (C30, ``steering_mode`` / ``follow_up_mode``; ``History.attach`` reads
+them from the runtime): in ``one-at-a-time`` at most one input of that kind (a steer; a
+carried follow-up) is handed to the writer (``input.delivered`` or a
+``steering.unknown`` write) per boundary. No event marks a boundary, so the checker
+counts between *separators*: ``generation.started``, ``generation.continued``, the
+terminal event, and the points a test marked with ``History.mark_boundary()``
+(``boundary_marks``). A loop that runs several boundaries between two
+``generation.continued`` (tool rounds) must mark a point between each two of them (the
+provider call is one), or ``one-at-a-time`` would be reported wrongly.
+
+Tool batches (C31): ``tools.skipped`` names the running generation and a non-empty list
+of its queued steers, never a follow-up.
+
 A log that does not start at sequence 1 (the bounded ``recent_events()`` after it
 dropped its oldest entries) is checked as a window: references to inputs and
 generations from before the window are not violations.
@@ -75,6 +102,15 @@ _DECISIONS: Final = frozenset({"steering.accepted", "steering.repeated", "steeri
 _HOLD_REASONS: Final = frozenset(r.value for r in HoldReason) - {HoldReason.WRITE_INTERRUPTED.value}
 _UNKNOWN_REASONS: Final = frozenset({HoldReason.WRITE_INTERRUPTED.value, HoldReason.RUNTIME_LOST.value})
 _REFUSALS: Final = frozenset(r.value for r in RefusalReason)
+_STEER: Final = "steer"
+_FOLLOW_UP: Final = "follow_up"
+_DELIVERY: Final = {_STEER: "request_boundary", _FOLLOW_UP: "follow_up"}
+_MODES: Final = frozenset({"all", "one-at-a-time"})
+#: The reasons admission closes for before the block is left (a stop, the budget, the close):
+#: a cancel or failure after one holds nothing more, so earlier holds keep that reason.
+_STOP_HOLDS: Final = frozenset(
+    {HoldReason.GENERATION_STOPPED.value, HoldReason.BUDGET_EXHAUSTED.value, HoldReason.RUNTIME_CLOSED.value}
+)
 
 
 class HistoryViolationError(LiveSteeringError, AssertionError):
@@ -181,6 +217,27 @@ class _InputModel:
     content: tuple[str, str] | None = None
     """(kind, text) when known from the operation that was admitted."""
     disposition: Disposition = Disposition.QUEUED
+    reason: object = None
+    """The ``reason`` of its final event."""
+    waiting: str | None = None
+    """A follow-up (or, from events alone, maybe one) whose anchor finished, waiting for the
+    next generation: the anchor's id (C29)."""
+    carried_into: str | None = None
+    """The generation whose ``generation.started`` carried it (C29)."""
+    stranded: bool = False
+    """Reported as left queued when its generation ended (not reported again at the end)."""
+
+    @property
+    def kind(self) -> str | None:
+        """``steer`` or ``follow_up``: known from its operation, or once it was carried."""
+        if self.carried_into is not None:
+            return _FOLLOW_UP
+        return None if self.content is None else self.content[0]
+
+    @property
+    def home(self) -> str:
+        """The generation it may be finalised in: its anchor, or where it was carried."""
+        return self.generation_id if self.carried_into is None else self.carried_into
 
 
 @attrs.define(eq=False)
@@ -188,6 +245,7 @@ class _GenerationModel:
     id: str
     started: int | None
     accepted: list[str] = attrs.Factory(list)
+    """Its inputs: the follow-ups carried into it, then its own admissions (C19, C29)."""
     applied: list[str] = attrs.Factory(list)
     ended: bool = False
 
@@ -200,6 +258,8 @@ class _Checker:
         identity_limit: int | None,
         complete_operations: bool,
         require_final: bool,
+        modes: Mapping[str, str] | None = None,
+        boundary_marks: Iterable[int] = (),
     ) -> None:
         self.events = events
         self.operations = operations
@@ -214,6 +274,15 @@ class _Checker:
         self.counts = dict.fromkeys(("accepted", "repeated", "refused", "applied", "held", "unknown"), 0)
         # index of the decision event -> operation that claimed it
         self.claims: dict[int, Operation] = {}
+        modes = dict(modes or {})
+        for kind in (_STEER, _FOLLOW_UP):
+            modes.setdefault(kind, "all")
+            if modes[kind] not in _MODES:
+                raise ValueError(f"a delivery mode is 'all' or 'one-at-a-time', got {modes[kind]!r}")
+        self.one_at_a_time = {kind for kind, mode in modes.items() if mode == "one-at-a-time"}
+        self.marks = frozenset(boundary_marks)
+        # inputs of each kind handed to the writer since the last separator (C30)
+        self.written = dict.fromkeys((_STEER, _FOLLOW_UP), 0)
 
     def fail(self, rule: str, message: str, event: Mapping[str, Any] | None = None) -> None:
         sequence = None if event is None else event.get("sequence")
@@ -364,6 +433,8 @@ class _Checker:
                 self.fail("C21", f"sequence {sequence!r} does not increase (previous {last_sequence})", event)
             if isinstance(sequence, int):
                 last_sequence = sequence
+            if index in self.marks:
+                self.separate()
             op = claimed_by_index.get(index)
             if op is not None and event["type"] == "steering.refused":
                 self.explain_refusal(op, event)
@@ -373,10 +444,31 @@ class _Checker:
         self.finish()
         return self.report()
 
+    def separate(self) -> None:
+        """A point between two boundaries (C30): the quota of each kind is whole again."""
+        self.written = dict.fromkeys(self.written, 0)
+
+    def count_write(self, model: _InputModel, event: Mapping[str, Any]) -> None:
+        """One more input handed to the writer since the last separator; at most one of a
+        kind whose mode is one-at-a-time (C30)."""
+        kind = _FOLLOW_UP if model.carried_into is not None else _STEER
+        self.written[kind] += 1
+        if kind in self.one_at_a_time and self.written[kind] > 1:
+            self.fail(
+                "C30",
+                f"{kind} {model.input_id!r} is the second {kind} written in one boundary of"
+                f" {model.home!r}, whose {kind.replace('_', '-')} mode is one-at-a-time",
+                event,
+            )
+
     def replay(self, index: int, event: Mapping[str, Any], op: Operation | None) -> None:
         kind = event["type"]
+        if kind in ("generation.started", "generation.continued") or kind in _TERMINAL:
+            self.separate()
         if kind == "generation.started":
             self.on_started(event)
+        elif kind == "tools.skipped":
+            self.on_tools_skipped(event)
         elif kind == "generation.continued":
             gen_id = event.get("generation_id")
             running = self.running
@@ -394,6 +486,9 @@ class _Checker:
             if event.get("reason") not in _REFUSALS:
                 self.fail("C7", f"refusal reason {event.get('reason')!r} is not a pinned reason", event)
         elif kind == "input.delivered":
+            delivered = self.inputs.get(event.get("input_id", ""))
+            if delivered is not None and delivered.disposition is Disposition.QUEUED:
+                self.count_write(delivered, event)
             following = self.events[index + 1] if index + 1 < len(self.events) else None
             if (
                 following is None
@@ -434,6 +529,82 @@ class _Checker:
         gen = _GenerationModel(gen_id, event.get("sequence"))
         self.generations[gen_id] = gen
         self.running = gen
+        self.carry(gen, event)
+
+    def carry(self, gen: _GenerationModel, event: Mapping[str, Any]) -> None:
+        """The follow-ups ``generation.started`` lists: every follow-up waiting for a generation,
+        in admission order, and nothing else; they become its first inputs (C29)."""
+        listed = event.get("follow_up_ids", [])
+        if not isinstance(listed, list) or not all(isinstance(i, str) for i in listed):
+            self.fail("C21", f"generation.started follow_up_ids is not a list of ids: {listed!r}", event)
+            listed = []
+        waiting = [m for m in self.inputs.values() if m.waiting is not None]
+        for model in waiting:
+            if model.input_id not in listed:
+                model.waiting = None
+                model.stranded = True
+                what = "follow-up" if model.kind == _FOLLOW_UP else "input"
+                self.fail(
+                    "C29" if model.kind == _FOLLOW_UP else "C17",
+                    f"{what} {model.input_id!r}, queued when {model.generation_id!r} finished, was not"
+                    f" carried into the next generation {gen.id!r}",
+                    event,
+                )
+        carried: list[_InputModel] = []
+        for input_id in listed:
+            found = self.inputs.get(input_id)
+            if found is None:
+                if self.complete:
+                    self.fail("C29", f"{gen.id!r} started with follow-up {input_id!r}, never accepted", event)
+                    continue
+                # accepted before the window: take its word for it
+                model = self.inputs[input_id] = _InputModel(input_id, "", -1)
+            else:
+                model = found
+            if model.admitted_at < 0:
+                pass  # from before the window
+            elif model.waiting is None:
+                self.fail(
+                    "C29",
+                    f"{gen.id!r} started with {input_id!r}, which is not a follow-up waiting for the"
+                    f" next generation (it is {model.disposition.value}, of {model.home!r})",
+                    event,
+                )
+                continue
+            model.waiting = None
+            model.carried_into = gen.id
+            gen.accepted.append(input_id)
+            carried.append(model)
+        order = [m.admitted_at for m in carried]
+        if order != sorted(order):
+            self.fail("C29", f"{gen.id!r} carries its follow-ups out of admission order: {listed}", event)
+
+    def on_tools_skipped(self, event: Mapping[str, Any]) -> None:
+        """``tools.skipped`` names the running generation and some of its queued steers (C31)."""
+        gen_id = event.get("generation_id")
+        running = self.running
+        if running is None or running.id != gen_id:
+            if self.complete or running is not None:
+                self.fail("C31", f"tools.skipped for {gen_id!r}, which is not running", event)
+            return
+        input_ids = event.get("input_ids")
+        if not isinstance(input_ids, list) or not input_ids:
+            self.fail("C31", f"tools.skipped in {gen_id!r} names no pending steer: {input_ids!r}", event)
+            return
+        for input_id in input_ids:
+            model = self.inputs.get(input_id) if isinstance(input_id, str) else None
+            if model is None:
+                if self.complete or not running.started:
+                    self.fail("C31", f"tools.skipped names {input_id!r}, never accepted", event)
+            elif model.kind == _FOLLOW_UP or model.carried_into is not None:
+                self.fail("C31", f"tools.skipped names the follow-up {input_id!r}: only steers skip", event)
+            elif model.disposition is not Disposition.QUEUED or model.generation_id != gen_id:
+                self.fail(
+                    "C31",
+                    f"tools.skipped names {input_id!r}, which is not pending in {gen_id!r}"
+                    f" ({model.disposition.value}, of {model.generation_id!r})",
+                    event,
+                )
 
     def on_terminal(self, event: Mapping[str, Any]) -> None:
         gen_id = event.get("generation_id")
@@ -452,14 +623,25 @@ class _Checker:
                 return
         gen.ended = True
         self.running = None
+        finished = event["type"] == "generation.finished"
         for input_id in gen.accepted:
             model = self.inputs[input_id]
             if model.disposition is Disposition.QUEUED:
+                if finished and model.carried_into is None and model.kind != _STEER:
+                    # a follow-up (or maybe one): for the next generation (C29)
+                    model.waiting = gen.id
+                    continue
+                follow_up = model.kind == _FOLLOW_UP and model.carried_into is None
+                model.stranded = True
                 self.fail(
-                    "C17",
-                    f"input {input_id!r} left queued in generation {gen.id!r} after its terminal event",
+                    "C29" if follow_up else "C17",
+                    f"{'follow-up' if follow_up else 'input'} {input_id!r} left queued in generation"
+                    f" {gen.id!r} after its terminal {event['type']}"
+                    + (": a follow-up of an anchor that did not finish is held" if follow_up else ""),
                     event,
                 )
+            elif model.kind == _FOLLOW_UP and model.carried_into is None:
+                self.check_follow_up_hold(model, event)
         if gen.started is None:
             return  # window: we did not see all its inputs
         applied = list(event.get("input_ids", ()))
@@ -471,6 +653,26 @@ class _Checker:
             self.fail(
                 "C19",
                 f"{event['type']} accepted_input_ids {listed} but not applied were {not_applied}",
+                event,
+            )
+
+    def check_follow_up_hold(self, model: _InputModel, event: Mapping[str, Any]) -> None:
+        """A follow-up finalised in its anchor ``event`` ended: held, with the ending's reason (C29)."""
+        if model.disposition is not Disposition.HELD:
+            return  # written in its anchor: reported when it happened
+        kind, reason = event["type"], model.reason
+        allowed: set[object]
+        if kind == "generation.finished":
+            allowed = {HoldReason.RUNTIME_CLOSED.value}  # the close came while it finished
+        elif kind == "generation.stopped":
+            allowed = {event.get("reason")}
+        else:  # cancelled or failed, maybe after a stop whose reason stands for what it held
+            allowed = {event.get("reason"), *_STOP_HOLDS}
+        if reason not in allowed:
+            self.fail(
+                "C29",
+                f"follow-up {model.input_id!r} of {model.generation_id!r} held {reason!r}, but the"
+                f" generation ended {kind} ({event.get('reason')!r})",
                 event,
             )
 
@@ -536,29 +738,63 @@ class _Checker:
                 event,
             )
             return
-        if event.get("target_generation_id") != model.generation_id:
+        if model.waiting is not None:
+            # between its finished anchor and the next generation only the close may hold it (C29)
+            if disposition is not Disposition.HELD or event.get("reason") != HoldReason.RUNTIME_CLOSED.value:
+                self.fail(
+                    "C29",
+                    f"follow-up {input_id!r} became {disposition.value} ({event.get('reason')!r})"
+                    f" after {model.waiting!r} finished, before a generation carried it",
+                    event,
+                )
+            if event.get("target_generation_id") != model.generation_id:
+                self.fail("C29", f"waiting follow-up {input_id!r} finalised as another generation's", event)
+            model.waiting = None
+            self.finalise(model, disposition, event)
+            return
+        home = model.home
+        if event.get("target_generation_id") != home:
             self.fail(
-                "C18",
-                f"input {input_id!r} of {model.generation_id!r} finalised as"
-                f" {event.get('target_generation_id')!r}",
+                "C29" if model.carried_into is not None else "C18",
+                f"input {input_id!r} of {home!r} finalised as {event.get('target_generation_id')!r}",
                 event,
             )
-        gen = self.generations.get(model.generation_id)
+        gen = self.generations.get(home)
         if gen is None or gen.ended or self.running is not gen:
             self.fail(
                 "C18",
-                f"input {input_id!r} became {disposition.value} outside its generation"
-                f" {model.generation_id!r}",
+                f"input {input_id!r} became {disposition.value} outside its generation {home!r}",
                 event,
             )
+        written = disposition is not Disposition.HELD
+        if written and model.carried_into is None and model.kind == _FOLLOW_UP:
+            self.fail("C29", f"follow-up {input_id!r} written in its anchor generation {home!r}", event)
+        if disposition is Disposition.UNKNOWN:
+            if gen is not None:
+                self.count_write(model, event)
+            delivery = event.get("delivery")
+            wanted = _DELIVERY[_FOLLOW_UP if model.carried_into is not None else _STEER]
+            if delivery is not None and delivery != wanted:
+                self.fail("C29", f"input {input_id!r} unknown with delivery {delivery!r}", event)
         reason = event.get("reason")
         if disposition is Disposition.HELD and reason not in _HOLD_REASONS:
             self.fail("C17", f"input {input_id!r} held with reason {reason!r}", event)
         if disposition is Disposition.UNKNOWN and reason not in _UNKNOWN_REASONS:
             self.fail("C15", f"input {input_id!r} unknown with reason {reason!r}", event)
         if disposition is Disposition.APPLIED and gen is not None:
-            if event.get("delivery") != "request_boundary":
-                self.fail("C14", f"input {input_id!r} applied with delivery {event.get('delivery')!r}", event)
+            delivery = event.get("delivery")
+            if model.carried_into is not None:
+                if delivery != _DELIVERY[_FOLLOW_UP]:
+                    self.fail("C29", f"follow-up {input_id!r} applied with delivery {delivery!r}", event)
+            elif delivery == _DELIVERY[_FOLLOW_UP]:
+                self.fail(
+                    "C29",
+                    f"input {input_id!r} delivered as a follow-up in {home!r}, which no"
+                    " generation.started carried it into",
+                    event,
+                )
+            elif delivery != _DELIVERY[_STEER]:
+                self.fail("C14", f"input {input_id!r} applied with delivery {delivery!r}", event)
             if gen.applied:
                 last = self.inputs[gen.applied[-1]]
                 if last.admitted_at > model.admitted_at:
@@ -568,16 +804,22 @@ class _Checker:
                         event,
                     )
             gen.applied.append(model.input_id)
+        self.finalise(model, disposition, event)
+
+    def finalise(self, model: _InputModel, disposition: Disposition, event: Mapping[str, Any]) -> None:
         model.disposition = disposition
+        model.reason = event.get("reason")
         self.counts[disposition.value] += 1
 
     def finish(self) -> None:
         for model in self.inputs.values():
-            if model.disposition is not Disposition.QUEUED:
+            if model.disposition is not Disposition.QUEUED or model.stranded:
                 continue
-            gen = self.generations.get(model.generation_id)
+            gen = self.generations.get(model.home)
             if self.require_final:
                 self.fail("C17", f"input {model.input_id!r} is still queued at the end of the history")
+            elif model.waiting is not None:
+                continue  # a follow-up waiting for the next generation (C29)
             elif gen is None or gen is not self.running:
                 self.fail("C17", f"input {model.input_id!r} is queued outside the running generation")
 
@@ -601,6 +843,9 @@ def check_history(
     identity_limit: int | None = None,
     complete_operations: bool = False,
     require_final: bool = False,
+    steering_mode: str = "all",
+    follow_up_mode: str = "all",
+    boundary_marks: Iterable[int] = (),
 ) -> HistoryReport:
     """Check a whole steering history against the contract; return every violation found.
 
@@ -609,7 +854,12 @@ def check_history(
     submissions (``History.operations``), if any. ``identity_limit``: the runtime's
     limit, to check capacity decisions. ``complete_operations``: every decision
     event must belong to a recorded operation. ``require_final``: no input may be
-    left queued (use after the last generation ended).
+    left queued (use after the last generation ended). ``steering_mode`` and
+    ``follow_up_mode``: the runtime's delivery modes (C30), ``"all"`` or
+    ``"one-at-a-time"``. ``boundary_marks``: indexes into ``events`` (how many events
+    there were) at points between two boundaries, as ``History.mark_boundary()`` records
+    them; with a one-at-a-time mode, the checker counts writes between these and the
+    generation events (see the module's docstring).
 
     >>> report = check_history(runtime.recent_events())       # doctest: +SKIP
     >>> report.assert_ok().applied                              # doctest: +SKIP
@@ -617,7 +867,15 @@ def check_history(
 
     Cost: O(events + operations x events in flight during each).
     """
-    return _Checker(list(events), list(operations), identity_limit, complete_operations, require_final).run()
+    return _Checker(
+        list(events),
+        list(operations),
+        identity_limit,
+        complete_operations,
+        require_final,
+        {_STEER: steering_mode, _FOLLOW_UP: follow_up_mode},
+        boundary_marks,
+    ).run()
 
 
 Submit = Callable[[Input, str], Awaitable[Receipt]]
@@ -631,23 +889,64 @@ class History:
     recorded as an invocation plus its completion.
     """
 
-    def __init__(self, identity_limit: int | None = None) -> None:
+    def __init__(
+        self,
+        identity_limit: int | None = None,
+        *,
+        steering_mode: str | None = None,
+        follow_up_mode: str | None = None,
+    ) -> None:
         self.events: list[dict[str, Any]] = []
         self.operations: list[Operation] = []
         self.identity_limit = identity_limit
+        self.steering_mode = steering_mode
+        """The runtime's delivery modes (C30); ``None`` until known (``attach`` reads them from
+        ``runtime.generation`` when a generation starts): checked as ``"all"``."""
+        self.follow_up_mode = follow_up_mode
+        self.boundary_marks: list[int] = []
+        """``mark_boundary()``'s points, as event counts."""
         self._submit: Submit | None = None
+        self._runtime: Any = None
         self.detach: Callable[[], None] = lambda: None
 
     @classmethod
-    def attach(cls, runtime: Any) -> History:
-        """A history listening to ``runtime`` (a ``LiveRuntime``) from now on."""
-        history = cls(runtime.statistics().identity_limit)
+    def attach(
+        cls, runtime: Any, *, steering_mode: str | None = None, follow_up_mode: str | None = None
+    ) -> History:
+        """A history listening to ``runtime`` (a ``LiveRuntime``) from now on.
+
+        The delivery modes are read from ``runtime.generation`` (C30) when one runs, now or at
+        the next ``generation.started``, unless given here.
+        """
+        history = cls(
+            runtime.statistics().identity_limit, steering_mode=steering_mode, follow_up_mode=follow_up_mode
+        )
+        history._runtime = runtime
+        history._read_modes()
         history.detach = runtime.add_listener(history._on_event)
         history._submit = runtime.submit_steering
         return history
 
+    def _read_modes(self) -> None:
+        view = None if self._runtime is None else self._runtime.generation
+        if view is not None:
+            if self.steering_mode is None:
+                self.steering_mode = view.get("steering_mode")
+            if self.follow_up_mode is None:
+                self.follow_up_mode = view.get("follow_up_mode")
+
     def _on_event(self, event: dict[str, Any]) -> None:
         self.events.append(event)
+        if event.get("type") == "generation.started" and (
+            self.steering_mode is None or self.follow_up_mode is None
+        ):
+            # a read of the generation the core just started (nothing is owed at its start)
+            self._read_modes()
+
+    def mark_boundary(self) -> None:
+        """Record a point between two boundaries of the running generation (the loop's provider
+        call, say), so a one-at-a-time mode is checked per boundary (C30). O(1)."""
+        self.boundary_marks.append(len(self.events))
 
     def invoke(self, input: object, generation_id: object) -> Operation:
         """Record the invocation of a submission; call just before submitting."""
@@ -686,4 +985,7 @@ class History:
             identity_limit=self.identity_limit,
             complete_operations=complete_operations,
             require_final=require_final,
+            steering_mode=self.steering_mode or "all",
+            follow_up_mode=self.follow_up_mode or "all",
+            boundary_marks=self.boundary_marks,
         )
