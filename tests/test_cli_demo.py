@@ -451,3 +451,13 @@ def test_an_unknown_option_is_reported_by_the_subcommand_it_follows(
         main(argv)
     assert exited.value.code == 2
     assert capsys.readouterr().err == f"{prog}: error: unrecognized arguments: --bogus (see {prog} --help)\n"
+
+
+def test_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
+    """``live-steering --version`` prints the distribution's version on one line and exits 0."""
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out == f"live-steering {version('live-steering')}\n"

@@ -86,3 +86,21 @@ def test_readme_thirty_lines_example_runs(tmp_path: Path) -> None:
     proc = run_script(script)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "['Use the corrected path']\n"
+
+
+def test_readme_thirty_lines_example_is_mypy_strict_clean(tmp_path: Path) -> None:
+    """A reader who copies the README's example into a strictly typed project gets no error."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    match = re.search(r"^## In thirty lines\n.*?```python\n(.*?)```", readme, re.S | re.M)
+    assert match is not None, "README has no 'In thirty lines' python block"
+    script = tmp_path / "readme_example.py"
+    script.write_text(match.group(1), encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr

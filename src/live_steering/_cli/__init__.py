@@ -21,6 +21,17 @@ if TYPE_CHECKING:
     import argparse
 
 
+def _version() -> str:
+    """The installed distribution's version (``importlib.metadata``), or ``unknown`` when the
+    package runs from a source tree nobody installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("live-steering")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     import argparse
     from typing import NoReturn
@@ -37,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="live-steering",
         description="Steer a running agent at its next request boundary, with honest receipts.",
     )
+    parser.add_argument("--version", action="version", version=f"live-steering {_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     # in the order ``--help`` lists them
     for module in (demo, receipts, steer, stop, acp, instruct, hook, hooks):
