@@ -113,6 +113,20 @@ def test_json_lines_carry_the_wire_shape(journal_path: Path, capsys: pytest.Capt
     assert [r["reason"] for r in applied] == [None, None]
 
 
+def test_every_json_row_has_the_same_keys_in_the_same_order(
+    journal_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A consumer that reads the rows as records (a CSV writer, a diff) gets one key order for all
+    of them: a held row (with a reason) and an applied row (without) do not differ."""
+    assert main(["receipts", str(journal_path), "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert {row["disposition"] for row in rows} == {"applied", "held"}
+    orders = {tuple(row) for row in rows}
+    assert orders == {
+        ("accepted", "inputId", "generationId", "disposition", "reason", "kind", "updatedAt", "writing")
+    }
+
+
 def _one_line(err: str) -> str:
     """The single line a CLI error must be (no traceback, nothing else)."""
     lines = err.splitlines()

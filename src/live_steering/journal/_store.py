@@ -181,12 +181,17 @@ class JournalEntry:
         return Receipt(True, self.input_id, self.generation_id, self.disposition, self.reason)
 
     def to_dict(self) -> dict[str, Any]:
-        """The C4 wire shape plus ``kind``, ``reason`` (always present) and ``updatedAt`` (ISO 8601)."""
-        wire = self.receipt().to_dict()
-        wire["kind"] = self.kind
-        wire["reason"] = self.reason
-        wire["updatedAt"] = iso(self.updated_at)
-        return wire
+        """The C4 wire shape plus ``kind`` and ``updatedAt`` (ISO 8601); ``reason`` is always present
+        (``None`` while queued or applied), so every row has the same keys in the same order."""
+        return {
+            "accepted": True,
+            "inputId": self.input_id,
+            "generationId": self.generation_id,
+            "disposition": self.disposition.value,
+            "reason": None if self.reason is None else str(self.reason),
+            "kind": self.kind,
+            "updatedAt": iso(self.updated_at),
+        }
 
 
 @attrs.frozen
