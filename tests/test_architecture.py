@@ -37,6 +37,7 @@ LAYERS: Mapping[str, int] = {
     f"{PACKAGE}.journal": 6,
     f"{PACKAGE}.hooks": 6,
     f"{PACKAGE}.acp": 6,
+    f"{PACKAGE}.otel": 6,
     f"{PACKAGE}.fleet": 7,  # the receipt journal across processes: built on journal/'s changes
     f"{PACKAGE}.testing": 8,
     f"{PACKAGE}._cli": 9,
@@ -46,7 +47,16 @@ CLI = f"{PACKAGE}._cli"
 
 #: Optional dependencies (pip extras and the SDKs integrations wrap): only a wing imports one.
 OPTIONAL = frozenset(
-    {"acp", "httpx", "psycopg", "amplifier_core", "pydantic_ai", "agents", "claude_agent_sdk"}
+    {
+        "acp",
+        "httpx",
+        "psycopg",
+        "amplifier_core",
+        "pydantic_ai",
+        "agents",
+        "claude_agent_sdk",
+        "opentelemetry",
+    }
 )
 
 #: An extra that serves several wings, each importing it only behind its own door: PostgreSQL

@@ -151,6 +151,7 @@ SUBPACKAGE_EXPORTS: dict[str, set[str]] = {
         "HermesSteering",
         "register",
     },
+    "live_steering.otel": {"ATTRIBUTES", "EVENT_NAMES", "instrument"},
     "live_steering.integrations": set(),  # a package of modules, one per framework: nothing of its own
     "live_steering.integrations.amplifier": {
         "CAPABILITY",

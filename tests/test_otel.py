@@ -1,0 +1,198 @@
+"""``live_steering.otel.instrument``: each input's admission, delivery and final disposition as
+span events on the span current where it happened, checked with the SDK's in-memory exporter."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import anyio
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import Tracer
+
+from live_steering import Input, LiveRuntime
+from live_steering.otel import EVENT_NAMES, instrument
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def exporter() -> Iterator[InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    yield exporter
+    exporter.shutdown()
+
+
+@pytest.fixture
+def tracer(exporter: InMemorySpanExporter) -> Tracer:
+    # A provider of the test's own: the global one is set once per process and is not ours to take.
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return provider.get_tracer("test")
+
+
+async def _writer(input: Input, metadata: Mapping[str, Any]) -> None:
+    await anyio.lowlevel.checkpoint()
+
+
+def _events(exporter: InMemorySpanExporter) -> dict[str, list[tuple[str, dict[str, Any]]]]:
+    spans: tuple[ReadableSpan, ...] = exporter.get_finished_spans()
+    return {span.name: [(e.name, dict(e.attributes or {})) for e in span.events] for span in spans}
+
+
+async def test_admission_lands_on_the_host_span_and_delivery_on_the_loop_span(
+    tracer: Tracer, exporter: InMemorySpanExporter
+) -> None:
+    runtime = LiveRuntime(session_id="s-1")
+    instrument(runtime)
+    with tracer.start_as_current_span("agent.run"):
+        async with runtime.open_generation("gen-1") as gen:
+            with tracer.start_as_current_span("host.submit"):
+                accepted = await runtime.submit_steering(Input("steer", "use the v2 API", id="fix-1"), gen.id)
+                repeat = await runtime.submit_steering(Input("steer", "use the v2 API", id="fix-1"), gen.id)
+                refused = await runtime.submit_steering(Input("steer", "   ", id="blank"), gen.id)
+            await gen.boundary(_writer)
+            await runtime.submit_steering(Input("steer", "too late", id="fix-2"), gen.id)
+            gen.stop()
+    assert (accepted.accepted, repeat.accepted, refused.accepted) == (True, True, False)
+    events = _events(exporter)
+    assert events["host.submit"] == [
+        (
+            "live_steering.steering.accepted",
+            {
+                "live_steering.input.id": "fix-1",
+                "live_steering.generation.id": "gen-1",
+                "live_steering.disposition": "queued",
+                "live_steering.session.id": "s-1",
+                "live_steering.event.sequence": 2,
+            },
+        ),
+        (
+            "live_steering.steering.repeated",
+            {
+                "live_steering.input.id": "fix-1",
+                "live_steering.generation.id": "gen-1",
+                "live_steering.disposition": "queued",
+                "live_steering.session.id": "s-1",
+                "live_steering.event.sequence": 3,
+            },
+        ),
+        (
+            "live_steering.steering.refused",
+            {
+                "live_steering.input.id": "blank",
+                "live_steering.generation.id": "gen-1",
+                "live_steering.reason": "invalid-input",
+                "live_steering.session.id": "s-1",
+                "live_steering.event.sequence": 4,
+            },
+        ),
+    ]
+    run = [
+        (name, attributes.get("live_steering.input.id"), attributes.get("live_steering.disposition"))
+        for name, attributes in events["agent.run"]
+    ]
+    assert run == [
+        ("live_steering.steering.applied", "fix-1", "applied"),
+        ("live_steering.steering.accepted", "fix-2", "queued"),
+        ("live_steering.steering.held", "fix-2", "held"),
+    ]
+    applied = dict(events["agent.run"][0][1])
+    assert applied["live_steering.delivery"] == "request_boundary"
+    held = dict(events["agent.run"][2][1])
+    assert held["live_steering.reason"] == "generation-stopped"
+
+
+async def test_no_text_is_recorded(tracer: Tracer, exporter: InMemorySpanExporter) -> None:
+    """Span attributes carry ids and outcomes, never what the person typed."""
+    runtime = LiveRuntime()
+    instrument(runtime)
+    secret = "the password is hunter2"
+    with tracer.start_as_current_span("run"):
+        async with runtime.open_generation() as gen:
+            await runtime.submit_steering(Input("steer", secret, id="s"), gen.id)
+            await gen.boundary(_writer)
+            gen.stop()
+    recorded = repr(_events(exporter))
+    assert "hunter2" not in recorded
+    assert "live_steering.steering.applied" in recorded
+
+
+async def test_twice_records_once_and_the_undo_stops_recording(
+    tracer: Tracer, exporter: InMemorySpanExporter
+) -> None:
+    runtime = LiveRuntime()
+    undo = instrument(runtime)
+    assert instrument(runtime) is undo
+    with tracer.start_as_current_span("first"):
+        async with runtime.open_generation() as gen:
+            await runtime.submit_steering(Input("steer", "one", id="a"), gen.id)
+            undo()
+            undo()  # idempotent
+            await runtime.submit_steering(Input("steer", "two", id="b"), gen.id)
+            gen.stop()
+    assert [name for name, _ in _events(exporter)["first"]] == ["live_steering.steering.accepted"]
+    assert instrument(runtime) is not undo  # instrumenting again after the undo is a new hook
+
+
+async def test_follow_ups_and_skipped_tools_are_recorded(
+    tracer: Tracer, exporter: InMemorySpanExporter
+) -> None:
+    runtime = LiveRuntime()
+    instrument(runtime)
+    with tracer.start_as_current_span("run"):
+        async with runtime.open_generation("gen-a") as gen:
+            await runtime.submit_steering(Input("follow_up", "then write the tests", id="next"), gen.id)
+            await runtime.submit_steering(Input("steer", "stop using tool b", id="steer"), gen.id)
+            gen.skip_tools(["call-2", "call-3"])
+            await gen.boundary(_writer)
+        async with runtime.open_generation("gen-b") as gen:
+            await gen.boundary(_writer)
+    events = _events(exporter)["run"]
+    skipped = [attributes for name, attributes in events if name == "live_steering.tools.skipped"]
+    assert skipped == [
+        {
+            "live_steering.generation.id": "gen-a",
+            "live_steering.tool_call.ids": ("call-2", "call-3"),
+            "live_steering.input.ids": ("steer",),
+            "live_steering.session.id": runtime.session_id,
+            "live_steering.event.sequence": skipped[0]["live_steering.event.sequence"],
+        }
+    ]
+    follow_up = [
+        attributes
+        for name, attributes in events
+        if name == "live_steering.steering.applied" and attributes["live_steering.input.id"] == "next"
+    ]
+    assert len(follow_up) == 1
+    assert follow_up[0]["live_steering.delivery"] == "follow_up"
+    assert follow_up[0]["live_steering.generation.id"] == "gen-b"
+
+
+async def test_without_a_recording_span_nothing_fails() -> None:
+    """No SDK configured, no current span: the runtime runs as without instrumentation."""
+    runtime = LiveRuntime()
+    instrument(runtime)
+    async with runtime.open_generation() as gen:
+        receipt = await runtime.submit_steering(Input("steer", "x", id="a"), gen.id)
+        await gen.boundary(_writer)
+    assert receipt.accepted
+    assert runtime.statistics().listener_errors == 0
+
+
+def test_only_a_runtime_can_be_instrumented() -> None:
+    with pytest.raises(TypeError, match="LiveRuntime"):
+        instrument(object())  # type: ignore[arg-type]
+
+
+def test_every_recorded_type_is_a_documented_event_type() -> None:
+    import re
+    from pathlib import Path
+
+    events_page = (Path(__file__).resolve().parent.parent / "docs" / "events.md").read_text(encoding="utf-8")
+    documented = set(re.findall(r"^\| `([a-z]+\.[a-z_]+)` \|", events_page, flags=re.MULTILINE))
+    assert set(EVENT_NAMES) <= documented
+    assert {name.removeprefix("live_steering.") for name in EVENT_NAMES.values()} == set(EVENT_NAMES)
