@@ -9,6 +9,7 @@ import time
 from collections.abc import Sequence
 
 from . import BACKENDS, FULL, GROUPS, QUICK, TINY, Figure, run
+from ._busy import busy_machine
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -29,7 +30,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--json",
         action="store_true",
-        help='print one JSON object {"figures": [...]} on stdout instead of a table',
+        help='print one JSON object {"figures": [...], "busy": HOGS} on stdout instead of a table',
     )
     parser.add_argument(
         "--fleet",
@@ -40,6 +41,11 @@ def _parser() -> argparse.ArgumentParser:
         "--dsn",
         metavar="DSN",
         help="with --fleet: the PostgreSQL to measure (default: a throwaway cluster, if installed)",
+    )
+    parser.add_argument(
+        "--busy",
+        action="store_true",
+        help="run beside a CPU hog on every other core (CI's real condition); the JSON says how many",
     )
     parser.add_argument(
         "--backend",
@@ -79,6 +85,14 @@ def _table(figures: Sequence[Figure], floors: dict[str, dict[str, float]]) -> st
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if not args.busy:
+        return _main(args, hogs=0)
+    with busy_machine() as pids:
+        print(f"benchmarks: beside {len(pids)} CPU hog(s), pids {pids}", file=sys.stderr)
+        return _main(args, hogs=len(pids))
+
+
+def _main(args: argparse.Namespace, hogs: int) -> int:
     settings = TINY if args.tiny else QUICK if args.quick else FULL
     backends = tuple(args.backend) if args.backend else BACKENDS
     started = time.monotonic()
@@ -88,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows = bench_fleet.run(backends, dsn=args.dsn, quick=args.quick, tiny=args.tiny)
         elapsed = time.monotonic() - started
         if args.json:
-            print(json.dumps({"fleet": rows}))
+            print(json.dumps({"fleet": rows, "busy": hogs}))
         else:
             print(bench_fleet.table(rows))
             print(f"\n{len(rows)} fleet figures in {elapsed:.1f} s")
@@ -98,10 +112,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     figures, floors = run(settings, backends, groups)
     elapsed = time.monotonic() - started
     if args.json:
-        print(json.dumps({"figures": figures}))
+        print(json.dumps({"figures": figures, "busy": hogs}))
     else:
         print(_table(figures, floors))
-        print(f"\n{len(figures)} figures in {elapsed:.1f} s")
+        beside = f", beside {hogs} CPU hog(s)" if hogs else ""
+        print(f"\n{len(figures)} figures in {elapsed:.1f} s{beside}")
     print(f"benchmarks: {elapsed:.1f} s", file=sys.stderr)
     return 0 if all(fig["ok"] for fig in figures) else 1
 

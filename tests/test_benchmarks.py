@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import re
 import sys
 from typing import Any
 
@@ -15,6 +17,7 @@ import benchmarks
 import pytest
 from benchmarks import BACKENDS, TINY, figure
 from benchmarks.__main__ import main
+from benchmarks._busy import busy_machine, hog_count
 
 #: Every figure of issue 6 with its unit and target.
 EXPECTED: dict[str, tuple[str, float]] = {
@@ -124,7 +127,8 @@ def test_json_is_one_object_and_the_exit_code_follows_ok(capsys: pytest.CaptureF
     code = main([*argv, "--group", "integrations"])
     out = capsys.readouterr().out
     document = json.loads(out)
-    assert list(document) == ["figures"]
+    assert list(document) == ["figures", "busy"]
+    assert document["busy"] == 0
     figures = document["figures"]
     assert {f["backend"] for f in figures} == {"asyncio"}
     assert {f["name"] for f in figures} == set(EXPECTED) | set(INTEGRATION_FIGURES)
@@ -144,6 +148,39 @@ def test_groups_select_what_runs(capsys: pytest.CaptureFixture[str]) -> None:
     main(["--tiny", "--json", "--group", "core", "--group", "acp", "--backend", "trio"])
     names = {f["name"] for f in json.loads(capsys.readouterr().out)["figures"]}
     assert names == set(EXPECTED) - ASYNCIO_ONLY
+
+
+def test_busy_runs_beside_hogs_and_stops_them(capsys: pytest.CaptureFixture[str]) -> None:
+    """--busy measures beside one CPU hog per other core, says so, and leaves no hog behind."""
+    main(["--tiny", "--json", "--busy", "--backend", "asyncio", "--group", "core"])
+    captured = capsys.readouterr()
+    document = json.loads(captured.out)
+    assert document["busy"] == hog_count()
+    assert document["figures"]
+    for fig in document["figures"]:
+        check_figure(fig)
+    (line,) = [line for line in captured.err.splitlines() if "CPU hog" in line]
+    pids = [int(pid) for pid in re.findall(r"\d+", line.split("pids", 1)[1])]
+    assert len(pids) == hog_count()
+    for pid in pids:  # each was killed and reaped: no such process any more
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_busy_machine_stops_its_hogs_when_the_run_fails() -> None:
+    started: list[int] = []
+
+    def crashing_run() -> None:
+        with busy_machine(2) as pids:
+            started.extend(pids)
+            raise RuntimeError("a figure crashed")
+
+    with pytest.raises(RuntimeError, match="crashed"):
+        crashing_run()
+    assert len(started) == 2
+    for pid in started:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
 
 
 def test_help_documents_the_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
