@@ -43,6 +43,11 @@ def _parser() -> argparse.ArgumentParser:
         help="with --fleet: the PostgreSQL to measure (default: a throwaway cluster, if installed)",
     )
     parser.add_argument(
+        "--calls",
+        action="store_true",
+        help="print the calls one one-input boundary makes on each backend (counted, not timed) and exit",
+    )
+    parser.add_argument(
         "--busy",
         action="store_true",
         help="run beside a CPU hog on every other core (CI's real condition); the JSON says how many",
@@ -85,6 +90,11 @@ def _table(figures: Sequence[Figure], floors: dict[str, dict[str, float]]) -> st
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.calls:
+        from ._calls import table
+
+        print(table(tuple(args.backend) if args.backend else BACKENDS))
+        return 0
     if not args.busy:
         return _main(args, hogs=0)
     with busy_machine() as pids:

@@ -18,6 +18,7 @@ import pytest
 from benchmarks import BACKENDS, TINY, figure
 from benchmarks.__main__ import main
 from benchmarks._busy import busy_machine, hog_count
+from benchmarks._calls import boundary_calls
 
 #: Every figure of issue 6 with its unit and target.
 EXPECTED: dict[str, tuple[str, float]] = {
@@ -181,6 +182,29 @@ def test_busy_machine_stops_its_hogs_when_the_run_fails() -> None:
     for pid in started:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+#: Python frames one warm one-input boundary may make, the writer's included (docs/performance.md,
+#: "Where a one-input boundary goes"): a count, the same on a busy machine, so a change that adds a
+#: call to the hot path shows here even when the timings cannot tell.
+BOUNDARY_FRAMES = {"asyncio": 13, "trio": 14}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_one_input_boundary_makes_no_more_calls_than_its_budget(backend: str) -> None:
+    calls = boundary_calls(backend)
+    frames = {call: n for call, n in calls.items() if call[0] != "C"}
+    assert sum(frames.values()) <= BOUNDARY_FRAMES[backend], frames
+    core = {name: n for (where, name), n in frames.items() if where == "_core.py"}
+    # one core call to take the input, one to confirm it: the drained queue is seen without a third
+    assert core == {
+        "SteeringCore.begin_boundary": 1,
+        "SteeringCore.next_write": 1,
+        "SteeringCore.confirm_write": 1,
+        "SteeringCore._envelope": 1,
+        "SteeringCore.end_boundary": 1,
+    }
+    assert frames[("_events.py", "EventHub.publish")] == 2  # input.delivered, steering.applied
 
 
 def test_help_documents_the_exit_code(capsys: pytest.CaptureFixture[str]) -> None:

@@ -781,7 +781,8 @@ class Generation:
         core.begin_boundary(state)
         applied: list[Receipt] = []
         try:
-            while (record := core.next_write(state)) is not None:
+            record = core.next_write(state)
+            while record is not None:
                 barrier = runtime._write_barrier
                 if barrier is not None:
                     # One input per call: an input marked "maybe written" must be the one
@@ -810,6 +811,8 @@ class Generation:
                     core.interrupt_write(state, record)
                     raise
                 applied.append(core.confirm_write(state, record))
+                # nothing pending: ``next_write`` would answer None (boundary_single, one call less)
+                record = core.next_write(state) if state.pending else None
         finally:
             core.end_boundary(state)
         return applied
