@@ -1,5 +1,5 @@
 # examples/stop_signal.py
-"""A host stops the loop of the contract while a tool runs: the loop ends cleanly, no try/except."""
+"""A host stops a loop while a tool runs: the loop ends cleanly, no try/except."""
 
 import sys
 from collections.abc import Mapping

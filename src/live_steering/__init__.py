@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = [
-    # host-facing values (pinned by the product contract)
+    # host-facing values (pinned: docs/rules.md, C1-C4)
     "Input",
     "Receipt",
     "Disposition",

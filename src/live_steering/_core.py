@@ -5,7 +5,7 @@ Theory of operation
 One ``SteeringCore`` per runtime. It never awaits, never does I/O and never
 looks at a clock it was not given; the anyio shell (``_runtime.py``) calls it,
 then parks or wakes tasks according to what it returned. Everything a test
-needs to prove a rule of the product contract can be proved here without an event loop.
+needs to prove a rule of the library (docs/rules.md) can be proved here without an event loop.
 It must never import anything above ``_admission``, ``_rules``, ``_types``, ``_errors`` and
 ``_validate``.
 

@@ -1,7 +1,7 @@
 """The library's exceptions.
 
 Expected refusals are never exceptions: they are receipts with ``accepted=False``
-(the product contract's rule C6). Exceptions here mean a *programming* error by the caller (a
+(rule C6, docs/rules.md). Exceptions here mean a *programming* error by the caller (a
 boundary after the end of a generation, two generations at once) or a broken
 internal invariant, which is a bug in this library.
 """

@@ -1,6 +1,6 @@
 """Value objects hosts code against: ``Input``, ``Receipt`` and the closed vocabularies.
 
-Everything here is immutable and pinned by the product contract (C3, C4, C7, C17): the
+Everything here is immutable and pinned by the library's rules (C3, C4, C7, C17; docs/rules.md): the
 names, the wire shape of ``Receipt.to_dict()`` and the string values of the enums
 are what hosts persist and compare, so none of them may change.
 """

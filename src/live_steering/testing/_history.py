@@ -3,7 +3,7 @@
 What this module owns: ``History`` (a recorder of every submission as an invocation
 plus its completion, and of every event a runtime publishes) and ``check_history``
 (a pure function that replays an event log, optionally with the recorded
-operations, against the rules of the product contract and reports every violation it
+operations, against the library's rules (docs/rules.md) and reports every violation it
 finds with the event sequence where it happened). It never touches a runtime's
 state and never awaits, so it runs equally on a live recorder, on
 ``runtime.recent_events()`` or on a log a host saved as JSON.
@@ -12,7 +12,7 @@ state and never awaits, so it runs equally on a live recorder, on
 >>> receipt = await history.submit(Input("steer", "go left", id="a"), gen_id)   # doctest: +SKIP
 >>> check_history(history.events, history.operations).assert_ok()    # doctest: +SKIP
 
-What is checked (the product contract's rules, by number):
+What is checked (the library's rules, by number: docs/rules.md):
 
 * events: ``sequence`` strictly increasing (C21); one generation at a time, each
   id started once, its terminal event last and listing exactly what was applied
@@ -114,7 +114,7 @@ _STOP_HOLDS: Final = frozenset(
 
 
 class HistoryViolationError(LiveSteeringError, AssertionError):
-    """Raised by ``HistoryReport.assert_ok()``: the history breaks the contract (message lists how)."""
+    """Raised by ``HistoryReport.assert_ok()``: the history breaks the rules (message lists how)."""
 
 
 @attrs.frozen
@@ -122,7 +122,7 @@ class Violation:
     """One broken rule, located in the history."""
 
     rule: str
-    """The product contract's rule it breaks, e.g. ``"C20"``."""
+    """The rule it breaks (docs/rules.md), e.g. ``"C20"``."""
     message: str
     """What happened, naming the input or generation."""
     sequence: int | None = None
@@ -847,7 +847,7 @@ def check_history(
     follow_up_mode: str = "all",
     boundary_marks: Iterable[int] = (),
 ) -> HistoryReport:
-    """Check a whole steering history against the contract; return every violation found.
+    """Check a whole steering history against the rules; return every violation found.
 
     ``events``: the event dicts, oldest first (an ``EventRecorder``'s ``events``,
     ``runtime.recent_events()``, or a saved JSON log). ``operations``: the recorded
