@@ -189,7 +189,9 @@ async def test_amplifier_loader_finds_the_module_by_name() -> None:
     ("config", "error"),
     [
         ({"max_iterations": 0}, ValueError),
-        ({"max_iterations": "5"}, ValueError),
+        ({"max_iterations": "5"}, TypeError),
+        ({"max_iterations": True}, TypeError),
+        ({"skip_tools_on_steer": 1}, TypeError),
         ({"runtime": object()}, TypeError),
         ({"default_provider": 3}, TypeError),
         ({"max_iteration": 5}, ValueError),
