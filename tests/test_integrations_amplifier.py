@@ -24,7 +24,15 @@ from amplifier_core.validation.behavioral import OrchestratorBehaviorTests
 
 from live_steering import Input, LiveRuntime
 from live_steering.integrations import amplifier as amplifier_module
-from live_steering.integrations.amplifier import CAPABILITY, MODULE_NAME, LiveSteeringOrchestrator, mount
+from live_steering.integrations.amplifier import (
+    CAPABILITY,
+    MODULE_NAME,
+    RUNTIME_CAPABILITY,
+    SKIPPED_TOOL_RESULT,
+    STOPPED_TOOL_RESULT,
+    LiveSteeringOrchestrator,
+    mount,
+)
 from live_steering.testing import Gate, History
 
 STEER = "Only fix the failing test"
@@ -79,10 +87,11 @@ def text(reply: str) -> ChatResponse:
     return ChatResponse(content=[TextBlock(text=reply)])
 
 
-def tool_call(name: str = "run_tests") -> ChatResponse:
+def tool_call(name: str = "run_tests", *more: str) -> ChatResponse:
+    """A reply asking for ``name`` (``call-1``), then each of ``more`` (``call-2``, ...), as one batch."""
     return ChatResponse(
         content=[TextBlock(text="Running the tests.")],
-        tool_calls=[ToolCall(id="call-1", name=name, arguments={})],
+        tool_calls=[ToolCall(id=f"call-{i}", name=n, arguments={}) for i, n in enumerate((name, *more), 1)],
     )
 
 
@@ -138,9 +147,9 @@ class Rig:
         gen_id: str = generation["id"]
         return gen_id
 
-    async def steer(self, input_id: str = "s1", steer: str = STEER) -> Any:
+    async def steer(self, input_id: str = "s1", steer: str = STEER, kind: str = "steer") -> Any:
         capability = self.coordinator.get_capability(CAPABILITY)
-        op = self.history.invoke(Input("steer", steer, id=input_id), self.generation_id())
+        op = self.history.invoke(Input(kind, steer, id=input_id), self.generation_id())
         return self.history.complete(op, await capability["submit"](op.input, op.generation_id))
 
     def steers_in_context(self) -> list[dict[str, Any]]:
@@ -512,4 +521,260 @@ async def test_steers_land_in_admission_order_and_stay_once_in_later_requests() 
         return [m["content"] for m in request if "metadata" in m]
 
     assert [steers(r) for r in rig.provider.requests] == [[], ["first", "second"], ["first", "second"]]
+    rig.history.check(require_final=True).assert_ok()
+
+
+# -- the host holding only the coordinator -------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_the_registered_capability_is_live_and_follows_the_runtimes_close() -> None:
+    """The capability a host looked up before shows mode "unavailable" once the runtime closes."""
+    runtime = LiveRuntime()  # the host's own runtime: no cleanup of ours closes it
+    coordinator = MockCoordinator()
+    await mount(coordinator, {"runtime": runtime})
+    capability = coordinator.get_capability(CAPABILITY)
+    assert capability == runtime.capability  # the seed's four keys, the same values
+    assert capability["mode"] == "request_boundary"
+    await runtime.aclose()
+    assert capability["mode"] == "unavailable"  # the same object, read again
+    assert coordinator.get_capability(CAPABILITY)["mode"] == "unavailable"
+    refused = await capability["submit"](Input("steer", STEER, id="late"), "gen-1")
+    assert (refused.accepted, refused.reason) == (False, "closed")
+
+
+@pytest.mark.anyio
+async def test_a_host_with_only_the_coordinator_finds_the_generation_and_stops_it() -> None:
+    """live.steering.runtime gives the running generation's id and stop(); no tool starts after it.
+
+    The host stops the run while the first of two tool calls runs: that tool completes, the
+    second never starts (its call gets STOPPED_TOOL_RESULT), no further provider call is made,
+    the pending steer is held (generation-stopped) and execute returns the last reply's text.
+    """
+    first, first_gate = gated_tool("run_tests")
+    second = MockTool("deploy", "deployed")
+    tools = {"run_tests": first, "deploy": second}
+    rig = Rig(Provider([tool_call("run_tests", "deploy"), text("unused")]), tools)
+    await rig.mount()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.execute)
+        await first_gate.wait_reached()
+        runtime = rig.coordinator.get_capability(RUNTIME_CAPABILITY)
+        assert runtime is rig.runtime
+        gen_id = runtime.generation["id"]
+        await rig.steer()
+        assert runtime.stop(gen_id) is True
+        first_gate.release()
+    assert runtime.generation is None
+    assert len(rig.provider.requests) == 1  # no provider call after the stop
+    assert first.execute.await_count == 1
+    assert second.execute.await_count == 0  # no tool started after the stop
+    results = {m["tool_call_id"]: m["content"] for m in rig.context.messages if m["role"] == "tool"}
+    assert results == {"call-1": "12 passed, 1 failed", "call-2": STOPPED_TOOL_RESULT}  # every call answered
+    held = rig.runtime.receipt("s1")
+    assert held is not None
+    assert (held.disposition, held.reason) == ("held", "generation-stopped")
+    assert rig.steers_in_context() == []
+    assert rig.results == ["Running the tests."]
+    assert rig.history.events[-1]["type"] == "generation.stopped"
+    assert rig.hooks.get_events("orchestrator:complete")[-1][1]["status"] == "cancelled"
+    assert [n for n in rig.hook_names() if n == "tool:pre"] == ["tool:pre"]
+    rig.history.check(require_final=True).assert_ok()
+
+
+@pytest.mark.anyio
+async def test_a_host_stop_during_the_provider_call_starts_no_tool_it_asked_for() -> None:
+    """A stop while the model answers: the tool calls of that answer get results, none runs."""
+    tool = MockTool("run_tests", "12 passed")
+    rig = Rig(Provider([tool_call(), text("unused")]), {"run_tests": tool})
+    await rig.mount()
+    gate = rig.provider.gates[0] = Gate()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.execute)
+        await gate.wait_reached()
+        assert rig.runtime.stop(rig.generation_id()) is True
+        gate.release()
+    assert (len(rig.provider.requests), tool.execute.await_count) == (1, 0)
+    assert [m["content"] for m in rig.context.messages if m["role"] == "tool"] == [STOPPED_TOOL_RESULT]
+    assert rig.history.events[-1]["type"] == "generation.stopped"
+    rig.history.check(require_final=True).assert_ok()
+
+
+@pytest.mark.anyio
+async def test_amplifier_cancellation_during_a_batch_starts_no_further_tool() -> None:
+    """Amplifier's graceful cancel during a tool batch: the running tool ends, the next never starts."""
+    first, first_gate = gated_tool("run_tests")
+    second = MockTool("deploy", "deployed")
+    rig = Rig(Provider([tool_call("run_tests", "deploy")]), {"run_tests": first, "deploy": second})
+    await rig.mount()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.execute)
+        await first_gate.wait_reached()
+        rig.coordinator.cancellation.request_graceful()
+        first_gate.release()
+    assert second.execute.await_count == 0
+    answered = {"role": "tool", "tool_call_id": "call-2", "content": STOPPED_TOOL_RESULT}
+    assert rig.context.messages[-1] == answered
+    assert rig.history.events[-1]["type"] == "generation.stopped"
+    assert rig.hooks.get_events("orchestrator:complete")[-1][1]["status"] == "cancelled"
+
+
+@pytest.mark.anyio
+async def test_a_spent_budget_decides_before_a_continuation_is_announced() -> None:
+    """max_iterations spent at the checkpoint with a steer pending: held, no generation.continued (C17)."""
+    rig = Rig(Provider([text("Done."), text("unused")]), max_iterations=1)
+    await rig.mount()
+    checkpoint = Gate()
+    write = rig.context.add_message.side_effect
+
+    async def held_answer(message: dict[str, Any]) -> None:
+        await write(message)
+        if message["role"] == "assistant":
+            await checkpoint.passage()
+
+    rig.context.add_message.side_effect = held_answer
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.execute)
+        await checkpoint.wait_reached()
+        await rig.steer()
+        checkpoint.release()
+    types = [e["type"] for e in rig.history.events]
+    assert "generation.continued" not in types
+    assert types[-1] == "generation.stopped"
+    held = rig.runtime.receipt("s1")
+    assert held is not None
+    assert (held.disposition, held.reason) == ("held", "budget-exhausted")
+    assert len(rig.provider.requests) == 1
+    assert rig.hooks.get_events("orchestrator:complete")[-1][1]["status"] == "max_iterations"
+    rig.history.check(require_final=True).assert_ok()
+
+
+# -- follow-ups (C29) and tool batches (C31) -----------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_follow_up_is_the_next_turn_of_the_same_execute() -> None:
+    """A follow-up sent while a tool runs starts the next generation once the answer is in, no new prompt."""
+    tool, tool_gate = gated_tool()
+    rig = Rig(Provider([tool_call(), text("Fixed it."), text("Changelog updated.")]), {"run_tests": tool})
+    await rig.mount()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.execute)
+        await tool_gate.wait_reached()
+        anchor = rig.generation_id()
+        queued = await rig.steer("f1", "Then update the changelog", kind="follow_up")
+        tool_gate.release()
+    assert (queued.accepted, queued.disposition) == (True, "queued")
+    assert rig.results == ["Changelog updated."]
+    assert len(rig.provider.requests) == 3
+    assert "Then update the changelog" not in [m["content"] for m in rig.provider.requests[1]]
+    last = rig.provider.requests[2][-1]
+    assert (last["role"], last["content"]) == ("user", "Then update the changelog")
+    assert last["metadata"]["delivery"] == "follow_up"
+    assert last["metadata"]["target_generation_id"] != anchor  # written in the next generation
+    applied = rig.runtime.receipt("f1")
+    assert applied is not None
+    assert (applied.disposition, applied.generation_id) == ("applied", anchor)
+    types = [e["type"] for e in rig.history.events]
+    assert types.count("generation.started") == 2
+    assert types.count("generation.finished") == 2
+    assert [m["content"] for m in rig.context.messages].count("Make the suite pass") == 1  # no replay
+    complete = rig.hooks.get_events("orchestrator:complete")
+    assert [c[1]["turn_count"] for c in complete] == [3]  # one execute, its three provider calls
+    rig.history.check(require_final=True).assert_ok()
+
+
+@pytest.mark.anyio
+async def test_a_stopped_run_discards_its_follow_up() -> None:
+    """A host's stop holds the pending follow-up (generation-stopped): no next turn runs."""
+    tool, tool_gate = gated_tool()
+    rig = Rig(Provider([tool_call(), text("unused")]), {"run_tests": tool})
+    await rig.mount()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.execute)
+        await tool_gate.wait_reached()
+        await rig.steer("f1", "Then update the changelog", kind="follow_up")
+        rig.runtime.stop(rig.generation_id())
+        tool_gate.release()
+    held = rig.runtime.receipt("f1")
+    assert held is not None
+    assert (held.disposition, held.reason) == ("held", "generation-stopped")
+    assert len(rig.provider.requests) == 1
+    assert [e["type"] for e in rig.history.events].count("generation.started") == 1
+    rig.history.check(require_final=True).assert_ok()
+
+
+@pytest.mark.anyio
+async def test_skip_tools_on_steer_answers_the_rest_of_the_batch_without_running_it() -> None:
+    """C31: a steer pending after a tool returned: the rest of the batch gets the pinned result, unrun."""
+    first, first_gate = gated_tool("run_tests")
+    lint, deploy = MockTool("lint", "clean"), MockTool("deploy", "deployed")
+    rig = Rig(
+        Provider([tool_call("run_tests", "lint", "deploy"), text("Fixed it.")]),
+        {"run_tests": first, "lint": lint, "deploy": deploy},
+        skip_tools_on_steer=True,
+    )
+    await rig.mount()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.execute)
+        await first_gate.wait_reached()
+        gen_id = rig.generation_id()
+        await rig.steer()
+        first_gate.release()
+    assert (lint.execute.await_count, deploy.execute.await_count) == (0, 0)
+    second = rig.provider.requests[1]
+    assert [(m["role"], m.get("tool_call_id"), m["content"]) for m in second[2:]] == [
+        ("tool", "call-1", "12 passed, 1 failed"),
+        ("tool", "call-2", SKIPPED_TOOL_RESULT),
+        ("tool", "call-3", SKIPPED_TOOL_RESULT),
+        ("user", None, STEER),  # the steer, at the next boundary
+    ]
+    (skipped,) = [e for e in rig.history.events if e["type"] == "tools.skipped"]
+    assert (skipped["generation_id"], skipped["tool_call_ids"], skipped["input_ids"]) == (
+        gen_id,
+        ["call-2", "call-3"],
+        ["s1"],
+    )
+    assert rig.hooks.get_events("tools.skipped")[0][1]["tool_call_ids"] == ["call-2", "call-3"]
+    rig.history.check(require_final=True).assert_ok()
+
+
+@pytest.mark.anyio
+async def test_without_skip_tools_on_steer_every_tool_of_the_batch_runs() -> None:
+    """The default is off: a steer pending mid-batch waits, every tool runs, nothing is skipped."""
+    first, first_gate = gated_tool("run_tests")
+    lint = MockTool("lint", "clean")
+    tools = {"run_tests": first, "lint": lint}
+    rig = Rig(Provider([tool_call("run_tests", "lint"), text("Fixed it.")]), tools)
+    await rig.mount()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.execute)
+        await first_gate.wait_reached()
+        await rig.steer()
+        first_gate.release()
+    assert lint.execute.await_count == 1
+    assert SKIPPED_TOOL_RESULT not in [m["content"] for m in rig.context.messages]
+    assert "tools.skipped" not in [e["type"] for e in rig.history.events]
+    assert rig.provider.requests[1][-1]["content"] == STEER
+
+
+@pytest.mark.anyio
+async def test_a_pending_follow_up_skips_no_tool() -> None:
+    """C31 skips for a steer only: a follow-up pending mid-batch lets every tool run."""
+    first, first_gate = gated_tool("run_tests")
+    lint = MockTool("lint", "clean")
+    rig = Rig(
+        Provider([tool_call("run_tests", "lint"), text("Fixed it."), text("Done too.")]),
+        {"run_tests": first, "lint": lint},
+        skip_tools_on_steer=True,
+    )
+    await rig.mount()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.execute)
+        await first_gate.wait_reached()
+        await rig.steer("f1", "Then this", kind="follow_up")
+        first_gate.release()
+    assert lint.execute.await_count == 1
+    assert "tools.skipped" not in [e["type"] for e in rig.history.events]
+    assert rig.results == ["Done too."]
     rig.history.check(require_final=True).assert_ok()
