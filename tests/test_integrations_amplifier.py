@@ -561,7 +561,9 @@ async def test_a_host_with_only_the_coordinator_finds_the_generation_and_stops_i
         await first_gate.wait_reached()
         runtime = rig.coordinator.get_capability(RUNTIME_CAPABILITY)
         assert runtime is rig.runtime
-        gen_id = runtime.generation["id"]
+        generation = runtime.generation  # None between two executes
+        assert generation is not None
+        gen_id = generation["id"]
         await rig.steer()
         assert runtime.stop(gen_id) is True
         first_gate.release()
