@@ -15,9 +15,9 @@ from typing import Any
 
 import anyio
 import pytest
-from amplifier_core import ModuleLoader
+from amplifier_core import AmplifierSession, ModuleLoader, ToolResult
 from amplifier_core.message_models import ChatRequest, ChatResponse, TextBlock, ToolCall
-from amplifier_core.models import ProviderInfo
+from amplifier_core.models import HookResult, ProviderInfo
 from amplifier_core.testing import EventRecorder, MockContextManager, MockCoordinator, MockTool
 from amplifier_core.validation import OrchestratorValidator
 from amplifier_core.validation.behavioral import OrchestratorBehaviorTests
@@ -780,3 +780,211 @@ async def test_a_pending_follow_up_skips_no_tool() -> None:
     assert "tools.skipped" not in [e["type"] for e in rig.history.events]
     assert rig.results == ["Done too."]
     rig.history.check(require_final=True).assert_ok()
+
+
+# -- a real AmplifierSession, mounted from a mount plan -------------------------------------
+
+
+class MemoryContext:
+    """A context module's manager (amplifier_core.interfaces.ContextManager), in memory."""
+
+    def __init__(self) -> None:
+        self.messages: list[dict[str, Any]] = []
+
+    async def add_message(self, message: dict[str, Any]) -> None:
+        self.messages.append(message)
+
+    async def get_messages_for_request(self, token_budget: Any = None, provider: Any = None) -> list[Any]:
+        return list(self.messages)
+
+    async def get_messages(self) -> list[dict[str, Any]]:
+        return list(self.messages)
+
+    async def set_messages(self, messages: list[dict[str, Any]]) -> None:
+        self.messages = list(messages)
+
+    async def clear(self) -> None:
+        self.messages.clear()
+
+
+class StandInLoader(ModuleLoader):  # type: ignore[misc]
+    """Amplifier's loader, knowing this test's provider, context and tools as modules by name;
+    it resolves every other name (``loop-live-steering``) as usual, through its entry point."""
+
+    def __init__(self, coordinator: Any, modules: dict[str, tuple[str, str, Any]]) -> None:
+        super().__init__(coordinator=coordinator)
+        self.modules = modules
+
+    async def load(
+        self, module_id: str, config: Any = None, source_hint: Any = None, coordinator: Any = None
+    ) -> Any:
+        if module_id not in self.modules:
+            return await super().load(module_id, config, source_hint, coordinator)
+        mount_point, name, module = self.modules[module_id]
+
+        async def mount_it(coordinator: Any) -> None:
+            await coordinator.mount(mount_point, module, **({"name": name} if name else {}))
+
+        return mount_it
+
+
+def real_session(provider: Provider, tools: dict[str, Any], **config: Any) -> tuple[Any, MemoryContext]:
+    """An ``AmplifierSession`` whose mount plan names this package's orchestrator and the stand-ins."""
+    context = MemoryContext()
+    plan = {
+        "session": {"orchestrator": MODULE_NAME, "context": "context-memory"},
+        "orchestrator": {"config": config},
+        "providers": [{"module": "provider-scripted"}],
+        "tools": [{"module": f"tool-{name}"} for name in tools],
+    }
+    modules: dict[str, tuple[str, str, Any]] = {
+        "context-memory": ("context", "", context),
+        "provider-scripted": ("providers", "scripted", provider),
+    }
+    modules.update({f"tool-{name}": ("tools", name, tool) for name, tool in tools.items()})
+    session = AmplifierSession(plan)
+    session.coordinator.loader = StandInLoader(session.coordinator, modules)  # what initialize() uses
+    return session, context
+
+
+@pytest.mark.anyio
+async def test_a_real_session_mounts_the_plan_and_a_host_steers_through_its_coordinator() -> None:
+    """AmplifierSession from a mount plan: the host, holding only the coordinator, steers mid-tool."""
+    tool, tool_gate = gated_tool()
+    provider = Provider([tool_call(), text("Fixed it.")])
+    session, context = real_session(provider, {"run_tests": tool}, max_iterations=8)
+    seen: list[tuple[str, dict[str, Any]]] = []
+    answers: list[str] = []
+
+    async def record(event: str, data: dict[str, Any]) -> HookResult:
+        seen.append((event, data))
+        return HookResult(action="continue")
+
+    async with session:
+        coordinator = session.coordinator
+        orchestrator = coordinator.get("orchestrator")
+        assert isinstance(orchestrator, LiveSteeringOrchestrator)
+        assert orchestrator.max_iterations == 8  # the plan's orchestrator config
+        coordinator.hooks.register("steering.applied", record, name="test-steering-applied")
+        runtime = coordinator.get_capability(RUNTIME_CAPABILITY)
+        history = History.attach(runtime)
+
+        async def agent() -> None:
+            answers.append(await session.execute("Make the suite pass"))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(agent)
+            await tool_gate.wait_reached()
+            gen_id = runtime.generation["id"]
+            capability = coordinator.get_capability(CAPABILITY)
+            op = history.invoke(Input("steer", STEER, id="s1"), gen_id)
+            receipt = history.complete(op, await capability["submit"](op.input, gen_id))
+            assert receipt.disposition == "queued"
+            tool_gate.release()
+        assert answers == ["Fixed it."]
+        assert provider.requests[1][-1]["content"] == STEER
+        assert provider.requests[1][-1]["metadata"]["input_id"] == "s1"
+        assert [m["content"] for m in context.messages if "metadata" in m] == [STEER]
+        assert [e for e, _ in seen] == ["steering.applied"]  # through Amplifier's own hook registry
+        assert seen[0][1]["input_id"] == "s1"
+        history.check(require_final=True).assert_ok()
+        capability = coordinator.get_capability(CAPABILITY)
+        assert capability["mode"] == "request_boundary"
+    assert capability["mode"] == "unavailable"  # the session's cleanup closed the runtime it made
+    assert runtime.closed
+
+
+@pytest.mark.anyio
+async def test_a_real_session_is_stopped_by_a_host_holding_only_the_coordinator() -> None:
+    """runtime.stop(id) from the coordinator's capability ends session.execute at its next boundary."""
+    first, first_gate = gated_tool("run_tests")
+    second = MockTool("deploy", "deployed")
+    provider = Provider([tool_call("run_tests", "deploy"), text("unused")])
+    session, context = real_session(provider, {"run_tests": first, "deploy": second})
+    answers: list[str] = []
+    async with session:
+        runtime = session.coordinator.get_capability(RUNTIME_CAPABILITY)
+
+        async def agent() -> None:
+            answers.append(await session.execute("Make the suite pass"))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(agent)
+            await first_gate.wait_reached()
+            assert runtime.stop(runtime.generation["id"]) is True
+            first_gate.release()
+        assert answers == ["Running the tests."]
+        assert (len(provider.requests), second.execute.await_count) == (1, 0)
+        assert context.messages[-1]["content"] == STOPPED_TOOL_RESULT
+        assert runtime.recent_events()[-1]["type"] == "generation.stopped"
+        assert runtime.generation is None
+
+
+@pytest.mark.anyio
+async def test_a_real_session_runs_a_follow_up_as_the_next_turn() -> None:
+    """In a real session a follow-up runs in the same session.execute, after the answer, no new prompt."""
+    tool, tool_gate = gated_tool()
+    provider = Provider([tool_call(), text("Fixed it."), text("Changelog updated.")])
+    session, _ = real_session(provider, {"run_tests": tool})
+    answers: list[str] = []
+    async with session:
+        runtime = session.coordinator.get_capability(RUNTIME_CAPABILITY)
+        submit = session.coordinator.get_capability(CAPABILITY)["submit"]
+
+        async def agent() -> None:
+            answers.append(await session.execute("Make the suite pass"))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(agent)
+            await tool_gate.wait_reached()
+            await submit(Input("follow_up", "Then update the changelog", id="f1"), runtime.generation["id"])
+            tool_gate.release()
+        assert answers == ["Changelog updated."]
+        assert provider.requests[2][-1]["content"] == "Then update the changelog"
+        assert runtime.receipt("f1").disposition == "applied"
+
+
+# -- the module's own code is anyio; Amplifier's kernel is asyncio-only ---------------------
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.anyio
+async def test_the_orchestrator_itself_runs_on_both_anyio_backends(anyio_backend: str) -> None:
+    """Constructed directly (no coordinator) with Python doubles, execute runs on trio as on asyncio.
+
+    Amplifier's coordinator (even amplifier-core's MockCoordinator) and session are a Rust kernel
+    that needs a running asyncio loop, so mounting is asyncio-only; the loop itself uses only anyio.
+    """
+    runtime = LiveRuntime()
+    orchestrator = LiveSteeringOrchestrator({"runtime": runtime})
+    provider = Provider([tool_call(), text("Fixed it.")])
+    context, hooks = MemoryContext(), EventRecorder()
+    running, may_finish = anyio.Event(), anyio.Event()
+
+    class Tool:
+        name, description, input_schema = "run_tests", "Run the tests", {"type": "object"}
+
+        async def execute(self, arguments: dict[str, Any]) -> Any:
+            running.set()
+            await may_finish.wait()
+            return ToolResult(success=True, output="12 passed, 1 failed")
+
+    answers: list[str] = []
+
+    async def agent() -> None:
+        tools = {"run_tests": Tool()}
+        answer = await orchestrator.execute("Make the suite pass", context, {"p": provider}, tools, hooks)
+        answers.append(answer)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(agent)
+        await running.wait()
+        generation = runtime.generation
+        assert generation is not None
+        receipt = await runtime.capability["submit"](Input("steer", STEER, id="s1"), generation["id"])
+        assert receipt.disposition == "queued"
+        may_finish.set()
+    assert answers == ["Fixed it."]
+    assert provider.requests[1][-1]["content"] == STEER
+    assert runtime.receipt("s1").disposition == "applied"  # type: ignore[union-attr]
+    await runtime.aclose()
