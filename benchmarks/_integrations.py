@@ -59,7 +59,7 @@ def _amplifier() -> tuple[Run, Run]:
     class NoGeneration:
         """What the loop calls on a generation, doing nothing: the loop without steering."""
 
-        id, accepting, pending = "plain", True, 0
+        id, accepting, pending, end_reason = "plain", True, 0, None
 
         async def __aenter__(self) -> NoGeneration:
             return self
@@ -67,24 +67,20 @@ def _amplifier() -> tuple[Run, Run]:
         async def __aexit__(self, *exc_info: object) -> None:
             return None
 
-        def continue_after_checkpoint(self) -> bool:
+        def continue_after_checkpoint(self, *, may_call: bool = True) -> bool:
             return False
 
         def stop(self, reason: object = None) -> None:
             self.accepting = False
 
-    class NoBridge:
-        buffered = 0
-
     class PlainLoop(LiveSteeringOrchestrator):
-        """The same Amplifier loop, its generation and event bridge taken out."""
+        """The same Amplifier loop, its generation and event re-emission taken out."""
 
         def _open_generation(self) -> Any:
             return NoGeneration()
 
     steering, plain_loop = LiveSteeringOrchestrator({"runtime": LiveRuntime()}), PlainLoop({})
-    plain_loop.close()
-    plain_loop._bridge = NoBridge()  # type: ignore[assignment]
+    plain_loop.close()  # no listener: its event buffer stays empty, so it hands nothing to the hooks
     tools = {"run_tests": MockTool("run_tests", "12 passed")}
     # A session's context manager outlives its prompts: made once per side, emptied per run.
     contexts = {steering: MockContextManager(), plain_loop: MockContextManager()}

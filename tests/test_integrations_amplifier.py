@@ -944,6 +944,18 @@ async def test_a_real_session_runs_a_follow_up_as_the_next_turn() -> None:
         assert runtime.receipt("f1").disposition == "applied"
 
 
+@pytest.mark.anyio
+async def test_a_real_session_reports_a_bad_orchestrator_config_with_its_message() -> None:
+    """In a mount plan, max_iterations: "5" fails the session's initialize(); Amplifier wraps the
+    TypeError mount() raises in its RuntimeError, whose message keeps ours."""
+    session, _ = real_session(Provider([]), {}, max_iterations="5")
+    try:
+        with pytest.raises(RuntimeError, match=r"config\['max_iterations'\] must be an int, got '5'"):
+            await session.initialize()
+    finally:
+        await session.cleanup()  # the kernel's own state, released before the interpreter exits
+
+
 # -- the module's own code is anyio; Amplifier's kernel is asyncio-only ---------------------
 
 

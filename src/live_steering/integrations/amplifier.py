@@ -25,7 +25,6 @@ module from its file, outside its package.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
@@ -33,6 +32,7 @@ from live_steering._extras import install_hint
 from live_steering._rules import SKIPPED_TOOL_RESULT
 from live_steering._runtime import Generation, LiveRuntime
 from live_steering._types import HoldReason, Input, StopReason
+from live_steering.integrations._bridge import EventBridge
 
 try:
     from amplifier_core.events import (
@@ -183,14 +183,14 @@ class LiveSteeringOrchestrator:
         self.max_iterations: Final[int] = max_iterations
         self.default_provider: Final[str | None] = default_provider
         self.skip_tools_on_steer: Final[bool] = skip_tools_on_steer
+        self._bridge = EventBridge(self.runtime)
         # The runtime's events, buffered as published and handed to the hooks at the loop's
         # steps; an empty deque is falsy, so a step with nothing to hand on costs no call.
-        self._events: deque[dict[str, Any]] = deque()
-        self._detach = self.runtime.add_listener(self._events.append)
+        self._events = self._bridge.events
 
     def close(self) -> None:
         """Stop re-emitting the runtime's events (called by the mount's cleanup)."""
-        self._detach()
+        self._bridge.detach()
 
     async def execute(
         self,
@@ -288,15 +288,7 @@ class LiveSteeringOrchestrator:
                 await self._flush(hooks)
 
     async def _flush(self, hooks: Any) -> None:
-        """Hand every buffered runtime event to ``hooks.emit``, oldest first, each as its own copy.
-
-        Events published while ``emit`` awaits are handed on by the same call, after the
-        ones before them; the runtime's log and its other consumers share the published dict.
-        """
-        events = self._events
-        while events:
-            event = events.popleft()
-            await hooks.emit(event["type"], dict(event))
+        await self._bridge.flush(hooks.emit)
 
     def _open_generation(self) -> Any:
         return self.runtime.open_generation()
