@@ -9,6 +9,10 @@ implementation of ``amplifier_core.interfaces.Provider``, since amplifier-core s
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -36,6 +40,7 @@ from live_steering.integrations.amplifier import (
 from live_steering.testing import Gate, History
 
 STEER = "Only fix the failing test"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
@@ -51,6 +56,39 @@ class TestAmplifierOrchestratorBehavior(OrchestratorBehaviorTests):  # type: ign
     def module_path(self) -> Path:
         """Point the plugin's loader at this module's file (as ``--module-path`` would)."""
         return Path(amplifier_module.__file__)
+
+
+def test_the_docs_recipe_runs_amplifier_cores_behaviour_tests_as_written(tmp_path: Path) -> None:
+    """The page's copy-paste recipe: its extra exists with what the tests need, and its test file,
+    run with its pytest command in a fresh directory, passes amplifier-core's six behaviour tests."""
+    page = (ROOT / "docs" / "integrations" / "amplifier.md").read_text(encoding="utf-8")
+    section = page[page.index("## Run amplifier-core's own behaviour tests") :]
+    recipe = re.search(r"```bash\n(.*?)```", section, re.S)
+    assert recipe is not None
+    lines = recipe.group(1)
+    extra = re.search(r'pip install -q "\$PWD\[([\w-]+)\]"', lines)
+    assert extra is not None
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    extras = project["optional-dependencies"]
+    needed = {requirement.split(">")[0] for requirement in extras[extra.group(1)]}
+    assert needed == {"amplifier-core", "pytest", "pytest-asyncio"}
+    test_file = re.search(r"cat > \S+/test_behaviour.py <<'EOF'\n(.*?)\nEOF\n", lines, re.S)
+    assert test_file is not None
+    (tmp_path / "test_behaviour.py").write_text(test_file.group(1) + "\n", encoding="utf-8")
+    command = lines.strip().splitlines()[-1].split("&& ", 1)[1].split()
+    assert command[:3] == [".venv/bin/python", "-m", "pytest"]
+    proc = subprocess.run(
+        [sys.executable, *command[1:], "-p", "no:cacheprovider"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1].startswith("6 passed"), proc.stdout
+    assert "warning" not in proc.stdout.lower(), proc.stdout
 
 
 class Provider:
