@@ -820,6 +820,36 @@ async def test_a_pending_follow_up_skips_no_tool() -> None:
     rig.history.check(require_final=True).assert_ok()
 
 
+class ListingHooks(EventRecorder):  # type: ignore[misc]
+    """A hook registry that lists its handlers, as amplifier-core's HookRegistry does."""
+
+    def __init__(self, handled: set[str]) -> None:
+        super().__init__()
+        self.handled = handled
+
+    def list_handlers(self, event: str | None = None) -> dict[str, list[str]]:
+        assert event is not None
+        return {event: ["a-handler"] if event in self.handled else []}
+
+
+@pytest.mark.anyio
+async def test_a_registry_listing_its_handlers_gets_only_the_events_someone_listens_to() -> None:
+    """With list_handlers, a runtime event without a handler is not emitted; Amplifier's own are."""
+    tool, tool_gate = gated_tool()
+    rig = Rig(Provider([tool_call(), text("Fixed it.")]), {"run_tests": tool})
+    rig.hooks = ListingHooks({"steering.applied"})
+    await rig.mount()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.execute)
+        await tool_gate.wait_reached()
+        await rig.steer()
+        tool_gate.release()
+    names = rig.hook_names()
+    assert [n for n in names if "." in n] == ["steering.applied"]  # no generation.started, ...
+    assert "provider:request" in names
+    assert "orchestrator:complete" in names  # Amplifier's lifecycle events: all of them
+
+
 # -- a real AmplifierSession, mounted from a mount plan -------------------------------------
 
 
