@@ -23,9 +23,11 @@ import anyio
 
 from ._timing import Figure, Samples, figure, no_gc, perf_counter_ns
 
-__all__ = ["INTEGRATIONS", "TARGET", "run_integrations"]
+__all__ = ["INTEGRATIONS", "TARGET", "TARGETS", "run_integrations"]
 
 TARGET = 1.10
+#: Targets of their own (issue 21: 1.05 each); the others keep ``TARGET`` until measured against it.
+TARGETS: dict[str, float] = {"amplifier": 1.05}
 TOOL_ROUNDS = 4
 """Tool rounds per run: with the final answer, five model requests."""
 PROMPT = "Make the suite pass"
@@ -198,7 +200,7 @@ async def _measure(rounds: int) -> list[Figure]:
     median = samples.median
     return [
         figure(f"integration_overhead_{name}", "asyncio", "ns", median(f"{name}_with"),
-               median(f"{name}_without"), TARGET)
+               median(f"{name}_without"), TARGETS.get(name, TARGET))
         for name in pairs
     ]
 
