@@ -23,9 +23,11 @@ import anyio
 
 from ._timing import Figure, Samples, figure, no_gc, perf_counter_ns
 
-__all__ = ["INTEGRATIONS", "TARGET", "run_integrations"]
+__all__ = ["INTEGRATIONS", "TARGET", "TARGETS", "run_integrations"]
 
 TARGET = 1.10
+#: Targets of their own (issue 21: 1.05 each); the others keep ``TARGET`` until measured against it.
+TARGETS: dict[str, float] = {"amplifier": 1.05}
 TOOL_ROUNDS = 4
 """Tool rounds per run: with the final answer, five model requests."""
 PROMPT = "Make the suite pass"
@@ -59,7 +61,7 @@ def _amplifier() -> tuple[Run, Run]:
     class NoGeneration:
         """What the loop calls on a generation, doing nothing: the loop without steering."""
 
-        id, accepting, pending = "plain", True, 0
+        id, accepting, pending, end_reason = "plain", True, 0, None
 
         async def __aenter__(self) -> NoGeneration:
             return self
@@ -67,24 +69,20 @@ def _amplifier() -> tuple[Run, Run]:
         async def __aexit__(self, *exc_info: object) -> None:
             return None
 
-        def continue_after_checkpoint(self) -> bool:
+        def continue_after_checkpoint(self, *, may_call: bool = True) -> bool:
             return False
 
         def stop(self, reason: object = None) -> None:
             self.accepting = False
 
-    class NoBridge:
-        buffered = 0
-
     class PlainLoop(LiveSteeringOrchestrator):
-        """The same Amplifier loop, its generation and event bridge taken out."""
+        """The same Amplifier loop, its generation and event re-emission taken out."""
 
         def _open_generation(self) -> Any:
             return NoGeneration()
 
     steering, plain_loop = LiveSteeringOrchestrator({"runtime": LiveRuntime()}), PlainLoop({})
-    plain_loop.close()
-    plain_loop._bridge = NoBridge()  # type: ignore[assignment]
+    plain_loop.close()  # no listener: its event buffer stays empty, so it hands nothing to the hooks
     tools = {"run_tests": MockTool("run_tests", "12 passed")}
     # A session's context manager outlives its prompts: made once per side, emptied per run.
     contexts = {steering: MockContextManager(), plain_loop: MockContextManager()}
@@ -202,7 +200,7 @@ async def _measure(rounds: int) -> list[Figure]:
     median = samples.median
     return [
         figure(f"integration_overhead_{name}", "asyncio", "ns", median(f"{name}_with"),
-               median(f"{name}_without"), TARGET)
+               median(f"{name}_without"), TARGETS.get(name, TARGET))
         for name in pairs
     ]
 

@@ -9,25 +9,38 @@ implementation of ``amplifier_core.interfaces.Provider``, since amplifier-core s
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from amplifier_core import ModuleLoader
+from amplifier_core import AmplifierSession, ModuleLoader, ToolResult
 from amplifier_core.message_models import ChatRequest, ChatResponse, TextBlock, ToolCall
-from amplifier_core.models import ProviderInfo
+from amplifier_core.models import HookResult, ProviderInfo
 from amplifier_core.testing import EventRecorder, MockContextManager, MockCoordinator, MockTool
 from amplifier_core.validation import OrchestratorValidator
 from amplifier_core.validation.behavioral import OrchestratorBehaviorTests
 
 from live_steering import Input, LiveRuntime
 from live_steering.integrations import amplifier as amplifier_module
-from live_steering.integrations.amplifier import CAPABILITY, MODULE_NAME, LiveSteeringOrchestrator, mount
+from live_steering.integrations.amplifier import (
+    CAPABILITY,
+    MODULE_NAME,
+    RUNTIME_CAPABILITY,
+    SKIPPED_TOOL_RESULT,
+    STOPPED_TOOL_RESULT,
+    LiveSteeringOrchestrator,
+    mount,
+)
 from live_steering.testing import Gate, History
 
 STEER = "Only fix the failing test"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
@@ -43,6 +56,39 @@ class TestAmplifierOrchestratorBehavior(OrchestratorBehaviorTests):  # type: ign
     def module_path(self) -> Path:
         """Point the plugin's loader at this module's file (as ``--module-path`` would)."""
         return Path(amplifier_module.__file__)
+
+
+def test_the_docs_recipe_runs_amplifier_cores_behaviour_tests_as_written(tmp_path: Path) -> None:
+    """The page's copy-paste recipe: its extra exists with what the tests need, and its test file,
+    run with its pytest command in a fresh directory, passes amplifier-core's six behaviour tests."""
+    page = (ROOT / "docs" / "integrations" / "amplifier.md").read_text(encoding="utf-8")
+    section = page[page.index("## Run amplifier-core's own behaviour tests") :]
+    recipe = re.search(r"```bash\n(.*?)```", section, re.S)
+    assert recipe is not None
+    lines = recipe.group(1)
+    extra = re.search(r'pip install -q "\$PWD\[([\w-]+)\]"', lines)
+    assert extra is not None
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    extras = project["optional-dependencies"]
+    needed = {requirement.split(">")[0] for requirement in extras[extra.group(1)]}
+    assert needed == {"amplifier-core", "pytest", "pytest-asyncio"}
+    test_file = re.search(r"cat > \S+/test_behaviour.py <<'EOF'\n(.*?)\nEOF\n", lines, re.S)
+    assert test_file is not None
+    (tmp_path / "test_behaviour.py").write_text(test_file.group(1) + "\n", encoding="utf-8")
+    command = lines.strip().splitlines()[-1].split("&& ", 1)[1].split()
+    assert command[:3] == [".venv/bin/python", "-m", "pytest"]
+    proc = subprocess.run(
+        [sys.executable, *command[1:], "-p", "no:cacheprovider"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1].startswith("6 passed"), proc.stdout
+    assert "warning" not in proc.stdout.lower(), proc.stdout
 
 
 class Provider:
@@ -79,10 +125,11 @@ def text(reply: str) -> ChatResponse:
     return ChatResponse(content=[TextBlock(text=reply)])
 
 
-def tool_call(name: str = "run_tests") -> ChatResponse:
+def tool_call(name: str = "run_tests", *more: str) -> ChatResponse:
+    """A reply asking for ``name`` (``call-1``), then each of ``more`` (``call-2``, ...), as one batch."""
     return ChatResponse(
         content=[TextBlock(text="Running the tests.")],
-        tool_calls=[ToolCall(id="call-1", name=name, arguments={})],
+        tool_calls=[ToolCall(id=f"call-{i}", name=n, arguments={}) for i, n in enumerate((name, *more), 1)],
     )
 
 
@@ -138,9 +185,9 @@ class Rig:
         gen_id: str = generation["id"]
         return gen_id
 
-    async def steer(self, input_id: str = "s1", steer: str = STEER) -> Any:
+    async def steer(self, input_id: str = "s1", steer: str = STEER, kind: str = "steer") -> Any:
         capability = self.coordinator.get_capability(CAPABILITY)
-        op = self.history.invoke(Input("steer", steer, id=input_id), self.generation_id())
+        op = self.history.invoke(Input(kind, steer, id=input_id), self.generation_id())
         return self.history.complete(op, await capability["submit"](op.input, op.generation_id))
 
     def steers_in_context(self) -> list[dict[str, Any]]:
@@ -189,7 +236,9 @@ async def test_amplifier_loader_finds_the_module_by_name() -> None:
     ("config", "error"),
     [
         ({"max_iterations": 0}, ValueError),
-        ({"max_iterations": "5"}, ValueError),
+        ({"max_iterations": "5"}, TypeError),
+        ({"max_iterations": True}, TypeError),
+        ({"skip_tools_on_steer": 1}, TypeError),
         ({"runtime": object()}, TypeError),
         ({"default_provider": 3}, TypeError),
         ({"max_iteration": 5}, ValueError),
@@ -511,3 +560,511 @@ async def test_steers_land_in_admission_order_and_stay_once_in_later_requests() 
 
     assert [steers(r) for r in rig.provider.requests] == [[], ["first", "second"], ["first", "second"]]
     rig.history.check(require_final=True).assert_ok()
+
+
+# -- the host holding only the coordinator -------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_the_registered_capability_is_live_and_follows_the_runtimes_close() -> None:
+    """The capability a host looked up before shows mode "unavailable" once the runtime closes."""
+    runtime = LiveRuntime()  # the host's own runtime: no cleanup of ours closes it
+    coordinator = MockCoordinator()
+    await mount(coordinator, {"runtime": runtime})
+    capability = coordinator.get_capability(CAPABILITY)
+    assert capability == runtime.capability  # the seed's four keys, the same values
+    assert capability["mode"] == "request_boundary"
+    await runtime.aclose()
+    assert capability["mode"] == "unavailable"  # the same object, read again
+    assert coordinator.get_capability(CAPABILITY)["mode"] == "unavailable"
+    refused = await capability["submit"](Input("steer", STEER, id="late"), "gen-1")
+    assert (refused.accepted, refused.reason) == (False, "closed")
+
+
+@pytest.mark.anyio
+async def test_a_host_with_only_the_coordinator_finds_the_generation_and_stops_it() -> None:
+    """live.steering.runtime gives the running generation's id and stop(); no tool starts after it.
+
+    The host stops the run while the first of two tool calls runs: that tool completes, the
+    second never starts (its call gets STOPPED_TOOL_RESULT), no further provider call is made,
+    the pending steer is held (generation-stopped) and execute returns the last reply's text.
+    """
+    first, first_gate = gated_tool("run_tests")
+    second = MockTool("deploy", "deployed")
+    tools = {"run_tests": first, "deploy": second}
+    rig = Rig(Provider([tool_call("run_tests", "deploy"), text("unused")]), tools)
+    await rig.mount()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.execute)
+        await first_gate.wait_reached()
+        runtime = rig.coordinator.get_capability(RUNTIME_CAPABILITY)
+        assert runtime is rig.runtime
+        generation = runtime.generation  # None between two executes
+        assert generation is not None
+        gen_id = generation["id"]
+        await rig.steer()
+        assert runtime.stop(gen_id) is True
+        first_gate.release()
+    assert runtime.generation is None
+    assert len(rig.provider.requests) == 1  # no provider call after the stop
+    assert first.execute.await_count == 1
+    assert second.execute.await_count == 0  # no tool started after the stop
+    results = {m["tool_call_id"]: m["content"] for m in rig.context.messages if m["role"] == "tool"}
+    assert results == {"call-1": "12 passed, 1 failed", "call-2": STOPPED_TOOL_RESULT}  # every call answered
+    held = rig.runtime.receipt("s1")
+    assert held is not None
+    assert (held.disposition, held.reason) == ("held", "generation-stopped")
+    assert rig.steers_in_context() == []
+    assert rig.results == ["Running the tests."]
+    assert rig.history.events[-1]["type"] == "generation.stopped"
+    assert rig.hooks.get_events("orchestrator:complete")[-1][1]["status"] == "cancelled"
+    assert [n for n in rig.hook_names() if n == "tool:pre"] == ["tool:pre"]
+    rig.history.check(require_final=True).assert_ok()
+
+
+@pytest.mark.anyio
+async def test_a_host_stop_during_the_provider_call_starts_no_tool_it_asked_for() -> None:
+    """A stop while the model answers: the tool calls of that answer get results, none runs."""
+    tool = MockTool("run_tests", "12 passed")
+    rig = Rig(Provider([tool_call(), text("unused")]), {"run_tests": tool})
+    await rig.mount()
+    gate = rig.provider.gates[0] = Gate()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.execute)
+        await gate.wait_reached()
+        assert rig.runtime.stop(rig.generation_id()) is True
+        gate.release()
+    assert (len(rig.provider.requests), tool.execute.await_count) == (1, 0)
+    assert [m["content"] for m in rig.context.messages if m["role"] == "tool"] == [STOPPED_TOOL_RESULT]
+    assert rig.history.events[-1]["type"] == "generation.stopped"
+    rig.history.check(require_final=True).assert_ok()
+
+
+@pytest.mark.anyio
+async def test_amplifier_cancellation_during_a_batch_starts_no_further_tool() -> None:
+    """Amplifier's graceful cancel during a tool batch: the running tool ends, the next never starts."""
+    first, first_gate = gated_tool("run_tests")
+    second = MockTool("deploy", "deployed")
+    rig = Rig(Provider([tool_call("run_tests", "deploy")]), {"run_tests": first, "deploy": second})
+    await rig.mount()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.execute)
+        await first_gate.wait_reached()
+        rig.coordinator.cancellation.request_graceful()
+        first_gate.release()
+    assert second.execute.await_count == 0
+    answered = {"role": "tool", "tool_call_id": "call-2", "content": STOPPED_TOOL_RESULT}
+    assert rig.context.messages[-1] == answered
+    assert rig.history.events[-1]["type"] == "generation.stopped"
+    assert rig.hooks.get_events("orchestrator:complete")[-1][1]["status"] == "cancelled"
+
+
+@pytest.mark.anyio
+async def test_a_spent_budget_decides_before_a_continuation_is_announced() -> None:
+    """max_iterations spent at the checkpoint with a steer pending: held, no generation.continued (C17)."""
+    rig = Rig(Provider([text("Done."), text("unused")]), max_iterations=1)
+    await rig.mount()
+    checkpoint = Gate()
+    write = rig.context.add_message.side_effect
+
+    async def held_answer(message: dict[str, Any]) -> None:
+        await write(message)
+        if message["role"] == "assistant":
+            await checkpoint.passage()
+
+    rig.context.add_message.side_effect = held_answer
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.execute)
+        await checkpoint.wait_reached()
+        await rig.steer()
+        checkpoint.release()
+    types = [e["type"] for e in rig.history.events]
+    assert "generation.continued" not in types
+    assert types[-1] == "generation.stopped"
+    held = rig.runtime.receipt("s1")
+    assert held is not None
+    assert (held.disposition, held.reason) == ("held", "budget-exhausted")
+    assert len(rig.provider.requests) == 1
+    assert rig.hooks.get_events("orchestrator:complete")[-1][1]["status"] == "max_iterations"
+    rig.history.check(require_final=True).assert_ok()
+
+
+# -- follow-ups (C29) and tool batches (C31) -----------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_follow_up_is_the_next_turn_of_the_same_execute() -> None:
+    """A follow-up sent while a tool runs starts the next generation once the answer is in, no new prompt."""
+    tool, tool_gate = gated_tool()
+    rig = Rig(Provider([tool_call(), text("Fixed it."), text("Changelog updated.")]), {"run_tests": tool})
+    await rig.mount()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.execute)
+        await tool_gate.wait_reached()
+        anchor = rig.generation_id()
+        queued = await rig.steer("f1", "Then update the changelog", kind="follow_up")
+        tool_gate.release()
+    assert (queued.accepted, queued.disposition) == (True, "queued")
+    assert rig.results == ["Changelog updated."]
+    assert len(rig.provider.requests) == 3
+    assert "Then update the changelog" not in [m["content"] for m in rig.provider.requests[1]]
+    last = rig.provider.requests[2][-1]
+    assert (last["role"], last["content"]) == ("user", "Then update the changelog")
+    assert last["metadata"]["delivery"] == "follow_up"
+    assert last["metadata"]["target_generation_id"] != anchor  # written in the next generation
+    applied = rig.runtime.receipt("f1")
+    assert applied is not None
+    assert (applied.disposition, applied.generation_id) == ("applied", anchor)
+    types = [e["type"] for e in rig.history.events]
+    assert types.count("generation.started") == 2
+    assert types.count("generation.finished") == 2
+    assert [m["content"] for m in rig.context.messages].count("Make the suite pass") == 1  # no replay
+    complete = rig.hooks.get_events("orchestrator:complete")
+    assert [c[1]["turn_count"] for c in complete] == [3]  # one execute, its three provider calls
+    rig.history.check(require_final=True).assert_ok()
+
+
+@pytest.mark.anyio
+async def test_a_stopped_run_discards_its_follow_up() -> None:
+    """A host's stop holds the pending follow-up (generation-stopped): no next turn runs."""
+    tool, tool_gate = gated_tool()
+    rig = Rig(Provider([tool_call(), text("unused")]), {"run_tests": tool})
+    await rig.mount()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.execute)
+        await tool_gate.wait_reached()
+        await rig.steer("f1", "Then update the changelog", kind="follow_up")
+        rig.runtime.stop(rig.generation_id())
+        tool_gate.release()
+    held = rig.runtime.receipt("f1")
+    assert held is not None
+    assert (held.disposition, held.reason) == ("held", "generation-stopped")
+    assert len(rig.provider.requests) == 1
+    assert [e["type"] for e in rig.history.events].count("generation.started") == 1
+    rig.history.check(require_final=True).assert_ok()
+
+
+@pytest.mark.anyio
+async def test_skip_tools_on_steer_answers_the_rest_of_the_batch_without_running_it() -> None:
+    """C31: a steer pending after a tool returned: the rest of the batch gets the pinned result, unrun."""
+    first, first_gate = gated_tool("run_tests")
+    lint, deploy = MockTool("lint", "clean"), MockTool("deploy", "deployed")
+    rig = Rig(
+        Provider([tool_call("run_tests", "lint", "deploy"), text("Fixed it.")]),
+        {"run_tests": first, "lint": lint, "deploy": deploy},
+        skip_tools_on_steer=True,
+    )
+    await rig.mount()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.execute)
+        await first_gate.wait_reached()
+        gen_id = rig.generation_id()
+        await rig.steer()
+        first_gate.release()
+    assert (lint.execute.await_count, deploy.execute.await_count) == (0, 0)
+    second = rig.provider.requests[1]
+    assert [(m["role"], m.get("tool_call_id"), m["content"]) for m in second[2:]] == [
+        ("tool", "call-1", "12 passed, 1 failed"),
+        ("tool", "call-2", SKIPPED_TOOL_RESULT),
+        ("tool", "call-3", SKIPPED_TOOL_RESULT),
+        ("user", None, STEER),  # the steer, at the next boundary
+    ]
+    (skipped,) = [e for e in rig.history.events if e["type"] == "tools.skipped"]
+    assert (skipped["generation_id"], skipped["tool_call_ids"], skipped["input_ids"]) == (
+        gen_id,
+        ["call-2", "call-3"],
+        ["s1"],
+    )
+    assert rig.hooks.get_events("tools.skipped")[0][1]["tool_call_ids"] == ["call-2", "call-3"]
+    rig.history.check(require_final=True).assert_ok()
+
+
+@pytest.mark.anyio
+async def test_without_skip_tools_on_steer_every_tool_of_the_batch_runs() -> None:
+    """The default is off: a steer pending mid-batch waits, every tool runs, nothing is skipped."""
+    first, first_gate = gated_tool("run_tests")
+    lint = MockTool("lint", "clean")
+    tools = {"run_tests": first, "lint": lint}
+    rig = Rig(Provider([tool_call("run_tests", "lint"), text("Fixed it.")]), tools)
+    await rig.mount()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.execute)
+        await first_gate.wait_reached()
+        await rig.steer()
+        first_gate.release()
+    assert lint.execute.await_count == 1
+    assert SKIPPED_TOOL_RESULT not in [m["content"] for m in rig.context.messages]
+    assert "tools.skipped" not in [e["type"] for e in rig.history.events]
+    assert rig.provider.requests[1][-1]["content"] == STEER
+
+
+@pytest.mark.anyio
+async def test_a_pending_follow_up_skips_no_tool() -> None:
+    """C31 skips for a steer only: a follow-up pending mid-batch lets every tool run."""
+    first, first_gate = gated_tool("run_tests")
+    lint = MockTool("lint", "clean")
+    rig = Rig(
+        Provider([tool_call("run_tests", "lint"), text("Fixed it."), text("Done too.")]),
+        {"run_tests": first, "lint": lint},
+        skip_tools_on_steer=True,
+    )
+    await rig.mount()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.execute)
+        await first_gate.wait_reached()
+        await rig.steer("f1", "Then this", kind="follow_up")
+        first_gate.release()
+    assert lint.execute.await_count == 1
+    assert "tools.skipped" not in [e["type"] for e in rig.history.events]
+    assert rig.results == ["Done too."]
+    rig.history.check(require_final=True).assert_ok()
+
+
+class ListingHooks(EventRecorder):  # type: ignore[misc]
+    """A hook registry that lists its handlers, as amplifier-core's HookRegistry does."""
+
+    def __init__(self, handled: set[str]) -> None:
+        super().__init__()
+        self.handled = handled
+
+    def list_handlers(self, event: str | None = None) -> dict[str, list[str]]:
+        assert event is not None
+        return {event: ["a-handler"] if event in self.handled else []}
+
+
+@pytest.mark.anyio
+async def test_a_registry_listing_its_handlers_gets_only_the_events_someone_listens_to() -> None:
+    """With list_handlers, a runtime event without a handler is not emitted; Amplifier's own are."""
+    tool, tool_gate = gated_tool()
+    rig = Rig(Provider([tool_call(), text("Fixed it.")]), {"run_tests": tool})
+    rig.hooks = ListingHooks({"steering.applied"})
+    await rig.mount()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.execute)
+        await tool_gate.wait_reached()
+        await rig.steer()
+        tool_gate.release()
+    names = rig.hook_names()
+    assert [n for n in names if "." in n] == ["steering.applied"]  # no generation.started, ...
+    assert "provider:request" in names
+    assert "orchestrator:complete" in names  # Amplifier's lifecycle events: all of them
+
+
+# -- a real AmplifierSession, mounted from a mount plan -------------------------------------
+
+
+class MemoryContext:
+    """A context module's manager (amplifier_core.interfaces.ContextManager), in memory."""
+
+    def __init__(self) -> None:
+        self.messages: list[dict[str, Any]] = []
+
+    async def add_message(self, message: dict[str, Any]) -> None:
+        self.messages.append(message)
+
+    async def get_messages_for_request(self, token_budget: Any = None, provider: Any = None) -> list[Any]:
+        return list(self.messages)
+
+    async def get_messages(self) -> list[dict[str, Any]]:
+        return list(self.messages)
+
+    async def set_messages(self, messages: list[dict[str, Any]]) -> None:
+        self.messages = list(messages)
+
+    async def clear(self) -> None:
+        self.messages.clear()
+
+
+class StandInLoader(ModuleLoader):  # type: ignore[misc]
+    """Amplifier's loader, knowing this test's provider, context and tools as modules by name;
+    it resolves every other name (``loop-live-steering``) as usual, through its entry point."""
+
+    def __init__(self, coordinator: Any, modules: dict[str, tuple[str, str, Any]]) -> None:
+        super().__init__(coordinator=coordinator)
+        self.modules = modules
+
+    async def load(
+        self, module_id: str, config: Any = None, source_hint: Any = None, coordinator: Any = None
+    ) -> Any:
+        if module_id not in self.modules:
+            return await super().load(module_id, config, source_hint, coordinator)
+        mount_point, name, module = self.modules[module_id]
+
+        async def mount_it(coordinator: Any) -> None:
+            await coordinator.mount(mount_point, module, **({"name": name} if name else {}))
+
+        return mount_it
+
+
+def real_session(provider: Provider, tools: dict[str, Any], **config: Any) -> tuple[Any, MemoryContext]:
+    """An ``AmplifierSession`` whose mount plan names this package's orchestrator and the stand-ins."""
+    context = MemoryContext()
+    plan = {
+        "session": {"orchestrator": MODULE_NAME, "context": "context-memory"},
+        "orchestrator": {"config": config},
+        "providers": [{"module": "provider-scripted"}],
+        "tools": [{"module": f"tool-{name}"} for name in tools],
+    }
+    modules: dict[str, tuple[str, str, Any]] = {
+        "context-memory": ("context", "", context),
+        "provider-scripted": ("providers", "scripted", provider),
+    }
+    modules.update({f"tool-{name}": ("tools", name, tool) for name, tool in tools.items()})
+    session = AmplifierSession(plan)
+    session.coordinator.loader = StandInLoader(session.coordinator, modules)  # what initialize() uses
+    return session, context
+
+
+@pytest.mark.anyio
+async def test_a_real_session_mounts_the_plan_and_a_host_steers_through_its_coordinator() -> None:
+    """AmplifierSession from a mount plan: the host, holding only the coordinator, steers mid-tool."""
+    tool, tool_gate = gated_tool()
+    provider = Provider([tool_call(), text("Fixed it.")])
+    session, context = real_session(provider, {"run_tests": tool}, max_iterations=8)
+    seen: list[tuple[str, dict[str, Any]]] = []
+    answers: list[str] = []
+
+    async def record(event: str, data: dict[str, Any]) -> HookResult:
+        seen.append((event, data))
+        return HookResult(action="continue")
+
+    async with session:
+        coordinator = session.coordinator
+        orchestrator = coordinator.get("orchestrator")
+        assert isinstance(orchestrator, LiveSteeringOrchestrator)
+        assert orchestrator.max_iterations == 8  # the plan's orchestrator config
+        coordinator.hooks.register("steering.applied", record, name="test-steering-applied")
+        runtime = coordinator.get_capability(RUNTIME_CAPABILITY)
+        history = History.attach(runtime)
+
+        async def agent() -> None:
+            answers.append(await session.execute("Make the suite pass"))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(agent)
+            await tool_gate.wait_reached()
+            gen_id = runtime.generation["id"]
+            capability = coordinator.get_capability(CAPABILITY)
+            op = history.invoke(Input("steer", STEER, id="s1"), gen_id)
+            receipt = history.complete(op, await capability["submit"](op.input, gen_id))
+            assert receipt.disposition == "queued"
+            tool_gate.release()
+        assert answers == ["Fixed it."]
+        assert provider.requests[1][-1]["content"] == STEER
+        assert provider.requests[1][-1]["metadata"]["input_id"] == "s1"
+        assert [m["content"] for m in context.messages if "metadata" in m] == [STEER]
+        assert [e for e, _ in seen] == ["steering.applied"]  # through Amplifier's own hook registry
+        assert seen[0][1]["input_id"] == "s1"
+        history.check(require_final=True).assert_ok()
+        capability = coordinator.get_capability(CAPABILITY)
+        assert capability["mode"] == "request_boundary"
+    assert capability["mode"] == "unavailable"  # the session's cleanup closed the runtime it made
+    assert runtime.closed
+
+
+@pytest.mark.anyio
+async def test_a_real_session_is_stopped_by_a_host_holding_only_the_coordinator() -> None:
+    """runtime.stop(id) from the coordinator's capability ends session.execute at its next boundary."""
+    first, first_gate = gated_tool("run_tests")
+    second = MockTool("deploy", "deployed")
+    provider = Provider([tool_call("run_tests", "deploy"), text("unused")])
+    session, context = real_session(provider, {"run_tests": first, "deploy": second})
+    answers: list[str] = []
+    async with session:
+        runtime = session.coordinator.get_capability(RUNTIME_CAPABILITY)
+
+        async def agent() -> None:
+            answers.append(await session.execute("Make the suite pass"))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(agent)
+            await first_gate.wait_reached()
+            assert runtime.stop(runtime.generation["id"]) is True
+            first_gate.release()
+        assert answers == ["Running the tests."]
+        assert (len(provider.requests), second.execute.await_count) == (1, 0)
+        assert context.messages[-1]["content"] == STOPPED_TOOL_RESULT
+        assert runtime.recent_events()[-1]["type"] == "generation.stopped"
+        assert runtime.generation is None
+
+
+@pytest.mark.anyio
+async def test_a_real_session_runs_a_follow_up_as_the_next_turn() -> None:
+    """In a real session a follow-up runs in the same session.execute, after the answer, no new prompt."""
+    tool, tool_gate = gated_tool()
+    provider = Provider([tool_call(), text("Fixed it."), text("Changelog updated.")])
+    session, _ = real_session(provider, {"run_tests": tool})
+    answers: list[str] = []
+    async with session:
+        runtime = session.coordinator.get_capability(RUNTIME_CAPABILITY)
+        submit = session.coordinator.get_capability(CAPABILITY)["submit"]
+
+        async def agent() -> None:
+            answers.append(await session.execute("Make the suite pass"))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(agent)
+            await tool_gate.wait_reached()
+            await submit(Input("follow_up", "Then update the changelog", id="f1"), runtime.generation["id"])
+            tool_gate.release()
+        assert answers == ["Changelog updated."]
+        assert provider.requests[2][-1]["content"] == "Then update the changelog"
+        assert runtime.receipt("f1").disposition == "applied"
+
+
+@pytest.mark.anyio
+async def test_a_real_session_reports_a_bad_orchestrator_config_with_its_message() -> None:
+    """In a mount plan, max_iterations: "5" fails the session's initialize(); Amplifier wraps the
+    TypeError mount() raises in its RuntimeError, whose message keeps ours."""
+    session, _ = real_session(Provider([]), {}, max_iterations="5")
+    try:
+        with pytest.raises(RuntimeError, match=r"config\['max_iterations'\] must be an int, got '5'"):
+            await session.initialize()
+    finally:
+        await session.cleanup()  # the kernel's own state, released before the interpreter exits
+
+
+# -- the module's own code is anyio; Amplifier's kernel is asyncio-only ---------------------
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.anyio
+async def test_the_orchestrator_itself_runs_on_both_anyio_backends(anyio_backend: str) -> None:
+    """Constructed directly (no coordinator) with Python doubles, execute runs on trio as on asyncio.
+
+    Amplifier's coordinator (even amplifier-core's MockCoordinator) and session are a Rust kernel
+    that needs a running asyncio loop, so mounting is asyncio-only; the loop itself uses only anyio.
+    """
+    runtime = LiveRuntime()
+    orchestrator = LiveSteeringOrchestrator({"runtime": runtime})
+    provider = Provider([tool_call(), text("Fixed it.")])
+    context, hooks = MemoryContext(), EventRecorder()
+    running, may_finish = anyio.Event(), anyio.Event()
+
+    class Tool:
+        name, description, input_schema = "run_tests", "Run the tests", {"type": "object"}
+
+        async def execute(self, arguments: dict[str, Any]) -> Any:
+            running.set()
+            await may_finish.wait()
+            return ToolResult(success=True, output="12 passed, 1 failed")
+
+    answers: list[str] = []
+
+    async def agent() -> None:
+        tools = {"run_tests": Tool()}
+        answer = await orchestrator.execute("Make the suite pass", context, {"p": provider}, tools, hooks)
+        answers.append(answer)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(agent)
+        await running.wait()
+        generation = runtime.generation
+        assert generation is not None
+        receipt = await runtime.capability["submit"](Input("steer", STEER, id="s1"), generation["id"])
+        assert receipt.disposition == "queued"
+        may_finish.set()
+    assert answers == ["Fixed it."]
+    assert provider.requests[1][-1]["content"] == STEER
+    assert runtime.receipt("s1").disposition == "applied"  # type: ignore[union-attr]
+    await runtime.aclose()

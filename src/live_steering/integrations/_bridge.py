@@ -25,6 +25,9 @@ class EventBridge:
 
     def __init__(self, runtime: LiveRuntime) -> None:
         self._buffer: deque[dict[str, Any]] = deque()
+        self.events: deque[dict[str, Any]] = self._buffer
+        """The buffer itself, for a loop that tests it at every step: ``if bridge.events:`` is no
+        Python call, where ``bridge.buffered`` is one. Read it; only ``flush`` empties it."""
         self.detach: Callable[[], None] = runtime.add_listener(self._buffer.append)
 
     @property

@@ -1,20 +1,23 @@
 """An Amplifier orchestrator module with live steering: Amplifier's agent loop on a ``LiveRuntime``.
 
 Needs the ``amplifier`` extra (``pip install 'live-steering[amplifier]'``, amplifier-core 2.x).
-Mount it like any orchestrator: by name (``loop-live-steering``, registered in the
-``amplifier.modules`` entry-point group, so Amplifier's ``ModuleLoader`` finds it) or by
-calling ``mount(coordinator, config)``. Mounting registers the ``live.steering``
-capability in the seed's shape, so a host does exactly what the seed shows::
+Mount it like any orchestrator: by name in a session's mount plan (``loop-live-steering``,
+registered in the ``amplifier.modules`` entry-point group, so Amplifier's ``ModuleLoader``
+finds it) or by calling ``mount(coordinator, config)``. Mounting registers two coordinator
+capabilities, so a host holding only the coordinator (``session.coordinator``) steers and
+stops a running ``execute``::
 
-    capability = coordinator.get_capability("live.steering")
-    gen_id = orchestrator.runtime.generation["id"]
+    capability = coordinator.get_capability("live.steering")         # the live capability
+    runtime = coordinator.get_capability("live.steering.runtime")     # the LiveRuntime
+    gen_id = runtime.generation["id"]                                 # while an execute runs
     receipt = await capability["submit"](Input("steer", "Use the corrected path", id="fix-1"), gen_id)
+    runtime.stop(gen_id)                                              # ends it at its next boundary
 
-What it owns: the loop (one generation per ``execute``, a request boundary before every
-provider call, tools run to completion, the continuation check after the final answer
-is in the context). What it never does: interrupt a running tool, replay a prompt or a
-tool call, or touch Amplifier's internals (it only uses the orchestrator, context,
-provider, tool and hook interfaces of ``amplifier_core.interfaces``).
+What it owns: the loop (one generation per ``execute``, one more per round of follow-ups, a
+request boundary before every provider call, tools run to completion, the continuation
+check after the final answer is in the context). What it never does: interrupt a running
+tool, replay a prompt or a tool call, or touch Amplifier's internals (it only uses the
+orchestrator, context, provider, tool and hook interfaces of ``amplifier_core.interfaces``).
 
 Written with absolute imports: amplifier-core's validator and test fixtures load a
 module from its file, outside its package.
@@ -22,12 +25,13 @@ module from its file, outside its package.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 from live_steering._extras import install_hint
-from live_steering._runtime import LiveRuntime
-from live_steering._types import Input, StopReason
+from live_steering._rules import SKIPPED_TOOL_RESULT
+from live_steering._runtime import Generation, LiveRuntime
+from live_steering._types import HoldReason, Input, StopReason
 from live_steering.integrations._bridge import EventBridge
 
 try:
@@ -48,38 +52,97 @@ except ImportError as error:  # pragma: no cover - exercised by installs without
         install_hint("live_steering.integrations.amplifier", "amplifier", "amplifier-core")
     ) from error
 
-__all__ = ["CAPABILITY", "MODULE_NAME", "LiveSteeringOrchestrator", "mount"]
+__all__ = [
+    "CAPABILITY",
+    "MODULE_NAME",
+    "RUNTIME_CAPABILITY",
+    "SKIPPED_TOOL_RESULT",
+    "STOPPED_TOOL_RESULT",
+    "LiveSteeringOrchestrator",
+    "mount",
+]
 
 #: Read by Amplifier's loader: this module mounts at the ``orchestrator`` mount point.
 __amplifier_module_type__: Final = "orchestrator"
 
-#: The coordinator capability a host looks up (the seed's name).
+#: The coordinator capability a host submits through: ``{"version", "mode", "cancellable", "submit"}``.
 CAPABILITY: Final = "live.steering"
+#: The coordinator capability holding the orchestrator's ``LiveRuntime``: the running
+#: generation (``runtime.generation``), ``runtime.stop(id)``, receipts and events.
+RUNTIME_CAPABILITY: Final = "live.steering.runtime"
 #: The name this module is registered under in the ``amplifier.modules`` entry-point group.
 MODULE_NAME: Final = "loop-live-steering"
-_CONFIG_KEYS: Final = frozenset({"runtime", "max_iterations", "default_provider"})
+#: The result a tool call gets when the run ended (a host's stop, Amplifier's cancellation)
+#: before that tool started: every tool call keeps a result, as providers require.
+STOPPED_TOOL_RESULT: Final = "Not run: the run was stopped before this tool started."
+_CONFIG_KEYS: Final = frozenset({"runtime", "max_iterations", "default_provider", "skip_tools_on_steer"})
+#: ``orchestrator:complete``'s ``status`` by how the generation ended (its end reason).
+_STATUS: Final[dict[HoldReason | None, str]] = {
+    None: "success",
+    HoldReason.BUDGET_EXHAUSTED: "max_iterations",
+    HoldReason.GENERATION_STOPPED: "cancelled",
+    HoldReason.RUNTIME_CLOSED: "cancelled",
+}
+_KEYS: Final = ("version", "mode", "cancellable", "submit")
+
+
+class _Turns:
+    """What one ``execute`` did over its generations: provider calls, and the last reply's text."""
+
+    __slots__ = ("calls", "text")
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.text = ""
+
+
+class _LiveCapability(Mapping[str, Any]):
+    """The runtime's ``live.steering`` capability as a live, read-only mapping.
+
+    Each read asks the runtime, so ``mode`` turns ``"unavailable"`` the moment the runtime
+    closes, for a host that looked the capability up long before. It compares equal to
+    ``runtime.capability`` (the same four keys and values).
+    """
+
+    __slots__ = ("_runtime",)
+
+    def __init__(self, runtime: LiveRuntime) -> None:
+        self._runtime = runtime
+
+    def __getitem__(self, key: str) -> Any:
+        return self._runtime.capability[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_KEYS)
+
+    def __len__(self) -> int:
+        return len(_KEYS)
+
+    def __repr__(self) -> str:
+        return f"<live.steering capability {dict(self)!r}>"
 
 
 async def mount(coordinator: Any, config: Mapping[str, Any] | None = None) -> Any:
-    """Mount the orchestrator and register the ``live.steering`` capability; return the cleanup.
+    """Mount the orchestrator and register the ``live.steering`` capabilities; return the cleanup.
 
     ``config`` (all optional): ``runtime``, a ``LiveRuntime`` you own (default: a fresh
-    one, closed by the returned cleanup); ``max_iterations``, provider calls per
-    ``execute`` (default ``-1``, unlimited, as Amplifier's basic loop); ``default_provider``,
-    the name of the provider to use (default: the first one given). A wrong type or an
-    unknown key raises before anything is mounted.
+    one, closed by the returned cleanup); ``max_iterations``, provider calls per turn
+    (default ``-1``, unlimited, as Amplifier's basic loop); ``default_provider``, the name
+    of the provider to use (default: the one of lowest priority); ``skip_tools_on_steer``
+    (default False), answer the rest of a tool batch without running it once a steer is
+    pending. A value of the wrong type raises ``TypeError``, a bad value or an unknown key
+    ``ValueError``, before anything is mounted.
     """
     orchestrator = LiveSteeringOrchestrator(dict(config or {}))
     runtime = orchestrator.runtime
     await coordinator.mount("orchestrator", orchestrator)
-    coordinator.register_capability(CAPABILITY, runtime.capability)
+    coordinator.register_capability(CAPABILITY, _LiveCapability(runtime))
+    coordinator.register_capability(RUNTIME_CAPABILITY, runtime)
 
     async def cleanup() -> None:
         orchestrator.close()
         if orchestrator.owns_runtime:
-            await runtime.aclose()
-        # The registered dict is a snapshot: register it again so hosts see the current mode.
-        coordinator.register_capability(CAPABILITY, runtime.capability)
+            await runtime.aclose()  # the registered capability now says mode "unavailable"
 
     return cleanup
 
@@ -92,8 +155,9 @@ class LiveSteeringOrchestrator:
     context through ``context.add_message({"role": "user", "content": text, "metadata":
     ...})``, the metadata carrying ``input_id`` and ``target_generation_id``. After the
     final answer is in the context (Amplifier's checkpoint), steers that arrived meanwhile
-    continue the same generation. Amplifier's lifecycle events go through ``hooks``, and
-    the runtime's steering events are re-emitted beside them, in order, at each step.
+    continue the same generation, and follow-ups start the next one (the next turn, in the
+    same ``execute``). Amplifier's lifecycle events go through ``hooks``, and the runtime's
+    steering events are re-emitted beside them, in order, at each step.
     """
 
     def __init__(self, config: dict[str, Any]) -> None:
@@ -104,16 +168,25 @@ class LiveSteeringOrchestrator:
         if runtime is not None and not isinstance(runtime, LiveRuntime):
             raise TypeError("config['runtime'] must be a live_steering.LiveRuntime")
         max_iterations = config.get("max_iterations", -1)
-        if type(max_iterations) is not int or (max_iterations < 1 and max_iterations != -1):
-            raise ValueError("config['max_iterations'] must be a positive int, or -1 for unlimited")
+        if type(max_iterations) is not int:
+            raise TypeError(f"config['max_iterations'] must be an int, got {max_iterations!r}")
+        if max_iterations < 1 and max_iterations != -1:
+            raise ValueError(f"config['max_iterations'] must be positive or -1 (unlimited): {max_iterations}")
         default_provider = config.get("default_provider")
         if default_provider is not None and not isinstance(default_provider, str):
             raise TypeError("config['default_provider'] must be a provider name (str)")
+        skip_tools_on_steer = config.get("skip_tools_on_steer", False)
+        if type(skip_tools_on_steer) is not bool:
+            raise TypeError(f"config['skip_tools_on_steer'] must be a bool, got {skip_tools_on_steer!r}")
         self.owns_runtime: Final = runtime is None
         self.runtime: Final[LiveRuntime] = LiveRuntime() if runtime is None else runtime
         self.max_iterations: Final[int] = max_iterations
         self.default_provider: Final[str | None] = default_provider
+        self.skip_tools_on_steer: Final[bool] = skip_tools_on_steer
         self._bridge = EventBridge(self.runtime)
+        # The runtime's events, buffered as published and handed to the hooks at the loop's
+        # steps; an empty deque is falsy, so a step with nothing to hand on costs no call.
+        self._events = self._bridge.events
 
     def close(self) -> None:
         """Stop re-emitting the runtime's events (called by the mount's cleanup)."""
@@ -128,63 +201,113 @@ class LiveSteeringOrchestrator:
         hooks: Any,
         **kwargs: Any,
     ) -> str:
-        """Run one generation for ``prompt``; return the final answer's text (Amplifier's contract)."""
+        """Run one generation for ``prompt``, then one per round of follow-ups; return the
+        last reply's text (Amplifier's contract)."""
         coordinator = kwargs.get("coordinator")
         provider_name, provider = self._select_provider(providers)
-        await self._flush(hooks)  # whatever happened between two executes
-        iterations = 0
+        events = self._events
+        if events:
+            await self._flush(hooks)  # whatever happened between two executes
+        turn = _Turns()
         status = "success"
-        text = ""
-
-        async def write_steer(steer: Input, metadata: Mapping[str, Any]) -> None:
-            await context.add_message({"role": "user", "content": steer.text, "metadata": dict(metadata)})
-
+        first = True
         try:
-            async with self._open_generation() as gen:
-                await self._flush(hooks)
-                submitted = await hooks.emit(PROMPT_SUBMIT, {"prompt": prompt, "generation_id": gen.id})
-                if getattr(submitted, "action", None) == "deny":
-                    return f"Operation denied: {submitted.reason}"
-                await context.add_message({"role": "user", "content": prompt})
-                while True:
-                    if coordinator is not None and coordinator.cancellation.is_cancelled:
-                        gen.stop()  # Amplifier's cooperative cancel: pending steers are held
-                        status = "cancelled"
-                    elif self.max_iterations != -1 and iterations >= self.max_iterations:
-                        gen.stop(StopReason.BUDGET_EXHAUSTED)
-                        status = "max_iterations"
-                    if not gen.accepting:  # stopped here, by a host, or the runtime was closed
-                        status = "cancelled" if status == "success" else status
-                        break
-                    if gen.pending:  # nothing pending: the boundary would write nothing
-                        await gen.boundary(write_steer)
-                    await self._flush(hooks)  # before the request: what the host caused meanwhile
-                    reply, calls = await self._ask(provider_name, provider, context, tools, hooks, iterations)
-                    iterations += 1
-                    text = reply
-                    if calls:
-                        await self._run_tools(calls, reply, context, tools, hooks, coordinator)
-                        continue
-                    await context.add_message({"role": "assistant", "content": reply})
-                    if not gen.continue_after_checkpoint():  # False: admission closed, nothing pending
-                        break
-                    await self._flush(hooks)
+            while True:
+                async with self._open_generation() as gen:
+                    if events:
+                        await self._flush(hooks)
+                    if first:
+                        submitted = await hooks.emit(
+                            PROMPT_SUBMIT, {"prompt": prompt, "generation_id": gen.id}
+                        )
+                        if getattr(submitted, "action", None) == "deny":
+                            gen.stop()  # anything already pending is held, never written
+                            return f"Operation denied: {submitted.reason}"
+                        await context.add_message({"role": "user", "content": prompt})
+                    await self._turn(gen, provider_name, provider, context, tools, hooks, coordinator, turn)
+                status = _STATUS[gen.end_reason]
+                # A follow-up (C29) is the next turn of this run: a generation of its own,
+                # no new prompt, its first boundary writes the follow-ups.
+                if status != "success" or not self.runtime.pending_follow_ups:
+                    break
+                first = False
         finally:
-            await self._flush(hooks)  # the terminal event and what it held
+            if events:
+                await self._flush(hooks)  # the terminal event and what it held
+        text = turn.text
         await hooks.emit(PROMPT_COMPLETE, {"response_preview": text[:200], "length": len(text)})
         await hooks.emit(
             ORCHESTRATOR_COMPLETE,
-            {"orchestrator": MODULE_NAME, "turn_count": iterations, "status": status},
+            {"orchestrator": MODULE_NAME, "turn_count": turn.calls, "status": status},
         )
         return text
 
+    async def _turn(
+        self,
+        gen: Generation,
+        provider_name: str,
+        provider: Any,
+        context: Any,
+        tools: Mapping[str, Any],
+        hooks: Any,
+        coordinator: Any,
+        turn: _Turns,
+    ) -> None:
+        """One generation's rounds: boundary, provider call, tools; until the answer, a stop or the budget."""
+        budget = self.max_iterations
+        events = self._events
+        iterations = 0
+
+        async def write(steer: Input, metadata: Mapping[str, Any]) -> None:
+            await context.add_message({"role": "user", "content": steer.text, "metadata": dict(metadata)})
+
+        while True:
+            if coordinator is not None and coordinator.cancellation.is_cancelled:
+                gen.stop()  # Amplifier's cooperative cancel: pending steers are held
+            elif iterations == budget:
+                gen.stop(StopReason.BUDGET_EXHAUSTED)
+            if not gen.accepting:  # stopped here, by a host, or the runtime was closed
+                return
+            if gen.pending:  # nothing pending: the boundary would write nothing
+                await gen.boundary(write)
+            if events:
+                await self._flush(hooks)  # before the request: what the host caused meanwhile
+            reply, calls = await self._ask(provider_name, provider, context, tools, hooks, turn.calls)
+            iterations += 1
+            turn.calls += 1
+            turn.text = reply
+            if calls:
+                await self._run_tools(gen, calls, reply, context, tools, hooks, coordinator)
+                continue
+            await context.add_message({"role": "assistant", "content": reply})
+            # Budget before continuation: with no call left, pending steers are held
+            # budget-exhausted and no generation.continued is published (C17).
+            if not gen.continue_after_checkpoint(may_call=iterations != budget):
+                return
+            if events:
+                await self._flush(hooks)
+
     async def _flush(self, hooks: Any) -> None:
-        if self._bridge.buffered:  # most steps have no steering event to hand on
+        """Hand the buffered runtime events to ``hooks.emit``, in order.
+
+        A registry that lists its handlers (amplifier-core's ``HookRegistry.list_handlers``)
+        is not handed an event no handler is registered for: its ``emit`` would do nothing
+        with it but a JSON round trip through the kernel (0.1-0.3 ms each, measured).
+        """
+        list_handlers = getattr(hooks, "list_handlers", None)
+        if list_handlers is None:
             await self._bridge.flush(hooks.emit)
+            return
+
+        async def emit_if_handled(name: str, data: dict[str, Any]) -> None:
+            handlers = list_handlers(name)
+            if not isinstance(handlers, Mapping) or any(handlers.values()):  # unsure: emit
+                await hooks.emit(name, data)
+
+        await self._bridge.flush(emit_if_handled)
 
     def _open_generation(self) -> Any:
         return self.runtime.open_generation()
-
     def _select_provider(self, providers: Mapping[str, Any]) -> tuple[str, Any]:
         """``default_provider`` if set, else the one of lowest ``priority`` (default 100), as Amplifier's."""
         if not providers:
@@ -223,6 +346,7 @@ class LiveSteeringOrchestrator:
 
     async def _run_tools(
         self,
+        gen: Generation,
         calls: list[Any],
         reply: str,
         context: Any,
@@ -233,7 +357,12 @@ class LiveSteeringOrchestrator:
         """Run each tool call to completion, in order: a running tool is never interrupted (C14).
 
         As in Amplifier's basic loop, a tool that raises becomes an error result for the
-        model (``tool:error``), not a failure of the generation.
+        model (``tool:error``), not a failure of the generation. No tool starts once the
+        generation was stopped (a host's stop, Amplifier's cancellation, the runtime's
+        close): the calls not started get ``STOPPED_TOOL_RESULT``. With
+        ``skip_tools_on_steer``, once a steer is pending after a tool returned, the rest of
+        the batch gets ``SKIPPED_TOOL_RESULT`` and the runtime publishes ``tools.skipped``
+        (C31). Either way every tool call has a result in the context.
         """
         await context.add_message(
             {
@@ -242,7 +371,13 @@ class LiveSteeringOrchestrator:
                 "tool_calls": [{"id": c.id, "tool": c.name, "arguments": c.arguments} for c in calls],
             }
         )
-        for call in calls:
+        last = len(calls) - 1
+        for index, call in enumerate(calls):
+            if coordinator is not None and coordinator.cancellation.is_cancelled:
+                gen.stop()  # no further tool starts: Amplifier's graceful cancel lets running ones end
+            if not gen.accepting:
+                await self._answer(context, calls[index:], STOPPED_TOOL_RESULT)
+                return
             tool = tools.get(call.name)
             if coordinator is not None:
                 coordinator.cancellation.register_tool_start(call.id, call.name)
@@ -252,6 +387,17 @@ class LiveSteeringOrchestrator:
                 if coordinator is not None:
                     coordinator.cancellation.register_tool_complete(call.id)
             await context.add_message({"role": "tool", "tool_call_id": call.id, "content": output})
+            if self.skip_tools_on_steer and index < last and gen.accepting and gen.steers_pending:
+                rest = calls[index + 1 :]
+                gen.skip_tools([c.id for c in rest])  # tools.skipped, naming the steers pending
+                await self._answer(context, rest, SKIPPED_TOOL_RESULT)
+                return
+
+    @staticmethod
+    async def _answer(context: Any, calls: list[Any], result: str) -> None:
+        """Give each of ``calls`` the result ``result`` without running it."""
+        for call in calls:
+            await context.add_message({"role": "tool", "tool_call_id": call.id, "content": result})
 
     async def _run_tool(self, call: Any, tool: Any, hooks: Any) -> str:
         await hooks.emit(TOOL_PRE, {"tool_name": call.name, "tool_input": call.arguments})
