@@ -449,7 +449,10 @@ async def test_a_follow_up_is_the_next_turn_of_the_same_run() -> None:
     starts = [e["generation_id"] for e in events if e["type"] == "generation.started"]
     assert len(starts) == 2
     assert [e["type"] for e in events if e["type"].startswith("generation.")] == [
-        "generation.started", "generation.finished", "generation.started", "generation.finished"
+        "generation.started",
+        "generation.finished",
+        "generation.started",
+        "generation.finished",
     ]
     applied = next(e for e in events if e["type"] == "steering.applied")
     assert (applied["delivery"], applied["target_generation_id"]) == ("follow_up", starts[1])

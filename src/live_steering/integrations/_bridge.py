@@ -47,6 +47,7 @@ class RunStopped(LiveSteeringError):
         """The conversation so far in the framework's own shape, steers in place (see each
         integration's page), or ``None`` where the framework has no consistent one to give."""
 
+
 Emit = Callable[[str, dict[str, Any]], Awaitable[object]]
 
 
