@@ -58,7 +58,7 @@ __all__ = ["SKIPPED_TOOL_RESULT", "STOPPED_TOOL_RESULT", "LiveSteering", "RunSto
 class _Run:
     """One agent run in progress: its current generation (the prompt's, then each follow-up round's)."""
 
-    __slots__ = ("entered", "gen", "history", "signal", "tools_returned")
+    __slots__ = ("entered", "gen", "history", "signal", "tools_started")
 
     def __init__(self, gen: Generation) -> None:
         self.gen = gen
@@ -68,8 +68,8 @@ class _Run:
         """The run's messages when a stop ended it at a model request boundary."""
         self.signal: BaseException | None = None
         """The generation's stop signal, once the run raised it (``on_run_error``)."""
-        self.tools_returned = 0
-        """Tool calls that returned since the last model request (C31: the first of a batch runs)."""
+        self.tools_started = 0
+        """Tool calls started since the last model request (C31: the first of a batch runs)."""
 
     async def enter(self, gen: Generation) -> None:
         self.gen = gen
@@ -178,7 +178,7 @@ class LiveSteering(AbstractCapability[Any]):
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
         run = self._run(ctx)
-        run.tools_returned = 0
+        run.tools_started = 0
         gen = run.gen
         # Nothing pending: the boundary would write nothing. Stopped: it raises the stop signal.
         if gen.pending or not gen.accepting:
@@ -194,22 +194,13 @@ class LiveSteering(AbstractCapability[Any]):
         gen = run.gen
         if not gen.accepting:  # stopped (or the runtime closed): no further tool starts
             raise SkipToolExecution(STOPPED_TOOL_RESULT)
-        if self.skip_tools_on_steer and run.tools_returned and gen.steers_pending:
-            gen.skip_tools([call.tool_call_id])  # tools.skipped, naming the steers that made it pointless
-            raise SkipToolExecution(SKIPPED_TOOL_RESULT)
+        if self.skip_tools_on_steer:
+            # One at a time ('sequential'): a call started before this one in the batch has returned.
+            if run.tools_started and gen.steers_pending:
+                gen.skip_tools([call.tool_call_id])  # tools.skipped, naming the steers that made it pointless
+                raise SkipToolExecution(SKIPPED_TOOL_RESULT)
+            run.tools_started += 1
         return args
-
-    async def after_tool_execute(
-        self,
-        ctx: RunContext[Any],
-        *,
-        call: ToolCallPart,
-        tool_def: ToolDefinition,
-        args: ValidatedToolArgs,
-        result: Any,
-    ) -> Any:
-        self._run(ctx).tools_returned += 1
-        return result
 
     async def after_node_run(
         self, ctx: RunContext[Any], *, node: Any, result: NodeResult[Any]
