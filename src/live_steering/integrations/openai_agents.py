@@ -344,7 +344,7 @@ class LiveSteering:
         Like the SDK's, it cannot be called from inside a running event loop. The runtime
         belongs to that loop while it runs: steers come from its tasks (a tool, a hook), or
         from a host in another thread that runs ``run()`` itself in a portal instead
-        (docs/hosts.md, "Threads").
+        (docs/hosts.md, "Threads and event loops").
         """
         return anyio.run(partial(self.run, agent, input, **kwargs), backend="asyncio")
 
