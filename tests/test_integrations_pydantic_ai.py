@@ -12,7 +12,7 @@ from typing import Any
 
 import anyio
 import pytest
-from pydantic_ai import Agent, RunContext
+from pydantic_ai import Agent, DeferredToolRequests, RunContext
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -556,3 +556,40 @@ async def test_without_skip_tools_on_steer_the_whole_batch_runs() -> None:
     assert [content for _, content in tool_returns(rig.messages)] == ["12 passed, 1 failed"] * 3
     assert "tools.skipped" not in [e["type"] for e in rig.history.events]
     rig.history.check(require_final=True).assert_ok()
+
+
+async def test_a_run_paused_for_deferred_tools_ends_the_generation() -> None:
+    """A tool needing approval pauses the run (DeferredToolRequests output): the generation ends, a steer
+    sent meanwhile is held generation-stopped, and the run returns without a continuation."""
+    script = Script(ModelResponse(parts=[ToolCallPart("deploy", {}, tool_call_id="d1")]), answers("unused"))
+    runtime = LiveRuntime()
+    history = History.attach(runtime)
+    agent = Agent(
+        FunctionModel(script), output_type=[str, DeferredToolRequests], capabilities=[LiveSteering(runtime)]
+    )
+
+    @agent.tool_plain(requires_approval=True)
+    def deploy() -> str:
+        """Deploy the fix."""
+        return "deployed"
+
+    gate = script.gates[0] = Gate()
+    results: list[Any] = []
+
+    async def run() -> None:
+        results.append(await agent.run(PROMPT))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        await gate.wait_reached()
+        generation = runtime.generation
+        assert generation is not None
+        await history.submit(Input("steer", STEER, id="s1"), generation["id"])
+        gate.release()
+    assert isinstance(results[0].output, DeferredToolRequests)
+    assert len(script.requests) == 1
+    held = runtime.receipt("s1")
+    assert held is not None
+    assert (held.disposition, held.reason) == ("held", "generation-stopped")
+    assert history.events[-1]["type"] == "generation.stopped"
+    history.check(require_final=True).assert_ok()
