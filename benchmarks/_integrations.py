@@ -23,9 +23,11 @@ import anyio
 
 from ._timing import Figure, Samples, figure, no_gc, perf_counter_ns
 
-__all__ = ["INTEGRATIONS", "TARGET", "run_integrations"]
+__all__ = ["INTEGRATIONS", "TARGET", "TARGETS", "run_integrations"]
 
 TARGET = 1.10
+#: Issue 21's targets where they are tighter than ``TARGET`` (by integration name).
+TARGETS: dict[str, float] = {"pydantic_ai": 1.05, "openai_agents": 1.05}
 TOOL_ROUNDS = 4
 """Tool rounds per run: with the final answer, five model requests."""
 PROMPT = "Make the suite pass"
@@ -202,7 +204,7 @@ async def _measure(rounds: int) -> list[Figure]:
     median = samples.median
     return [
         figure(f"integration_overhead_{name}", "asyncio", "ns", median(f"{name}_with"),
-               median(f"{name}_without"), TARGET)
+               median(f"{name}_without"), TARGETS.get(name, TARGET))
         for name in pairs
     ]
 
