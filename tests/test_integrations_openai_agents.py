@@ -709,3 +709,29 @@ async def test_run_streamed_refuses_a_session_before_anything_runs() -> None:
         rig.steering.run_streamed(rig.agent, PROMPT, run_config=CONFIG, session=session)
     session.close()
     assert rig.history.events == []
+
+
+async def test_cancelling_the_follow_up_turn_cancels_its_generation() -> None:
+    """Cancelled during the follow-up's turn: the first generation stays finished, the follow-up's own
+    generation ends cancelled, and a steer sent to it is held generation-cancelled."""
+    first_gate, second_gate = Gate(), Gate()
+    rig = Rig(gated(first_gate, answer("Fixed.", "m1")), gated(second_gate, answer("unused", "m2")))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.run)
+        await first_gate.wait_reached()
+        first = rig.gen_id()
+        await rig.history.submit(Input("follow_up", "Then update the changelog", id="f1"), first)
+        first_gate.release()
+        await second_gate.wait_reached()
+        assert rig.gen_id() != first
+        await rig.steer("s2", "And the docs")
+        tg.cancel_scope.cancel()
+    assert rig.receipt("f1") == ("applied", None)
+    assert rig.receipt("s2") == ("held", "generation-cancelled")
+    ends = [
+        e["type"]
+        for e in rig.history.events
+        if e["type"].startswith("generation.") and "started" not in e["type"]
+    ]
+    assert ends == ["generation.finished", "generation.cancelled"]
+    rig.history.check(require_final=True).assert_ok()
