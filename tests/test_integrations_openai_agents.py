@@ -8,6 +8,7 @@ asyncio-only, so these tests run on asyncio; tracing is off (no network).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, cast
 
 import anyio
@@ -735,3 +736,35 @@ async def test_cancelling_the_follow_up_turn_cancels_its_generation() -> None:
     ]
     assert ends == ["generation.finished", "generation.cancelled"]
     rig.history.check(require_final=True).assert_ok()
+
+
+async def test_a_fleet_stop_from_another_node_ends_the_run(tmp_path: Path) -> None:
+    """A host on another fleet node stops the run by generation id (the same path as the HTTP stop):
+    run() raises RunStopped after the running tool, with no further model call."""
+    from live_steering.fleet import SQLiteFleet, StopResult
+
+    path = str(tmp_path / "fleet.db")
+    async with (
+        SQLiteFleet(path, node_id="owner", timeout=60) as owner,
+        SQLiteFleet(path, node_id="host", timeout=60) as host,
+        owner.own(LiveRuntime(session_id="chat-1")) as runtime,
+    ):
+        rig = Rig(tool_step(), answer("never sent"))
+        rig.runtime = runtime
+        rig.steering = LiveSteering(runtime)
+        caught: list[RunStopped] = []
+
+        async def run() -> None:
+            with pytest.raises(RunStopped) as error:
+                await rig.run()
+            caught.append(error.value)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            await rig.tool_gate.wait_reached()
+            await owner.flush("chat-1")
+            result = await host.stop("chat-1", rig.gen_id())
+            assert result == StopResult(True, "chat-1", rig.gen_id(), None)
+            rig.tool_gate.release()
+        assert len(caught) == 1
+        assert len(rig.model.calls) == 1

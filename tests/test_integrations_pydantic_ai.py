@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -620,3 +621,43 @@ async def test_cancelling_the_follow_up_turn_cancels_its_generation() -> None:
     ]
     assert ends == ["generation.finished", "generation.cancelled"]
     rig.history.check(require_final=True).assert_ok()
+
+
+async def test_a_fleet_stop_from_another_node_ends_the_run(tmp_path: Path) -> None:
+    """A host on another fleet node stops the run by generation id (the same path as the HTTP stop):
+    the pydantic-ai run raises RunStopped after its running tool, with no further model request."""
+    from live_steering.fleet import SQLiteFleet, StopResult
+
+    script = Script(calls_tool(), answers("never sent"))
+    path = str(tmp_path / "fleet.db")
+    async with (
+        SQLiteFleet(path, node_id="owner", timeout=60) as owner,
+        SQLiteFleet(path, node_id="host", timeout=60) as host,
+        owner.own(LiveRuntime(session_id="chat-1")) as runtime,
+    ):
+        agent = Agent(FunctionModel(script), capabilities=[LiveSteering(runtime)])
+        gate = Gate()
+        caught: list[RunStopped] = []
+
+        @agent.tool_plain
+        async def run_tests() -> str:
+            """Run the test suite."""
+            await gate.passage()
+            return "12 passed"
+
+        async def run() -> None:
+            with pytest.raises(RunStopped) as error:
+                await agent.run(PROMPT)
+            caught.append(error.value)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            await gate.wait_reached()
+            generation = runtime.generation
+            assert generation is not None
+            await owner.flush("chat-1")
+            result = await host.stop("chat-1", generation["id"])
+            assert result == StopResult(True, "chat-1", generation["id"], None)
+            gate.release()
+        assert len(caught) == 1
+        assert len(script.requests) == 1
