@@ -458,7 +458,8 @@ async def test_host_stop_during_a_model_call_starts_none_of_its_tool_calls() -> 
     stopped = await stopped_run(rig, during)
     assert not rig.tool_gate.reached
     assert len(rig.model.calls) == 1
-    assert stopped.history is None  # stopped at a tool start: the SDK gives no consistent history there
+    # Stopped at a tool start: the conversation up to that model call, no tool call left unanswered.
+    assert stopped.history == [{"content": PROMPT, "role": "user"}]
     assert rig.history.events[-1]["type"] == "generation.stopped"
     rig.history.check(require_final=True).assert_ok()
 

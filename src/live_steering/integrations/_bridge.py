@@ -44,8 +44,8 @@ class RunStopped(LiveSteeringError):
         self.reason: Final = reason
         """The ``StopReason`` value it was stopped with (``"generation-stopped"`` for a host's stop)."""
         self.history: Final = history
-        """The conversation so far in the framework's own shape, steers in place (see each
-        integration's page), or ``None`` where the framework has no consistent one to give."""
+        """The conversation so far in the framework's own shape, steers in place (what each
+        framework gives is on its integration's page), or ``None`` if it gives none."""
 
 
 Emit = Callable[[str, dict[str, Any]], Awaitable[object]]

@@ -120,7 +120,9 @@ class _Segment:
         self.tools_returned = 0
         """Tool calls that returned since the last model call (C31: the first of a batch runs)."""
         self.history: list[Any] | None = None
-        """The conversation when a stop ended this segment at a model call (``RunStopped.history``)."""
+        """The conversation when a stop ended this segment (``RunStopped.history``)."""
+        self.last_input: list[Any] = []
+        """The input of the last model call, steers in place (the history of a stop at a tool start)."""
 
     def splice(self, items: list[Any]) -> list[Any]:
         """``items`` (the SDK's own) with every steer of this segment at its place. O(items)."""
@@ -156,6 +158,7 @@ class _Segment:
 
             await gen.boundary(write)
         model_data = ModelInputData(input=self.splice(own), instructions=data.model_data.instructions)
+        self.last_input = model_data.input
         if self.user_filter is None:
             return model_data
         result = self.user_filter(dataclasses.replace(data, model_data=model_data))
@@ -176,6 +179,9 @@ class _Hooks(RunHooks[Any]):
     async def on_tool_start(self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool) -> None:
         gen = self.segment.gen
         if not gen.accepting:  # stopped (or the runtime closed): no further tool starts
+            # The conversation up to the model call whose tool calls do not all run: a prefix
+            # with no tool call left without its output (that call's answer is dropped).
+            self.segment.history = list(self.segment.last_input)
             await gen.boundary(_no_write)  # raises the stop signal
         if self.inner is not None:
             await self.inner.on_tool_start(context, agent, tool)
