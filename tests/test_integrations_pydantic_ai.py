@@ -661,3 +661,27 @@ async def test_a_fleet_stop_from_another_node_ends_the_run(tmp_path: Path) -> No
             gate.release()
         assert len(caught) == 1
         assert len(script.requests) == 1
+
+
+async def test_host_stop_ends_an_iter_run_the_same_way() -> None:
+    """agent.iter(): a host stop during a tool ends the iteration with RunStopped, no model request follows."""
+    script = Script(calls_tool(), answers("never sent"))
+    rig = Rig(script)
+    caught: list[RunStopped] = []
+
+    async def run() -> None:
+        with pytest.raises(RunStopped) as error:
+            async with rig.agent.iter(PROMPT) as agent_run:
+                async for _node in agent_run:
+                    pass
+        caught.append(error.value)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        await rig.tool_gate.wait_reached()
+        rig.runtime.stop(rig.gen_id())
+        rig.tool_gate.release()
+    assert len(caught) == 1
+    assert len(script.requests) == 1
+    assert rig.history.events[-1]["type"] == "generation.stopped"
+    rig.history.check(require_final=True).assert_ok()
