@@ -664,16 +664,19 @@ async def test_a_fleet_stop_from_another_node_ends_the_run(tmp_path: Path) -> No
 
 
 async def test_host_stop_ends_an_iter_run_the_same_way() -> None:
-    """agent.iter(): a host stop during a tool ends the iteration with RunStopped, no model request follows."""
+    """agent.iter(): a host stop during a tool ends the iteration with RunStopped, no request follows."""
     script = Script(calls_tool(), answers("never sent"))
     rig = Rig(script)
     caught: list[RunStopped] = []
 
+    async def iterate() -> None:
+        async with rig.agent.iter(PROMPT) as agent_run:
+            async for _node in agent_run:
+                pass
+
     async def run() -> None:
         with pytest.raises(RunStopped) as error:
-            async with rig.agent.iter(PROMPT) as agent_run:
-                async for _node in agent_run:
-                    pass
+            await iterate()
         caught.append(error.value)
 
     async with anyio.create_task_group() as tg:
