@@ -769,3 +769,22 @@ async def test_a_fleet_stop_from_another_node_ends_the_run(tmp_path: Path) -> No
             rig.tool_gate.release()
         assert len(caught) == 1
         assert len(rig.model.calls) == 1
+
+
+async def test_one_at_a_time_writes_one_steer_per_call_and_continues_for_the_rest() -> None:
+    """steering_mode="one-at-a-time" (C30): two steers sent during a tool land one per model call;
+    the second continues the same generation after the final output instead of being dropped."""
+    rig = Rig(tool_step(), answer("First.", "m1"), answer("Second.", "m2"))
+    rig.runtime = LiveRuntime(steering_mode="one-at-a-time")
+    rig.history = History.attach(rig.runtime)
+    rig.steering = LiveSteering(rig.runtime)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.run)
+        await rig.tool_gate.wait_reached()
+        await rig.steer("s1", "first")
+        await rig.steer("s2", "second")
+        rig.tool_gate.release()
+    assert [user_texts(c) for c in rig.model.calls] == [[], ["first"], ["first", "second"]]
+    assert rig.outputs == ["Second."]
+    assert [e["type"] for e in rig.history.events].count("generation.continued") == 1
+    rig.history.check(require_final=True).assert_ok()

@@ -688,3 +688,37 @@ async def test_host_stop_ends_an_iter_run_the_same_way() -> None:
     assert len(script.requests) == 1
     assert rig.history.events[-1]["type"] == "generation.stopped"
     rig.history.check(require_final=True).assert_ok()
+
+
+async def test_one_at_a_time_writes_one_steer_per_request_and_continues_for_the_rest() -> None:
+    """steering_mode="one-at-a-time" (C30): two steers sent during a tool land one per model request;
+    the second continues the same generation after the final answer instead of being dropped."""
+    script = Script(calls_tool(), answers("First."), answers("Second."))
+    runtime = LiveRuntime(steering_mode="one-at-a-time")
+    history = History.attach(runtime)
+    agent = Agent(FunctionModel(script), capabilities=[LiveSteering(runtime)])
+    gate = Gate()
+
+    @agent.tool_plain
+    async def run_tests() -> str:
+        """Run the test suite."""
+        await gate.passage()
+        return "12 passed"
+
+    results: list[Any] = []
+
+    async def run() -> None:
+        results.append(await agent.run(PROMPT))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        await gate.wait_reached()
+        generation = runtime.generation
+        assert generation is not None
+        await history.submit(Input("steer", "first", id="s1"), generation["id"])
+        await history.submit(Input("steer", "second", id="s2"), generation["id"])
+        gate.release()
+    assert [steer_texts(r) for r in script.requests] == [[], ["first"], ["first", "second"]]
+    assert results[0].output == "Second."
+    assert [e["type"] for e in history.events].count("generation.continued") == 1
+    history.check(require_final=True).assert_ok()
