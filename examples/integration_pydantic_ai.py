@@ -1,5 +1,5 @@
 # examples/integration_pydantic_ai.py
-"""Steer a pydantic-ai agent while a tool runs: one capability (pydantic-ai runs on asyncio)."""
+"""Steer a pydantic-ai agent while a tool runs, queue a follow-up, then stop a run (asyncio only)."""
 
 import anyio
 from pydantic_ai import Agent
@@ -14,7 +14,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from live_steering import Input, LiveRuntime
-from live_steering.integrations.pydantic_ai import LiveSteering
+from live_steering.integrations.pydantic_ai import LiveSteering, RunStopped
 
 
 def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -41,9 +41,11 @@ async def main() -> None:
     async def host() -> None:
         await running.wait()
         generation_id = runtime.generation["id"]
-        receipt = await runtime.capability["submit"](Input("steer", "Only fix the failing test", id="host-1"),
-                                                     generation_id)
+        submit = runtime.capability["submit"]
+        receipt = await submit(Input("steer", "Only fix the failing test", id="host-1"), generation_id)
         print("host got:", receipt.to_dict())
+        # A follow-up waits for the end of this generation, then runs as the next turn of the run.
+        await submit(Input("follow_up", "Then update the changelog", id="host-2"), generation_id)
         may_finish.set()
 
     async with anyio.create_task_group() as tg:
@@ -52,8 +54,28 @@ async def main() -> None:
     print("output:", result.output)
     steer = next(m for m in result.all_messages() if isinstance(m, ModelRequest) and m.metadata)
     print("in history:", steer.parts[0].content, steer.metadata)
-    assert result.output == "Done, as asked: Only fix the failing test"
+    assert result.output == "Done, as asked: Then update the changelog"
     assert runtime.receipt("host-1").disposition == "applied"
+    assert runtime.receipt("host-2").disposition == "applied"
+
+    # A host's stop (the same call the fleet and HTTP stop make) ends a run at its next boundary.
+    running, may_finish = anyio.Event(), anyio.Event()
+
+    async def stop_it() -> None:
+        await running.wait()
+        runtime.stop(runtime.generation["id"])
+        may_finish.set()  # the running tool finishes; no model request follows
+
+    async def run_until_stopped() -> None:
+        try:
+            await agent.run("Make the suite pass")
+        except RunStopped as stopped:
+            print("stopped:", stopped.reason, "after", len(stopped.history or []), "messages")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(stop_it)
+        tg.start_soon(run_until_stopped)
+    assert runtime.recent_events()[-1]["type"] == "generation.stopped"
 
 
 if __name__ == "__main__":

@@ -161,12 +161,19 @@ SUBPACKAGE_EXPORTS: dict[str, set[str]] = {
     },
     "live_steering.integrations.openai_agents": {
         "DEFAULT_MAX_TURNS",
+        "SKIPPED_TOOL_RESULT",
         "LiveSteering",
+        "RunStopped",
         "SteerEntry",
+        "SteeredRunResult",
+        "SteeredRunStreaming",
         "SteeringHistoryError",
     },
     "live_steering.integrations.pydantic_ai": {
+        "SKIPPED_TOOL_RESULT",
+        "STOPPED_TOOL_RESULT",
         "LiveSteering",
+        "RunStopped",
     },
     "live_steering.journal": {
         "ReceiptJournal",

@@ -67,3 +67,14 @@ def test_each_extra_is_declared_and_in_dev(module: str, framework: str, extra: s
     extras = project["optional-dependencies"]
     assert extras[extra]
     assert set(extras[extra]) <= set(extras["dev"])
+
+
+def test_both_asyncio_frameworks_raise_the_same_run_stopped() -> None:
+    """pydantic-ai's and the Agents SDK's integrations raise one RunStopped class, a LiveSteeringError."""
+    from live_steering import LiveSteeringError
+    from live_steering.integrations import openai_agents, pydantic_ai
+
+    assert pydantic_ai.RunStopped is openai_agents.RunStopped
+    assert issubclass(pydantic_ai.RunStopped, LiveSteeringError)
+    stopped = pydantic_ai.RunStopped("g-1", "generation-stopped", [])
+    assert (stopped.generation_id, stopped.reason, stopped.history) == ("g-1", "generation-stopped", [])

@@ -7,16 +7,23 @@ asyncio-only, so these tests run on asyncio; tracing is off (no network).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, cast
 
 import anyio
 import pytest
-from agents import Agent, MaxTurnsExceeded, RunConfig, SQLiteSession, function_tool
+from agents import Agent, MaxTurnsExceeded, RunConfig, RunResult, SQLiteSession, function_tool
 from agents.run_config import CallModelData, ModelInputData
 from agents.testing import ModelCall, ModelStep, ScriptedModel, assistant_message, function_call
 
 from live_steering import Input, LiveRuntime, Receipt
-from live_steering.integrations.openai_agents import LiveSteering, SteeringHistoryError
+from live_steering.integrations.openai_agents import (
+    SKIPPED_TOOL_RESULT,
+    LiveSteering,
+    RunStopped,
+    SteeringHistoryError,
+)
 from live_steering.testing import Gate, History
 
 STEER = "Only fix the failing test"
@@ -390,4 +397,394 @@ async def test_cancelling_a_stream_cancels_the_sdk_run_and_holds() -> None:
     assert rig.receipt("s1") == ("held", "generation-cancelled")
     assert rig.steering.last_result is not None
     assert rig.steering.last_result.is_complete
+    rig.history.check(require_final=True).assert_ok()
+
+
+# -- how a run ends: host stop, follow-ups, skipped tool batches, the SDK's shapes -------
+
+
+async def stopped_run(rig: Rig, during: Callable[[], Awaitable[None]], **kwargs: Any) -> RunStopped:
+    """Run the rig's agent while ``during`` stops it; the RunStopped that run() raised."""
+    caught: list[RunStopped] = []
+
+    async def run() -> None:
+        with pytest.raises(RunStopped) as error:
+            await rig.run(**kwargs)
+        caught.append(error.value)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        await during()
+    (stopped,) = caught
+    return stopped
+
+
+def outputs_of(items: list[Any]) -> list[tuple[str, str]]:
+    """Every function call output in an input list: (call_id, output), in order."""
+    return [(i["call_id"], i["output"]) for i in items if i.get("type") == "function_call_output"]
+
+
+async def test_host_stop_during_a_tool_ends_the_run_before_the_next_model_call() -> None:
+    """runtime.stop(gid) while a tool runs: the tool finishes, no model call follows, run() raises
+    RunStopped with the conversation so far, the pending steer is held, the stream ends stopped."""
+    rig = Rig(tool_step("c1"), answer("never sent"))
+
+    async def during() -> None:
+        await rig.tool_gate.wait_reached()
+        await rig.steer()
+        assert rig.runtime.stop(rig.gen_id()) is True
+        rig.tool_gate.release()
+
+    stopped = await stopped_run(rig, during)
+    assert len(rig.model.calls) == 1
+    assert stopped.reason == "generation-stopped"
+    assert stopped.history is not None
+    assert outputs_of(stopped.history) == [("c1", "12 passed, 1 failed")]
+    assert rig.receipt("s1") == ("held", "generation-stopped")
+    assert rig.history.events[-1]["type"] == "generation.stopped"
+    rig.history.check(require_final=True).assert_ok()
+
+
+async def test_host_stop_during_a_model_call_starts_none_of_its_tool_calls() -> None:
+    """A stop while the model answers with two tool calls: neither tool starts, no model call follows."""
+    gate = Gate()
+    rig = Rig(gated(gate, [*tool_step("a"), *tool_step("b")]), answer("never sent"))
+
+    async def during() -> None:
+        await gate.wait_reached()
+        rig.runtime.stop(rig.gen_id())
+        gate.release()
+
+    stopped = await stopped_run(rig, during)
+    assert not rig.tool_gate.reached
+    assert len(rig.model.calls) == 1
+    # Stopped at a tool start: the conversation up to that model call, no tool call left unanswered.
+    assert stopped.history == [{"content": PROMPT, "role": "user"}]
+    assert rig.history.events[-1]["type"] == "generation.stopped"
+    rig.history.check(require_final=True).assert_ok()
+
+
+async def test_host_stop_during_the_final_output_raises_instead_of_continuing() -> None:
+    """A stop while the model writes its final output: run() raises RunStopped (the output is in its
+    history), a steer sent before the stop is held, and nothing continues."""
+    gate = Gate()
+    rig = Rig(gated(gate, answer("Done.")), answer("never sent"))
+
+    async def during() -> None:
+        await gate.wait_reached()
+        await rig.steer()
+        rig.runtime.stop(rig.gen_id())
+        gate.release()
+
+    stopped = await stopped_run(rig, during)
+    assert len(rig.model.calls) == 1
+    assert stopped.history is not None
+    assert stopped.history[-1]["role"] == "assistant"
+    assert rig.receipt("s1") == ("held", "generation-stopped")
+    assert "generation.continued" not in [e["type"] for e in rig.history.events]
+    rig.history.check(require_final=True).assert_ok()
+
+
+async def test_host_stop_ends_a_streamed_run_the_same_way() -> None:
+    """stream(): a host stop during a tool ends the stream with RunStopped; no model call follows."""
+    rig = Rig(tool_step(), answer("never sent"))
+    caught: list[RunStopped] = []
+
+    async def consume() -> None:
+        with pytest.raises(RunStopped) as error:
+            async for _event in rig.steering.stream(rig.agent, PROMPT, run_config=CONFIG):
+                pass
+        caught.append(error.value)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(consume)
+        await rig.tool_gate.wait_reached()
+        rig.runtime.stop(rig.gen_id())
+        rig.tool_gate.release()
+    assert len(caught) == 1
+    assert len(rig.model.calls) == 1
+    assert rig.history.events[-1]["type"] == "generation.stopped"
+    rig.history.check(require_final=True).assert_ok()
+
+
+async def test_a_follow_up_is_the_next_turn_of_the_same_run() -> None:
+    """A follow-up sent during a tool is in no call of its generation: when that finishes, run() opens
+    the next generation, whose first model call ends with the follow-up (delivery follow_up)."""
+    rig = Rig(tool_step(), answer("Fixed.", "m1"), answer("Changelog updated.", "m2"))
+
+    async def during() -> None:
+        await rig.tool_gate.wait_reached()
+        receipt = await rig.history.submit(
+            Input("follow_up", "Then update the changelog", id="f1"), rig.gen_id()
+        )
+        assert receipt.disposition == "queued"
+        rig.tool_gate.release()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.run)
+        await during()
+    assert [user_texts(c) for c in rig.model.calls] == [[], [], ["Then update the changelog"]]
+    assert rig.outputs == ["Changelog updated."]
+    assert rig.receipt("f1") == ("applied", None)
+    types = [e["type"] for e in rig.history.events if e["type"].startswith("generation.")]
+    assert types == ["generation.started", "generation.finished", "generation.started", "generation.finished"]
+    applied = next(e for e in rig.history.events if e["type"] == "steering.applied")
+    assert applied["delivery"] == "follow_up"
+    assert [i.get("content") for i in rig.conversation if i.get("role") == "user"] == [
+        PROMPT,
+        "Then update the changelog",
+    ]
+    rig.history.check(require_final=True).assert_ok()
+
+
+async def test_a_stop_discards_the_follow_up() -> None:
+    """A host stop of the anchor generation holds its follow-up (generation-stopped): it never runs."""
+    rig = Rig(tool_step(), answer("never sent"))
+
+    async def during() -> None:
+        await rig.tool_gate.wait_reached()
+        await rig.history.submit(Input("follow_up", "Then update the changelog", id="f1"), rig.gen_id())
+        rig.runtime.stop(rig.gen_id())
+        rig.tool_gate.release()
+
+    await stopped_run(rig, during)
+    assert len(rig.model.calls) == 1
+    assert rig.receipt("f1") == ("held", "generation-stopped")
+    rig.history.check(require_final=True).assert_ok()
+
+
+async def test_run_follow_ups_false_leaves_the_follow_up_to_the_next_run() -> None:
+    """With run_follow_ups=False, run() returns after its own generation; the next run() writes it."""
+    rig = Rig(tool_step(), answer("Fixed.", "m1"), answer("Changelog updated.", "m2"))
+    rig.steering = LiveSteering(rig.runtime, run_follow_ups=False)
+
+    async def during() -> None:
+        await rig.tool_gate.wait_reached()
+        await rig.history.submit(Input("follow_up", "Then update the changelog", id="f1"), rig.gen_id())
+        rig.tool_gate.release()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.run)
+        await during()
+    assert rig.outputs == ["Fixed."]
+    assert rig.receipt("f1") == ("queued", None)
+    await rig.run()
+    assert user_texts(rig.model.calls[2]) == ["Then update the changelog"]
+    assert rig.receipt("f1") == ("applied", None)
+    rig.history.check(require_final=True).assert_ok()
+
+
+async def test_skip_tools_on_steer_answers_the_rest_of_the_batch() -> None:
+    """skip_tools_on_steer: a steer during the first of three tool calls; the other two get
+    SKIPPED_TOOL_RESULT without running, tools.skipped names them, the next call has the steer."""
+    rig = Rig([*tool_step("a"), *tool_step("b"), *tool_step("c")], answer("Only the failing test."))
+    rig.steering = LiveSteering(rig.runtime, skip_tools_on_steer=True)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.run)
+        await rig.tool_gate.wait_reached()
+        await rig.steer()
+        rig.tool_gate.release()
+    second = rig.model.calls[1].input
+    assert outputs_of(list(second)) == [
+        ("a", "12 passed, 1 failed"),
+        ("b", SKIPPED_TOOL_RESULT),
+        ("c", SKIPPED_TOOL_RESULT),
+    ]
+    assert user_texts(rig.model.calls[1]) == [STEER]
+    skipped = [e for e in rig.history.events if e["type"] == "tools.skipped"]
+    assert [i for e in skipped for i in e["tool_call_ids"]] == ["b", "c"]
+    assert all(e["input_ids"] == ["s1"] for e in skipped)
+    rig.history.check(require_final=True).assert_ok()
+
+
+async def test_without_skip_tools_on_steer_the_whole_batch_runs() -> None:
+    """By default a pending steer skips no tool call: every call of the batch runs."""
+    rig = Rig([*tool_step("a"), *tool_step("b")], answer("Done."))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.run)
+        await rig.tool_gate.wait_reached()
+        await rig.steer()
+        rig.tool_gate.release()
+    assert [out for _, out in outputs_of(list(rig.model.calls[1].input))] == ["12 passed, 1 failed"] * 2
+    assert "tools.skipped" not in [e["type"] for e in rig.history.events]
+
+
+async def test_the_results_own_to_input_list_keeps_the_steers() -> None:
+    """result.to_input_list() (the SDK's method, on the returned RunResult) has the steers in place."""
+    rig = Rig(tool_step(), answer("Done."))
+    results: list[RunResult] = []
+
+    async def run() -> None:
+        results.append(await rig.steering.run(rig.agent, PROMPT, run_config=CONFIG))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        await rig.tool_gate.wait_reached()
+        await rig.steer()
+        rig.tool_gate.release()
+    (result,) = results
+    assert isinstance(result, RunResult)
+    items = result.to_input_list()
+    assert [i.get("content") for i in items if i.get("role") == "user"] == [PROMPT, STEER]
+    assert items.index({"type": "message", "role": "user", "content": STEER}) == 3  # after the tool output
+    assert result.to_input_list(mode="normalized") == items
+
+
+def test_run_sync_runs_a_steered_run_in_its_own_loop() -> None:
+    """run_sync() runs the generation in a new asyncio loop; a steer from a tool lands in the next call."""
+    runtime = LiveRuntime()
+    model = ScriptedModel([tool_step(), answer("Done.")])
+
+    @function_tool
+    async def run_tests() -> str:
+        """Run the test suite."""
+        generation = runtime.generation
+        assert generation is not None
+        await runtime.capability["submit"](Input("steer", STEER, id="s1"), generation["id"])
+        return "12 passed"
+
+    agent: Agent[Any] = Agent(name="fixer", model=model, tools=[run_tests])
+    result = LiveSteering(runtime).run_sync(agent, PROMPT, run_config=CONFIG)
+    assert result.final_output == "Done."
+    assert user_texts(model.calls[1]) == [STEER]
+    receipt = runtime.receipt("s1")
+    assert receipt is not None
+    assert receipt.disposition == "applied"
+
+
+async def test_run_streamed_has_the_sdks_shape() -> None:
+    """run_streamed() returns at once; stream_events() runs it (continuation included), final_output,
+    last_agent and to_input_list() (steers kept) are there afterwards, as on the SDK's result."""
+    gate = Gate()
+    rig = Rig(tool_step(), gated(gate, answer("Done.", "m1")), answer("Done again.", "m2"))
+    streamed = rig.steering.run_streamed(rig.agent, PROMPT, run_config=CONFIG)
+    assert (streamed.is_complete, streamed.final_output) == (False, None)
+    types: list[str] = []
+
+    async def consume() -> None:
+        async for event in streamed.stream_events():
+            types.append(event.type)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(consume)
+        await rig.tool_gate.wait_reached()
+        await rig.steer("s1")
+        rig.tool_gate.release()
+        await gate.wait_reached()
+        await rig.steer("s2", "And the changelog")
+        gate.release()
+    assert streamed.is_complete
+    assert streamed.final_output == "Done again."
+    assert streamed.last_agent is rig.agent
+    assert "raw_response_event" in types
+    users = [i.get("content") for i in streamed.to_input_list() if i.get("role") == "user"]
+    assert users == [PROMPT, STEER, "And the changelog"]
+    rig.history.check(require_final=True).assert_ok()
+
+
+async def test_run_streamed_cancel_stops_the_generation_quietly() -> None:
+    """cancel() on run_streamed()'s result stops the generation (steer held) and ends the stream quietly."""
+    rig = Rig(tool_step(), answer("never sent"))
+    streamed = rig.steering.run_streamed(rig.agent, PROMPT, run_config=CONFIG)
+
+    async def consume() -> None:
+        async for _event in streamed.stream_events():
+            pass
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(consume)
+        await rig.tool_gate.wait_reached()
+        await rig.steer()
+        streamed.cancel()
+        rig.tool_gate.release()
+    assert streamed.is_complete
+    assert rig.receipt("s1") == ("held", "generation-stopped")
+    assert len(rig.model.calls) == 1
+    rig.history.check(require_final=True).assert_ok()
+
+
+async def test_run_streamed_refuses_a_session_before_anything_runs() -> None:
+    """run_streamed() refuses session= (and the other server-managed options) at the call, like run()."""
+    rig = Rig(answer("unused"))
+    session = SQLiteSession("session-2")
+    with pytest.raises(ValueError, match="does not support session="):
+        rig.steering.run_streamed(rig.agent, PROMPT, run_config=CONFIG, session=session)
+    session.close()
+    assert rig.history.events == []
+
+
+async def test_cancelling_the_follow_up_turn_cancels_its_generation() -> None:
+    """Cancelled during the follow-up's turn: the first generation stays finished, the follow-up's own
+    generation ends cancelled, and a steer sent to it is held generation-cancelled."""
+    first_gate, second_gate = Gate(), Gate()
+    rig = Rig(gated(first_gate, answer("Fixed.", "m1")), gated(second_gate, answer("unused", "m2")))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.run)
+        await first_gate.wait_reached()
+        first = rig.gen_id()
+        await rig.history.submit(Input("follow_up", "Then update the changelog", id="f1"), first)
+        first_gate.release()
+        await second_gate.wait_reached()
+        assert rig.gen_id() != first
+        await rig.steer("s2", "And the docs")
+        tg.cancel_scope.cancel()
+    assert rig.receipt("f1") == ("applied", None)
+    assert rig.receipt("s2") == ("held", "generation-cancelled")
+    ends = [
+        e["type"]
+        for e in rig.history.events
+        if e["type"].startswith("generation.") and "started" not in e["type"]
+    ]
+    assert ends == ["generation.finished", "generation.cancelled"]
+    rig.history.check(require_final=True).assert_ok()
+
+
+async def test_a_fleet_stop_from_another_node_ends_the_run(tmp_path: Path) -> None:
+    """A host on another fleet node stops the run by generation id (the same path as the HTTP stop):
+    run() raises RunStopped after the running tool, with no further model call."""
+    from live_steering.fleet import SQLiteFleet, StopResult
+
+    path = str(tmp_path / "fleet.db")
+    async with (
+        SQLiteFleet(path, node_id="owner", timeout=60) as owner,
+        SQLiteFleet(path, node_id="host", timeout=60) as host,
+        owner.own(LiveRuntime(session_id="chat-1")) as runtime,
+    ):
+        rig = Rig(tool_step(), answer("never sent"))
+        rig.runtime = runtime
+        rig.steering = LiveSteering(runtime)
+        caught: list[RunStopped] = []
+
+        async def run() -> None:
+            with pytest.raises(RunStopped) as error:
+                await rig.run()
+            caught.append(error.value)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            await rig.tool_gate.wait_reached()
+            await owner.flush("chat-1")
+            result = await host.stop("chat-1", rig.gen_id())
+            assert result == StopResult(True, "chat-1", rig.gen_id(), None)
+            rig.tool_gate.release()
+        assert len(caught) == 1
+        assert len(rig.model.calls) == 1
+
+
+async def test_one_at_a_time_writes_one_steer_per_call_and_continues_for_the_rest() -> None:
+    """steering_mode="one-at-a-time" (C30): two steers sent during a tool land one per model call;
+    the second continues the same generation after the final output instead of being dropped."""
+    rig = Rig(tool_step(), answer("First.", "m1"), answer("Second.", "m2"))
+    rig.runtime = LiveRuntime(steering_mode="one-at-a-time")
+    rig.history = History.attach(rig.runtime)
+    rig.steering = LiveSteering(rig.runtime)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.run)
+        await rig.tool_gate.wait_reached()
+        await rig.steer("s1", "first")
+        await rig.steer("s2", "second")
+        rig.tool_gate.release()
+    assert [user_texts(c) for c in rig.model.calls] == [[], ["first"], ["first", "second"]]
+    assert rig.outputs == ["Second."]
+    assert [e["type"] for e in rig.history.events].count("generation.continued") == 1
     rig.history.check(require_final=True).assert_ok()

@@ -8,17 +8,19 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from pydantic_ai import Agent
+from pydantic_ai import Agent, DeferredToolRequests, RunContext
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
     TextPart,
     ToolCallPart,
+    ToolReturnPart,
     UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
@@ -26,7 +28,12 @@ from pydantic_ai.models.test import TestModel
 from pydantic_ai.usage import UsageLimits
 
 from live_steering import GenerationStateError, Input, LiveRuntime, Receipt
-from live_steering.integrations.pydantic_ai import LiveSteering
+from live_steering.integrations.pydantic_ai import (
+    SKIPPED_TOOL_RESULT,
+    STOPPED_TOOL_RESULT,
+    LiveSteering,
+    RunStopped,
+)
 from live_steering.testing import Gate, History
 
 STEER = "Only fix the failing test"
@@ -318,4 +325,400 @@ async def test_run_stream_cancels_a_continuation_when_its_block_is_left() -> Non
         "steering.applied",
         "generation.cancelled",
     ]
+    history.check(require_final=True).assert_ok()
+
+
+# -- how a run ends: host stop, follow-ups, skipped tool batches --------------------------
+
+
+def tool_returns(messages: list[ModelMessage]) -> list[tuple[str, Any]]:
+    """Every tool return in a history: (tool_call_id, content), in order."""
+    return [
+        (part.tool_call_id, part.content)
+        for message in messages
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+        if isinstance(part, ToolReturnPart)
+    ]
+
+
+async def stopped_run(rig: Rig, during: Callable[[], Any], **kwargs: Any) -> RunStopped:
+    """Run the rig's agent while ``during`` (a coroutine function) stops it; the RunStopped it raised."""
+    caught: list[RunStopped] = []
+
+    async def run() -> None:
+        with pytest.raises(RunStopped) as error:
+            await rig.run(**kwargs)
+        caught.append(error.value)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        await during()
+    (stopped,) = caught
+    return stopped
+
+
+async def test_host_stop_during_a_tool_ends_the_run_before_the_next_model_request() -> None:
+    """runtime.stop(gid) while a tool runs: the tool finishes, no model request follows, the run
+    raises RunStopped with its history, the pending steer is held and the stream ends stopped."""
+    rig = Rig(Script(calls_tool(), answers("never sent")))
+
+    async def during() -> None:
+        await rig.tool_gate.wait_reached()
+        gen_id = rig.gen_id()
+        await rig.steer()
+        assert rig.runtime.stop(gen_id) is True
+        rig.tool_gate.release()
+
+    stopped = await stopped_run(rig, during)
+    assert len(rig.script.requests) == 1
+    assert stopped.reason == "generation-stopped"
+    assert stopped.history is not None
+    call = rig.script.replies[0]
+    assert isinstance(call, ModelResponse)
+    assert isinstance(call.parts[0], ToolCallPart)
+    assert tool_returns(stopped.history) == [(call.parts[0].tool_call_id, "12 passed, 1 failed")]
+    assert rig.receipt("s1") == ("held", "generation-stopped")
+    assert rig.history.events[-1]["type"] == "generation.stopped"
+    assert rig.history.events[-1]["generation_id"] == stopped.generation_id
+    rig.history.check(require_final=True).assert_ok()
+
+
+async def test_host_stop_during_a_model_request_starts_none_of_its_tool_calls() -> None:
+    """A stop while the model answers with two tool calls: neither tool runs, each call gets
+    STOPPED_TOOL_RESULT (a valid transcript), and no further model request is made."""
+    two_calls = ModelResponse(parts=[ToolCallPart("run_tests", {}, tool_call_id=i) for i in ("a", "b")])
+    script = Script(two_calls, answers("never sent"))
+    rig = Rig(script)
+    gate = script.gates[0] = Gate()
+
+    async def during() -> None:
+        await gate.wait_reached()
+        rig.runtime.stop(rig.gen_id())
+        gate.release()
+
+    stopped = await stopped_run(rig, during)
+    assert not rig.tool_gate.reached
+    assert len(script.requests) == 1
+    assert stopped.history is not None
+    assert tool_returns(stopped.history) == [("a", STOPPED_TOOL_RESULT), ("b", STOPPED_TOOL_RESULT)]
+    assert rig.history.events[-1]["type"] == "generation.stopped"
+    rig.history.check(require_final=True).assert_ok()
+
+
+async def test_host_stop_during_the_final_answer_raises_instead_of_continuing() -> None:
+    """A stop while the model writes its final answer: the run raises RunStopped (the answer is in
+    its history), a steer sent before the stop is held, nothing continues."""
+    script = Script(answers("Done."), answers("never sent"))
+    rig = Rig(script)
+    gate = script.gates[0] = Gate()
+
+    async def during() -> None:
+        await gate.wait_reached()
+        await rig.steer()
+        rig.runtime.stop(rig.gen_id())
+        gate.release()
+
+    stopped = await stopped_run(rig, during)
+    assert len(script.requests) == 1
+    assert stopped.history is not None
+    assert isinstance(stopped.history[-1], ModelResponse)
+    assert rig.receipt("s1") == ("held", "generation-stopped")
+    assert "generation.continued" not in [e["type"] for e in rig.history.events]
+    rig.history.check(require_final=True).assert_ok()
+
+
+async def test_a_follow_up_is_the_next_turn_of_the_same_run() -> None:
+    """A follow-up sent during a tool is not in that generation's requests: when it finishes, the same
+    agent run opens the next generation, whose first request carries the follow-up (delivery follow_up)."""
+    rig = Rig(Script(calls_tool(), answers("Fixed."), answers("Changelog updated.")))
+
+    async def during() -> None:
+        await rig.tool_gate.wait_reached()
+        first = rig.gen_id()
+        receipt = await rig.history.submit(Input("follow_up", "Then update the changelog", id="f1"), first)
+        assert receipt.disposition == "queued"
+        rig.tool_gate.release()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.run)
+        await during()
+    assert [steer_texts(r) for r in rig.script.requests] == [[], [], ["Then update the changelog"]]
+    assert rig.outputs == ["Changelog updated."]
+    assert rig.receipt("f1") == ("applied", None)
+    events = rig.history.events
+    starts = [e["generation_id"] for e in events if e["type"] == "generation.started"]
+    assert len(starts) == 2
+    assert [e["type"] for e in events if e["type"].startswith("generation.")] == [
+        "generation.started",
+        "generation.finished",
+        "generation.started",
+        "generation.finished",
+    ]
+    applied = next(e for e in events if e["type"] == "steering.applied")
+    assert (applied["delivery"], applied["target_generation_id"]) == ("follow_up", starts[1])
+    follow = next(m for m in rig.messages if isinstance(m, ModelRequest) and m.metadata)
+    assert follow.metadata is not None
+    assert follow.metadata["kind"] == "follow_up"
+    rig.history.check(require_final=True).assert_ok()
+
+
+async def test_a_stop_discards_the_follow_up() -> None:
+    """A host stop of the anchor generation holds its follow-up (generation-stopped): it never runs."""
+    rig = Rig(Script(calls_tool(), answers("never sent")))
+
+    async def during() -> None:
+        await rig.tool_gate.wait_reached()
+        await rig.history.submit(Input("follow_up", "Then update the changelog", id="f1"), rig.gen_id())
+        rig.runtime.stop(rig.gen_id())
+        rig.tool_gate.release()
+
+    await stopped_run(rig, during)
+    assert len(rig.script.requests) == 1
+    assert rig.receipt("f1") == ("held", "generation-stopped")
+    rig.history.check(require_final=True).assert_ok()
+
+
+async def test_run_follow_ups_false_leaves_the_follow_up_to_the_next_run() -> None:
+    """With run_follow_ups=False the run returns after its own generation; the caller's next run writes it."""
+    script = Script(calls_tool(), answers("Fixed."), answers("Changelog updated."))
+    rig = Rig(script)
+    rig.agent = Agent(FunctionModel(script), capabilities=[LiveSteering(rig.runtime, run_follow_ups=False)])
+
+    @rig.agent.tool_plain
+    def run_tests() -> str:
+        """Run the test suite."""
+        return "12 passed"
+
+    script.gates[0] = gate = Gate()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.run)
+        await gate.wait_reached()
+        await rig.history.submit(Input("follow_up", "Then update the changelog", id="f1"), rig.gen_id())
+        gate.release()
+    assert rig.outputs == ["Fixed."]
+    assert rig.receipt("f1") == ("queued", None)
+    assert rig.runtime.pending_follow_ups == 1
+    await rig.run()
+    assert steer_texts(script.requests[2]) == ["Then update the changelog"]
+    assert rig.receipt("f1") == ("applied", None)
+    rig.history.check(require_final=True).assert_ok()
+
+
+async def test_skip_tools_on_steer_answers_the_rest_of_the_batch() -> None:
+    """skip_tools_on_steer: a steer during the first of three tool calls; the other two are answered
+    with SKIPPED_TOOL_RESULT without running, tools.skipped names them, the next request has the steer."""
+    three = ModelResponse(parts=[ToolCallPart("run_tests", {}, tool_call_id=i) for i in ("a", "b", "c")])
+    script = Script(three, answers("Only the failing test."))
+    runtime = LiveRuntime()
+    history = History.attach(runtime)
+    agent = Agent(FunctionModel(script), capabilities=[LiveSteering(runtime, skip_tools_on_steer=True)])
+    gate = Gate()
+    ran: list[str] = []
+
+    @agent.tool
+    async def run_tests(ctx: RunContext[None]) -> str:
+        """Run the test suite."""
+        ran.append(str(ctx.tool_call_id))
+        await gate.passage()
+        return "12 passed, 1 failed"
+
+    results: list[Any] = []
+    async with anyio.create_task_group() as tg:
+
+        async def run() -> None:
+            results.append(await agent.run(PROMPT))
+
+        tg.start_soon(run)
+        await gate.wait_reached()
+        generation = runtime.generation
+        assert generation is not None
+        await history.submit(Input("steer", STEER, id="s1"), generation["id"])
+        gate.release()
+    assert ran == ["a"]
+    returns = tool_returns(results[0].all_messages())
+    assert returns == [("a", "12 passed, 1 failed"), ("b", SKIPPED_TOOL_RESULT), ("c", SKIPPED_TOOL_RESULT)]
+    skipped = [e for e in history.events if e["type"] == "tools.skipped"]
+    assert [i for e in skipped for i in e["tool_call_ids"]] == ["b", "c"]
+    assert all(e["input_ids"] == ["s1"] for e in skipped)
+    assert steer_texts(script.requests[1]) == [STEER]
+    history.check(require_final=True).assert_ok()
+
+
+async def test_without_skip_tools_on_steer_the_whole_batch_runs() -> None:
+    """By default (skip_tools_on_steer off) a pending steer does not skip any tool call."""
+    three = ModelResponse(parts=[ToolCallPart("run_tests", {}, tool_call_id=i) for i in ("a", "b", "c")])
+    rig = Rig(Script(three, answers("Done.")))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.run)
+        await rig.tool_gate.wait_reached()
+        await rig.steer()
+        rig.tool_gate.release()
+    assert [content for _, content in tool_returns(rig.messages)] == ["12 passed, 1 failed"] * 3
+    assert "tools.skipped" not in [e["type"] for e in rig.history.events]
+    rig.history.check(require_final=True).assert_ok()
+
+
+async def test_a_run_paused_for_deferred_tools_ends_the_generation() -> None:
+    """A tool needing approval pauses the run (DeferredToolRequests output): the generation ends, a steer
+    sent meanwhile is held generation-stopped, and the run returns without a continuation."""
+    script = Script(ModelResponse(parts=[ToolCallPart("deploy", {}, tool_call_id="d1")]), answers("unused"))
+    runtime = LiveRuntime()
+    history = History.attach(runtime)
+    agent = Agent(
+        FunctionModel(script), output_type=[str, DeferredToolRequests], capabilities=[LiveSteering(runtime)]
+    )
+
+    @agent.tool_plain(requires_approval=True)
+    def deploy() -> str:
+        """Deploy the fix."""
+        return "deployed"
+
+    gate = script.gates[0] = Gate()
+    results: list[Any] = []
+
+    async def run() -> None:
+        results.append(await agent.run(PROMPT))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        await gate.wait_reached()
+        generation = runtime.generation
+        assert generation is not None
+        await history.submit(Input("steer", STEER, id="s1"), generation["id"])
+        gate.release()
+    assert isinstance(results[0].output, DeferredToolRequests)
+    assert len(script.requests) == 1
+    held = runtime.receipt("s1")
+    assert held is not None
+    assert (held.disposition, held.reason) == ("held", "generation-stopped")
+    assert history.events[-1]["type"] == "generation.stopped"
+    history.check(require_final=True).assert_ok()
+
+
+async def test_cancelling_the_follow_up_turn_cancels_its_generation() -> None:
+    """Cancelled during the follow-up's turn: the first generation stays finished, the follow-up's own
+    generation ends cancelled, and a steer sent to it is held generation-cancelled."""
+    script = Script(answers("Fixed."), answers("unused"))
+    rig = Rig(script)
+    first_gate, second_gate = script.gates[0], script.gates[1] = Gate(), Gate()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.run)
+        await first_gate.wait_reached()
+        first = rig.gen_id()
+        await rig.history.submit(Input("follow_up", "Then update the changelog", id="f1"), first)
+        first_gate.release()
+        await second_gate.wait_reached()
+        assert rig.gen_id() != first
+        await rig.steer("s2", "And the docs")
+        tg.cancel_scope.cancel()
+    assert rig.receipt("f1") == ("applied", None)
+    assert rig.receipt("s2") == ("held", "generation-cancelled")
+    ends = [
+        e["type"]
+        for e in rig.history.events
+        if e["type"].startswith("generation.") and "started" not in e["type"]
+    ]
+    assert ends == ["generation.finished", "generation.cancelled"]
+    rig.history.check(require_final=True).assert_ok()
+
+
+async def test_a_fleet_stop_from_another_node_ends_the_run(tmp_path: Path) -> None:
+    """A host on another fleet node stops the run by generation id (the same path as the HTTP stop):
+    the pydantic-ai run raises RunStopped after its running tool, with no further model request."""
+    from live_steering.fleet import SQLiteFleet, StopResult
+
+    script = Script(calls_tool(), answers("never sent"))
+    path = str(tmp_path / "fleet.db")
+    async with (
+        SQLiteFleet(path, node_id="owner", timeout=60) as owner,
+        SQLiteFleet(path, node_id="host", timeout=60) as host,
+        owner.own(LiveRuntime(session_id="chat-1")) as runtime,
+    ):
+        agent = Agent(FunctionModel(script), capabilities=[LiveSteering(runtime)])
+        gate = Gate()
+        caught: list[RunStopped] = []
+
+        @agent.tool_plain
+        async def run_tests() -> str:
+            """Run the test suite."""
+            await gate.passage()
+            return "12 passed"
+
+        async def run() -> None:
+            with pytest.raises(RunStopped) as error:
+                await agent.run(PROMPT)
+            caught.append(error.value)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            await gate.wait_reached()
+            generation = runtime.generation
+            assert generation is not None
+            await owner.flush("chat-1")
+            result = await host.stop("chat-1", generation["id"])
+            assert result == StopResult(True, "chat-1", generation["id"], None)
+            gate.release()
+        assert len(caught) == 1
+        assert len(script.requests) == 1
+
+
+async def test_host_stop_ends_an_iter_run_the_same_way() -> None:
+    """agent.iter(): a host stop during a tool ends the iteration with RunStopped, no request follows."""
+    script = Script(calls_tool(), answers("never sent"))
+    rig = Rig(script)
+    caught: list[RunStopped] = []
+
+    async def iterate() -> None:
+        async with rig.agent.iter(PROMPT) as agent_run:
+            async for _node in agent_run:
+                pass
+
+    async def run() -> None:
+        with pytest.raises(RunStopped) as error:
+            await iterate()
+        caught.append(error.value)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        await rig.tool_gate.wait_reached()
+        rig.runtime.stop(rig.gen_id())
+        rig.tool_gate.release()
+    assert len(caught) == 1
+    assert len(script.requests) == 1
+    assert rig.history.events[-1]["type"] == "generation.stopped"
+    rig.history.check(require_final=True).assert_ok()
+
+
+async def test_one_at_a_time_writes_one_steer_per_request_and_continues_for_the_rest() -> None:
+    """steering_mode="one-at-a-time" (C30): two steers sent during a tool land one per model request;
+    the second continues the same generation after the final answer instead of being dropped."""
+    script = Script(calls_tool(), answers("First."), answers("Second."))
+    runtime = LiveRuntime(steering_mode="one-at-a-time")
+    history = History.attach(runtime)
+    agent = Agent(FunctionModel(script), capabilities=[LiveSteering(runtime)])
+    gate = Gate()
+
+    @agent.tool_plain
+    async def run_tests() -> str:
+        """Run the test suite."""
+        await gate.passage()
+        return "12 passed"
+
+    results: list[Any] = []
+
+    async def run() -> None:
+        results.append(await agent.run(PROMPT))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        await gate.wait_reached()
+        generation = runtime.generation
+        assert generation is not None
+        await history.submit(Input("steer", "first", id="s1"), generation["id"])
+        await history.submit(Input("steer", "second", id="s2"), generation["id"])
+        gate.release()
+    assert [steer_texts(r) for r in script.requests] == [[], ["first"], ["first", "second"]]
+    assert results[0].output == "Second."
+    assert [e["type"] for e in history.events].count("generation.continued") == 1
     history.check(require_final=True).assert_ok()

@@ -1,5 +1,8 @@
 """What the framework integrations share: the steering events a framework's own event bus re-emits.
 
+It also holds what every integration's run raises when its generation was stopped
+(``RunStopped``), and the text a tool call gets when a stop kept it from running.
+
 A runtime publishes its events synchronously, from whichever task caused them (a host's
 submit, the engine's boundary); a framework's event bus is usually awaited. ``EventBridge``
 buffers the events as they are published and hands them, in publication order, to an
@@ -11,11 +14,39 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Final
 
+from .._errors import LiveSteeringError
 from .._runtime import LiveRuntime
 
-__all__ = ["EventBridge"]
+__all__ = ["STOPPED_TOOL_RESULT", "EventBridge", "RunStopped"]
+
+#: The result a tool call gets when the generation was stopped before it started: the
+#: framework's transcript keeps a result for every tool call, as providers require.
+STOPPED_TOOL_RESULT: Final = "Skipped: the run was stopped before this tool ran."
+
+
+class RunStopped(LiveSteeringError):
+    """A framework's run ended because its generation was stopped (C17).
+
+    Raised by an integration's run when a host's ``runtime.stop(generation_id)`` (the
+    same call the fleet and the HTTP stop make), or a stop of the engine's own, ended
+    the run at its next boundary: no model request and no tool call started after it.
+    The pending steers and follow-ups are held (``generation-stopped``) and the stream
+    ends with ``generation.stopped``. It is not a failure: catch it where a stopped run
+    is an ordinary outcome.
+    """
+
+    def __init__(self, generation_id: str, reason: str, history: list[Any] | None = None) -> None:
+        super().__init__(f"generation {generation_id!r} was stopped ({reason}): the run ended at a boundary")
+        self.generation_id: Final = generation_id
+        """The generation that was stopped."""
+        self.reason: Final = reason
+        """The ``StopReason`` value it was stopped with (``"generation-stopped"`` for a host's stop)."""
+        self.history: Final = history
+        """The conversation so far in the framework's own shape, steers in place (what each
+        framework gives is on its integration's page), or ``None`` if it gives none."""
+
 
 Emit = Callable[[str, dict[str, Any]], Awaitable[object]]
 

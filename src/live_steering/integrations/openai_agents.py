@@ -15,7 +15,11 @@ hook the SDK offers right before every model call, ``RunConfig.call_model_input_
 * the final output is the checkpoint: a steer that arrived meanwhile continues the same
   generation with one more ``Runner.run`` on the conversation so far (``to_input_list()``
   with the steers in place), neither the prompt nor a tool call is run again, and the
-  turns left of ``max_turns`` carry over.
+  turns left of ``max_turns`` carry over. Follow-ups (C29) left when the generation
+  finishes open the next generation, one more ``Runner.run`` in the same ``run()``;
+* a stop of the generation (a host's ``runtime.stop(id)``) ends the run at the next model
+  call (the filter raises the stop signal) or the next tool start (``RunHooks.on_tool_start``),
+  and ``run()`` raises ``RunStopped``.
 
 Server-managed conversations (``previous_response_id``, ``auto_previous_response_id``,
 ``conversation_id``), ``session=`` and a ``RunState`` to resume are refused with
@@ -29,18 +33,41 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import AsyncGenerator, Mapping
-from typing import Any, Final
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from functools import partial
+from typing import Any, Final, Literal
 
+import anyio
 import attrs
 
-from .._errors import GenerationClosedError, LiveSteeringError
+from .._errors import GenerationStopped, LiveSteeringError
 from .._extras import install_hint
+from .._rules import SKIPPED_TOOL_RESULT
 from .._runtime import Generation, LiveRuntime
 from .._types import Input, StopReason
+from ._bridge import RunStopped
 
 try:
-    from agents import Agent, MaxTurnsExceeded, RunConfig, Runner, RunResult, RunResultStreaming, RunState
+    from agents import (
+        Agent,
+        AgentHookContext,
+        FunctionTool,
+        MaxTurnsExceeded,
+        RunConfig,
+        RunContextWrapper,
+        RunHooks,
+        Runner,
+        RunResult,
+        RunResultStreaming,
+        RunState,
+        Tool,
+        ToolExecutionConfig,
+        ToolGuardrailFunctionOutput,
+        ToolInputGuardrail,
+        ToolInputGuardrailData,
+    )
+    from agents.exceptions import UserError
+    from agents.items import ModelResponse, TResponseInputItem
     from agents.run_config import CallModelData, CallModelInputFilter, ModelInputData
     from agents.stream_events import StreamEvent
 except ImportError as error:  # pragma: no cover - exercised by installs without the extra
@@ -48,7 +75,16 @@ except ImportError as error:  # pragma: no cover - exercised by installs without
         install_hint("live_steering.integrations.openai_agents", "openai-agents", "openai-agents")
     ) from error
 
-__all__ = ["DEFAULT_MAX_TURNS", "LiveSteering", "SteerEntry", "SteeringHistoryError"]
+__all__ = [
+    "DEFAULT_MAX_TURNS",
+    "SKIPPED_TOOL_RESULT",
+    "LiveSteering",
+    "RunStopped",
+    "SteerEntry",
+    "SteeredRunResult",
+    "SteeredRunStreaming",
+    "SteeringHistoryError",
+]
 
 #: The SDK's default ``max_turns`` for one run.
 DEFAULT_MAX_TURNS: Final = 10
@@ -81,6 +117,12 @@ class _Segment:
         self.user_filter = user_filter
         self.entries: list[SteerEntry] = []
         self.calls = 0
+        self.tools_returned = 0
+        """Tool calls that returned since the last model call (C31: the first of a batch runs)."""
+        self.history: list[Any] | None = None
+        """The conversation when a stop ended this segment (``RunStopped.history``)."""
+        self.last_input: list[Any] = []
+        """The input of the last model call, steers in place (the history of a stop at a tool start)."""
 
     def splice(self, items: list[Any]) -> list[Any]:
         """``items`` (the SDK's own) with every steer of this segment at its place. O(items)."""
@@ -101,20 +143,106 @@ class _Segment:
     async def filter(self, data: CallModelData[Any]) -> ModelInputData:
         """``RunConfig.call_model_input_filter``: the request boundary of every model call."""
         self.calls += 1
+        self.tools_returned = 0
         own = list(data.model_data.input)
-        if self.gen.accepting and self.gen.pending:  # nothing pending: the boundary would write nothing
+        gen = self.gen
+        # Nothing pending: the boundary would write nothing. Stopped: it raises the stop signal.
+        if gen.pending or not gen.accepting:
+            if not gen.accepting:
+                self.history = self.splice(own)
 
             def write(steer: Input, metadata: Mapping[str, Any]) -> None:
                 item = {"type": "message", "role": "user", "content": steer.text}
                 before = own[-1] if own else None
                 self.entries.append(SteerEntry(item, dict(metadata), len(own), before))
 
-            await self.gen.boundary(write)
+            await gen.boundary(write)
         model_data = ModelInputData(input=self.splice(own), instructions=data.model_data.instructions)
+        self.last_input = model_data.input
         if self.user_filter is None:
             return model_data
         result = self.user_filter(dataclasses.replace(data, model_data=model_data))
         return await result if inspect.isawaitable(result) else result
+
+
+def _no_write(steer: Input, metadata: Mapping[str, Any]) -> None:  # pragma: no cover - never called
+    """The writer of a boundary run only for its stop signal (admission closed: it writes nothing)."""
+
+
+class _Hooks(RunHooks[Any]):
+    """The run's ``RunHooks``: the stop check at each tool start, then the caller's own hooks."""
+
+    def __init__(self, segment: _Segment, inner: RunHooks[Any] | None) -> None:
+        self.segment = segment
+        self.inner = inner
+
+    async def on_tool_start(self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool) -> None:
+        gen = self.segment.gen
+        if not gen.accepting:  # stopped (or the runtime closed): no further tool starts
+            # The conversation up to the model call whose tool calls do not all run: a prefix
+            # with no tool call left without its output (that call's answer is dropped).
+            self.segment.history = list(self.segment.last_input)
+            await gen.boundary(_no_write)  # raises the stop signal
+        if self.inner is not None:
+            await self.inner.on_tool_start(context, agent, tool)
+
+    async def on_tool_end(
+        self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool, result: object
+    ) -> None:
+        self.segment.tools_returned += 1
+        if self.inner is not None:
+            await self.inner.on_tool_end(context, agent, tool, result)
+
+    async def on_llm_start(
+        self,
+        context: RunContextWrapper[Any],
+        agent: Agent[Any],
+        system_prompt: str | None,
+        input_items: list[TResponseInputItem],
+    ) -> None:
+        if self.inner is not None:
+            await self.inner.on_llm_start(context, agent, system_prompt, input_items)
+
+    async def on_llm_end(
+        self, context: RunContextWrapper[Any], agent: Agent[Any], response: ModelResponse
+    ) -> None:
+        if self.inner is not None:
+            await self.inner.on_llm_end(context, agent, response)
+
+    async def on_agent_start(self, context: AgentHookContext[Any], agent: Agent[Any]) -> None:
+        if self.inner is not None:
+            await self.inner.on_agent_start(context, agent)
+
+    async def on_agent_end(self, context: AgentHookContext[Any], agent: Agent[Any], output: Any) -> None:
+        if self.inner is not None:
+            await self.inner.on_agent_end(context, agent, output)
+
+    async def on_handoff(
+        self, context: RunContextWrapper[Any], from_agent: Agent[Any], to_agent: Agent[Any]
+    ) -> None:
+        if self.inner is not None:
+            await self.inner.on_handoff(context, from_agent, to_agent)
+
+
+class SteeredRunResult(RunResult):
+    """The SDK's ``RunResult`` of a steered run: ``to_input_list()`` keeps the steers in place.
+
+    The same object ``Runner.run`` returned for the run's last ``Runner.run``, with one
+    method changed, so ``isinstance(result, RunResult)`` holds and every field is the SDK's.
+    """
+
+    _live_steering: _Segment
+
+    def to_input_list(self, *, mode: Any = "preserve_all") -> list[TResponseInputItem]:
+        """The SDK's ``to_input_list(mode=...)`` with this run's steers at their places."""
+        return self._live_steering.splice(super().to_input_list(mode=mode))
+
+
+def _steered(result: RunResult, segment: _Segment) -> SteeredRunResult:
+    result.__class__ = SteeredRunResult  # one method added; the SDK's fields and identity kept
+    steered: SteeredRunResult = result  # type: ignore[assignment]
+    steered._live_steering = segment
+    return steered
 
 
 class LiveSteering:
@@ -122,17 +250,36 @@ class LiveSteering:
 
     >>> steering = LiveSteering(runtime)
     >>> result = await steering.run(agent, "Make the suite pass")          # doctest: +SKIP
-    >>> steering.to_input_list(result)     # the conversation, steers included  # doctest: +SKIP
+    >>> result.to_input_list()             # the conversation, steers included  # doctest: +SKIP
 
     While a run is in progress, ``runtime.generation["id"]`` is its generation; a host
-    submits through ``runtime.capability["submit"]``. One run at a time per runtime.
+    submits through ``runtime.capability["submit"]`` and stops it with ``runtime.stop(id)``
+    (``run()`` then raises ``RunStopped``). One run at a time per runtime.
+
+    ``skip_tools_on_steer=True`` (C31): once a function tool call of a model response
+    returned with a steer pending, the rest of that response's function tool calls are
+    answered with ``SKIPPED_TOOL_RESULT`` without running (through a tool input guardrail
+    added to the agent's function tools; the run uses a copy of the agent, and runs its
+    function tools one at a time). ``run_follow_ups=False`` leaves the follow-ups of a
+    finished generation queued for the caller's next run.
     """
 
-    def __init__(self, runtime: LiveRuntime) -> None:
+    def __init__(
+        self, runtime: LiveRuntime, *, skip_tools_on_steer: bool = False, run_follow_ups: bool = True
+    ) -> None:
         if not isinstance(runtime, LiveRuntime):
             raise TypeError("LiveSteering needs a live_steering.LiveRuntime")
+        if type(skip_tools_on_steer) is not bool:
+            raise TypeError(f"skip_tools_on_steer must be a bool, got {skip_tools_on_steer!r}")
+        if type(run_follow_ups) is not bool:
+            raise TypeError(f"run_follow_ups must be a bool, got {run_follow_ups!r}")
         self.runtime: Final = runtime
+        self.skip_tools_on_steer: Final = skip_tools_on_steer
+        self.run_follow_ups: Final = run_follow_ups
         self._segment: _Segment | None = None
+        self._guard: Final[ToolInputGuardrail[Any]] = ToolInputGuardrail(
+            guardrail_function=self._skip_check, name="live_steering_skip"
+        )
         self.entries: list[SteerEntry] = []
         """The steers written in the current (or last) segment of a run, in order."""
         self.last_result: RunResultStreaming | None = None
@@ -145,32 +292,85 @@ class LiveSteering:
         *,
         max_turns: int = DEFAULT_MAX_TURNS,
         run_config: RunConfig | None = None,
+        hooks: RunHooks[Any] | None = None,
         **kwargs: Any,
-    ) -> RunResult:  # a run paused for a tool approval (``result.interruptions``) ends the generation
-        """``Runner.run(agent, input, ...)`` as one generation; returns the last segment's result.
+    ) -> SteeredRunResult:  # a run paused for a tool approval (``result.interruptions``) ends the generation
+        """``Runner.run(agent, input, ...)`` as one generation, and one more per round of follow-ups.
 
-        ``kwargs`` go to ``Runner.run`` (``context``, ``hooks``, ...), except the
+        Returns the last ``Runner.run``'s result, whose ``to_input_list()`` keeps the steers.
+        ``kwargs`` go to ``Runner.run`` (``context``, ``error_handlers``, ...), except the
         server-managed conversation options, which raise ``ValueError`` (see the module).
+        ``max_turns`` counts per generation: a follow-up's generation gets its own.
+        Raises ``RunStopped`` when the generation was stopped.
         """
-        config = _checked(run_config, kwargs, input)
-        async with self.runtime.open_generation() as gen:
-            turns_left = max_turns
-            while True:
-                segment = self._start(gen, config)
-                try:
-                    result = await Runner.run(
-                        agent, input, max_turns=turns_left, run_config=self._config(config, segment), **kwargs
-                    )
-                except MaxTurnsExceeded:
-                    gen.stop(StopReason.BUDGET_EXHAUSTED)
-                    raise
-                turns_left -= segment.calls
-                if not self._continues(gen, turns_left, result):
-                    return result
-                input, agent = self.to_input_list(result), result.last_agent
-        # Reached only if the block absorbed this generation's stop signal, which no
-        # boundary here raises: each runs only while the generation accepts.
-        raise GenerationClosedError(f"generation {gen.id!r} was stopped before the run returned")
+        config = self._prepared(_checked(run_config, kwargs, input))
+        agent = self._with_skip(agent)
+        while True:
+            finished = False
+            async with self.runtime.open_generation() as gen:
+                turns_left = max_turns
+                while True:
+                    segment = self._start(gen, config)
+                    try:
+                        raw = await Runner.run(
+                            agent,
+                            input,
+                            max_turns=turns_left,
+                            run_config=self._config(config, segment),
+                            hooks=_Hooks(segment, hooks),
+                            **kwargs,
+                        )
+                    except MaxTurnsExceeded:
+                        gen.stop(StopReason.BUDGET_EXHAUSTED)
+                        raise
+                    except UserError as error:
+                        _raise_stop_signal(gen, error)
+                        raise
+                    result = _steered(raw, segment)
+                    turns_left -= segment.calls
+                    await self._stop_signal(gen, segment, result)
+                    if not self._continues(gen, turns_left, result):
+                        finished = True
+                        break
+                    input, agent = result.to_input_list(), result.last_agent
+            if not finished:  # the block absorbed the stop signal: there is no result to return
+                raise self._stopped(gen)
+            if not self._follows(gen, result):
+                return result
+            input, agent = result.to_input_list(), result.last_agent
+
+    def run_sync(
+        self,
+        agent: Agent[Any],
+        input: str | list[Any],
+        **kwargs: Any,
+    ) -> SteeredRunResult:
+        """``Runner.run_sync``: ``run()`` in a new asyncio event loop of this thread (anyio).
+
+        Like the SDK's, it cannot be called from inside a running event loop. The runtime
+        belongs to that loop while it runs: steers come from its tasks (a tool, a hook), or
+        from a host in another thread that runs ``run()`` itself in a portal instead
+        (docs/hosts.md, "Threads and event loops").
+        """
+        return anyio.run(partial(self.run, agent, input, **kwargs), backend="asyncio")
+
+    def run_streamed(
+        self,
+        agent: Agent[Any],
+        input: str | list[Any],
+        *,
+        max_turns: int = DEFAULT_MAX_TURNS,
+        run_config: RunConfig | None = None,
+        **kwargs: Any,
+    ) -> SteeredRunStreaming:
+        """``Runner.run_streamed``'s shape: returns at once; ``async for e in r.stream_events()``.
+
+        The run starts when ``stream_events()`` is iterated (the SDK's starts at once), and
+        runs every ``Runner.run_streamed`` of the generation and of its follow-ups; the
+        result's fields are the last one's, ``to_input_list()`` keeps the steers.
+        """
+        config = _checked(run_config, kwargs, input)  # refused here, before anything runs
+        return SteeredRunStreaming(self, agent, input, max_turns=max_turns, run_config=config, kwargs=kwargs)
 
     async def stream(
         self,
@@ -179,47 +379,70 @@ class LiveSteering:
         *,
         max_turns: int = DEFAULT_MAX_TURNS,
         run_config: RunConfig | None = None,
+        hooks: RunHooks[Any] | None = None,
         **kwargs: Any,
     ) -> AsyncGenerator[StreamEvent, None]:
-        """``Runner.run_streamed`` as one generation: every segment's stream events, in order.
+        """``Runner.run_streamed`` as one generation (and one per round of follow-ups): every
+        segment's stream events, in order.
 
         ``async for event in steering.stream(agent, prompt): ...``; afterwards
         ``steering.last_result`` is the last segment's ``RunResultStreaming``. Leaving the
         loop early cancels the SDK's run and stops the generation (pending steers held).
+        Raises ``RunStopped`` when the generation was stopped.
         """
-        config = _checked(run_config, kwargs, input)
+        config = self._prepared(_checked(run_config, kwargs, input))
+        agent = self._with_skip(agent)
         self.last_result = None
-        async with self.runtime.open_generation() as gen:
-            turns_left = max_turns
-            while True:
-                segment = self._start(gen, config)
-                result = Runner.run_streamed(
-                    agent, input, max_turns=turns_left, run_config=self._config(config, segment), **kwargs
-                )
-                self.last_result = result
-                try:
-                    async for event in result.stream_events():
-                        yield event
-                except GeneratorExit:  # the consumer left the loop: end the run, not the process
-                    gen.stop()
-                    result.cancel()
-                    return
-                except MaxTurnsExceeded:
-                    gen.stop(StopReason.BUDGET_EXHAUSTED)
-                    raise
-                except BaseException:  # cancelled, or the run failed: leave no SDK task running
-                    result.cancel()
-                    raise
-                turns_left -= segment.calls
-                if not self._continues(gen, turns_left, result):
-                    return
-                input, agent = self.to_input_list(result), result.last_agent
+        while True:
+            finished = False
+            async with self.runtime.open_generation() as gen:
+                turns_left = max_turns
+                while True:
+                    segment = self._start(gen, config)
+                    result = Runner.run_streamed(
+                        agent,
+                        input,
+                        max_turns=turns_left,
+                        run_config=self._config(config, segment),
+                        hooks=_Hooks(segment, hooks),
+                        **kwargs,
+                    )
+                    self.last_result = result
+                    try:
+                        async for event in result.stream_events():
+                            yield event
+                    except GeneratorExit:  # the consumer left the loop: end the run, not the process
+                        gen.stop()
+                        result.cancel()
+                        return
+                    except MaxTurnsExceeded:
+                        gen.stop(StopReason.BUDGET_EXHAUSTED)
+                        raise
+                    except BaseException as error:  # cancelled, stopped, or failed: leave no SDK task running
+                        result.cancel()
+                        _raise_stop_signal(gen, error)
+                        raise
+                    turns_left -= segment.calls
+                    await self._stop_signal(gen, segment, result)
+                    if not self._continues(gen, turns_left, result):
+                        finished = True
+                        break
+                    input, agent = self.to_input_list(result), result.last_agent
+            if not finished:  # the block absorbed the stop signal
+                raise self._stopped(gen)
+            if not self._follows(gen, result):
+                return
+            input, agent = self.to_input_list(result), result.last_agent
 
     def to_input_list(self, result: RunResult | RunResultStreaming) -> list[Any]:
         """``result.to_input_list()`` with this run's steers at their places: the conversation so far."""
+        if isinstance(result, SteeredRunResult):
+            return result.to_input_list()
         segment = self._segment
         items = result.to_input_list()
         return items if segment is None else segment.splice(items)
+
+    # -- the pieces -----------------------------------------------------------------------
 
     def _start(self, gen: Generation, config: RunConfig) -> _Segment:
         segment = _Segment(gen, config.call_model_input_filter)
@@ -229,6 +452,64 @@ class LiveSteering:
     @staticmethod
     def _config(config: RunConfig, segment: _Segment) -> RunConfig:
         return dataclasses.replace(config, call_model_input_filter=segment.filter)
+
+    def _prepared(self, config: RunConfig) -> RunConfig:
+        """With ``skip_tools_on_steer``, function tools run one at a time, so a batch has a rest."""
+        if not self.skip_tools_on_steer:
+            return config
+        execution = config.tool_execution or ToolExecutionConfig()
+        return dataclasses.replace(
+            config, tool_execution=dataclasses.replace(execution, max_function_tool_concurrency=1)
+        )
+
+    def _with_skip(self, agent: Agent[Any]) -> Agent[Any]:
+        """A copy of ``agent`` whose function tools carry the skip check (``skip_tools_on_steer``)."""
+        if not self.skip_tools_on_steer:
+            return agent
+        tools: list[Tool] = []
+        for tool in agent.tools:
+            if isinstance(tool, FunctionTool) and self._guard not in (tool.tool_input_guardrails or []):
+                tool = dataclasses.replace(
+                    tool, tool_input_guardrails=[*(tool.tool_input_guardrails or []), self._guard]
+                )
+            tools.append(tool)
+        return agent.clone(tools=tools)
+
+    def _skip_check(self, data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
+        """The tool input guardrail of ``skip_tools_on_steer`` (C31): answer, or let the call run."""
+        segment = self._segment
+        if (
+            segment is not None
+            and segment.tools_returned
+            and segment.gen.accepting
+            and segment.gen.steers_pending
+        ):
+            segment.gen.skip_tools([data.context.tool_call_id])  # tools.skipped, naming the steers
+            return ToolGuardrailFunctionOutput.reject_content(SKIPPED_TOOL_RESULT)
+        return ToolGuardrailFunctionOutput.allow()
+
+    async def _stop_signal(
+        self, gen: Generation, segment: _Segment, result: RunResult | RunResultStreaming
+    ) -> None:
+        """Stopped while the last model call ran: raise the stop signal (absorbed by the block)."""
+        if not gen.accepting and not result.interruptions:
+            segment.history = self.to_input_list(result)
+            await gen.boundary(_no_write)
+
+    def _stopped(self, gen: Generation) -> RunStopped:
+        terminal = gen.terminal_event or {}
+        segment = self._segment
+        history = segment.history if segment is not None else None
+        return RunStopped(gen.id, str(terminal.get("reason", StopReason.GENERATION_STOPPED.value)), history)
+
+    def _follows(self, gen: Generation, result: RunResult | RunResultStreaming) -> bool:
+        """C29: the generation finished and follow-ups wait for the next one."""
+        return (
+            self.run_follow_ups
+            and gen.end_reason is None
+            and not result.interruptions
+            and bool(self.runtime.pending_follow_ups)
+        )
 
     @staticmethod
     def _continues(gen: Generation, turns_left: int, result: RunResult | RunResultStreaming) -> bool:
@@ -243,6 +524,105 @@ class LiveSteering:
             gen.stop(StopReason.BUDGET_EXHAUSTED)  # decided before any generation.continued
             return False
         return gen.continue_after_checkpoint()
+
+
+class SteeredRunStreaming:
+    """What ``LiveSteering.run_streamed`` returns: ``Runner.run_streamed``'s ``RunResultStreaming`` shape.
+
+    ``stream_events()`` yields every stream event of the generation's ``Runner.run_streamed``
+    runs (and of its follow-ups'), in order; it raises what the run raises (``RunStopped``
+    after a stop, ``MaxTurnsExceeded``, a model error). Every other attribute
+    (``final_output``, ``new_items``, ``last_agent``, ``current_turn``, ``interruptions``,
+    ...) is the current ``RunResultStreaming``'s; ``to_input_list()`` keeps the steers.
+    ``cancel()`` ends the run: the SDK's run is cancelled and the generation stopped
+    (pending steers held ``generation-stopped``), and ``stream_events()`` ends quietly.
+    """
+
+    def __init__(
+        self,
+        steering: LiveSteering,
+        agent: Agent[Any],
+        input: str | list[Any],
+        *,
+        max_turns: int,
+        run_config: RunConfig,
+        kwargs: dict[str, Any],
+    ) -> None:
+        self._steering = steering
+        self._args = (agent, input)
+        self._options: dict[str, Any] = {"max_turns": max_turns, "run_config": run_config, **kwargs}
+        self._started = False
+        self._done = False
+        self._cancelled = False
+
+    @property
+    def current(self) -> RunResultStreaming | None:
+        """The SDK's result of the ``Runner.run_streamed`` running now (or last); None before the start."""
+        return self._steering.last_result if self._started else None
+
+    @property
+    def is_complete(self) -> bool:
+        """Whether the whole run (every segment, every follow-up) has ended."""
+        return self._done
+
+    @property
+    def final_output(self) -> Any:
+        """The last segment's final output; None until it has one."""
+        current = self.current
+        return None if current is None else current.final_output
+
+    def __getattr__(self, name: str) -> Any:
+        current = self.current
+        if current is None or name.startswith("_"):
+            raise AttributeError(
+                f"{type(self).__name__!s} has no attribute {name!r} before stream_events() runs"
+            )
+        return getattr(current, name)
+
+    async def stream_events(self) -> AsyncIterator[StreamEvent]:
+        """Run and stream: ``async for event in result.stream_events(): ...`` (once per result)."""
+        if self._started:
+            raise RuntimeError("stream_events() runs the run: iterate it once per run_streamed() result")
+        self._started = True
+        events = self._steering.stream(*self._args, **self._options)
+        try:
+            async for event in events:
+                yield event
+        except RunStopped:
+            if not self._cancelled:
+                raise
+        finally:
+            self._done = True
+            await events.aclose()
+
+    def cancel(self, mode: Literal["immediate", "after_turn"] = "immediate") -> None:
+        """Stop the generation (pending steers held) and cancel the SDK's run (``mode`` as the SDK's)."""
+        self._cancelled = True
+        current = self.current
+        generation = self._steering.runtime.generation
+        if generation is not None and self._started:
+            self._steering.runtime.stop(generation["id"])
+        if current is not None:
+            current.cancel(mode)
+
+    def to_input_list(self) -> list[Any]:
+        """The conversation so far, steers in place (as ``LiveSteering.to_input_list``)."""
+        current = self.current
+        if current is None:
+            raise RuntimeError("to_input_list() before stream_events() ran")
+        return self._steering.to_input_list(current)
+
+
+def _raise_stop_signal(gen: Generation, error: BaseException) -> None:
+    """Raise the generation's stop signal if the SDK wrapped it (``UserError("Error running tool")``
+    around the one ``on_tool_start`` raised), so that the block absorbs it; else return."""
+    cause = error.__cause__
+    if (
+        isinstance(error, UserError)
+        and isinstance(cause, GenerationStopped)
+        and cause.generation_id == gen.id
+    ):
+        raise cause from None
 
 
 def _checked(run_config: RunConfig | None, kwargs: Mapping[str, Any], input: object) -> RunConfig:
