@@ -1,0 +1,396 @@
+"""Live steering for LangGraph: ``create_react_agent(model, tools, pre_model_hook=steering.pre_model_hook)``.
+
+Needs the ``langgraph`` extra (``pip install 'live-steering[langgraph]'``: langgraph 1.2 and
+langchain-core). It uses only LangGraph's public extension points:
+
+* the request boundary is a graph node before the model node: the prebuilt ReAct agent's
+  ``pre_model_hook`` (``langgraph.prebuilt.create_react_agent``: a node run before every
+  call of the model, whose ``messages`` update goes into the graph's state), or, in a
+  hand-written ``StateGraph``, the same callable added as a node on every path into the
+  model node. Each pending steer becomes a ``HumanMessage`` in the state's ``messages``;
+* the tools go through ``ToolNode``'s ``awrap_tool_call``: a tool call the model asked for
+  after a stop is answered without running (every tool call keeps a result), and with
+  ``skip_tools_on_steer`` the rest of a batch is answered ``SKIPPED_TOOL_RESULT`` once a
+  steer is pending (C31);
+* a run is one generation: ``await steering.ainvoke(graph, input, config)`` runs
+  ``graph.ainvoke`` inside ``async with runtime.open_generation()``. When the graph ends
+  with a steer pending (the checkpoint, C16), it runs the graph again on its own output:
+  the same generation, no replay of the prompt or of a tool call. Follow-ups (C29) left
+  when it finished run as the next generation the same way.
+
+A stop (``runtime.stop(gid)`` or ``steering.stop()``) ends the run at its next boundary: the
+hook raises the stop signal before any further model call, the tool wrapper starts no
+further tool, and ``ainvoke`` returns the graph's state as that boundary saw it. LangGraph
+runs on asyncio. It never patches LangGraph and never touches its private modules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextvars import ContextVar
+from typing import Any, Final
+
+import anyio
+
+from .._errors import GenerationStopped
+from .._extras import install_hint
+from .._rules import SKIPPED_TOOL_RESULT
+from .._runtime import Generation, LiveRuntime
+from .._types import HoldReason, Input, StopReason
+from ..loop import LoopOutcome
+
+try:
+    from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.errors import GraphRecursionError
+    from langgraph.prebuilt import ToolNode
+    from langgraph.prebuilt.tool_node import AsyncToolCallWrapper, ToolCallRequest
+    from langgraph.types import Command
+except ImportError as error:  # pragma: no cover - exercised by installs without the extra
+    raise ImportError(
+        install_hint("live_steering.integrations.langgraph", "langgraph", "langgraph")
+    ) from error
+
+__all__ = ["METADATA_KEY", "SKIPPED_TOOL_RESULT", "STOPPED_TOOL_RESULT", "LiveSteering"]
+
+#: Where a steer's boundary metadata lives on its ``HumanMessage``: ``additional_kwargs[METADATA_KEY]``
+#: (``input_id``, ``target_generation_id``, ``delivery``, ``kind``). LangChain's provider
+#: integrations send only the keys they know of ``additional_kwargs``, so the model never sees it.
+METADATA_KEY: Final = "live_steering"
+#: The result a tool call gets when the run was stopped before it started: the tool is not run,
+#: and the transcript stays valid for every provider (every tool call has a result).
+STOPPED_TOOL_RESULT: Final = "Not run: the run was stopped before this tool started."
+
+_Execute = Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
+"""What ``awrap_tool_call`` is handed: runs the tool call."""
+
+_NOT_RUN_STEPS: Final = 2
+"""Supersteps a further model call needs at least: the hook's node and the model's."""
+
+_OUTCOMES: Final[dict[HoldReason | None, LoopOutcome]] = {
+    None: LoopOutcome.FINISHED,
+    HoldReason.BUDGET_EXHAUSTED: LoopOutcome.BUDGET_EXHAUSTED,
+    HoldReason.GENERATION_STOPPED: LoopOutcome.STOPPED,
+    HoldReason.RUNTIME_CLOSED: LoopOutcome.STOPPED,
+}
+
+
+class _Run:
+    """One generation of one ``LiveSteering``: what its hook and tool wrapper share."""
+
+    def __init__(self, steering: LiveSteering, gen: Generation) -> None:
+        self.steering = steering
+        self.gen = gen
+        self.state: Any = None
+        """The graph's state as the last boundary saw it (returned when a stop ends the run)."""
+        self.first_step: int | None = None
+        self.last_step: int | None = None
+        """LangGraph's ``langgraph_step`` of the hook's first and last call in this invocation."""
+        self.lock = anyio.Lock()
+        """With ``skip_tools_on_steer``: the batch's tools run one at a time, in the model's order."""
+        self.started: set[str] = set()
+        self.returned: set[str] = set()
+        self.skipped: list[str] = []
+
+    def steps_used(self) -> int:
+        """Supersteps this invocation used, as the hook saw them: through its last call, and the model's."""
+        if self.first_step is None or self.last_step is None:
+            return 0
+        return self.last_step - self.first_step + _NOT_RUN_STEPS
+
+
+class _RunEnded(Exception):
+    """Raised by the hook at a boundary of a generation whose admission closed (stopped, or the
+    runtime closed): ``ainvoke`` catches its own and returns; nothing else raises it."""
+
+    def __init__(self, run: _Run) -> None:
+        super().__init__(f"generation {run.gen.id!r} was stopped: the graph run ends at this boundary")
+        self.run = run
+
+
+_RUN: ContextVar[_Run | None] = ContextVar("live_steering_langgraph_run", default=None)
+"""The running generation of the graph run this task belongs to: LangGraph runs each node in a
+task made from the invoking task's context, so the hook finds its own run, also in subgraphs."""
+
+
+class LiveSteering:
+    """Runs LangGraph graphs with a ``LiveRuntime``'s steers put in their messages before every model call.
+
+    >>> steering = LiveSteering(runtime)
+    >>> agent = create_react_agent(model, tools, pre_model_hook=steering.pre_model_hook)  # doctest: +SKIP
+    >>> state = await steering.ainvoke(agent, {"messages": [("user", "Fix it")]})  # doctest: +SKIP
+
+    While a run is in progress, ``runtime.generation["id"]`` is its generation: a host submits
+    ``Input("steer", ...)`` anchored to it through ``runtime.capability["submit"]``, and stops it
+    with ``runtime.stop(gid)``. One run at a time per runtime (a second raises
+    ``GenerationStateError``). ``skip_tools_on_steer`` (C31, default off) needs the tools in
+    ``steering.tool_node(tools)``; ``run_follow_ups=False`` leaves follow-ups queued for the
+    caller's next run.
+    """
+
+    def __init__(
+        self,
+        runtime: LiveRuntime,
+        *,
+        skip_tools_on_steer: bool = False,
+        run_follow_ups: bool = True,
+        messages_key: str = "messages",
+    ) -> None:
+        if not isinstance(runtime, LiveRuntime):
+            raise TypeError("LiveSteering needs a live_steering.LiveRuntime")
+        if type(skip_tools_on_steer) is not bool:
+            raise TypeError(f"skip_tools_on_steer must be a bool, got {skip_tools_on_steer!r}")
+        if type(run_follow_ups) is not bool:
+            raise TypeError(f"run_follow_ups must be a bool, got {run_follow_ups!r}")
+        if not isinstance(messages_key, str) or not messages_key:
+            raise TypeError(f"messages_key must be a non-empty str, got {messages_key!r}")
+        self.runtime: Final = runtime
+        self.skip_tools_on_steer: Final = skip_tools_on_steer
+        self.run_follow_ups: Final = run_follow_ups
+        self.messages_key: Final = messages_key
+        self.outcome: LoopOutcome | None = None
+        """How the last generation of the last ``ainvoke`` ended (``None`` before any)."""
+        self.generation_ids: tuple[str, ...] = ()
+        """The generations the last ``ainvoke`` ran: its own, then one per round of follow-ups."""
+        self.skipped_tool_call_ids: tuple[str, ...] = ()
+        """Tool calls the last ``ainvoke`` answered without running (``skip_tools_on_steer``)."""
+        self._running: _Run | None = None
+
+    # -- inside the graph -------------------------------------------------------------------
+
+    async def pre_model_hook(self, state: Any, config: RunnableConfig) -> dict[str, list[BaseMessage]]:
+        """The request boundary, a graph node: ``{messages_key: [the steers written here]}``.
+
+        Pass it as ``create_react_agent(..., pre_model_hook=steering.pre_model_hook)``, or add it
+        to a ``StateGraph`` as a node on every path into the model node. It returns an update
+        that appends each pending steer, in admission order, as a ``HumanMessage`` (metadata in
+        ``additional_kwargs[METADATA_KEY]``); with nothing pending, an empty update. Each steer is
+        ``applied`` once the update is returned to LangGraph, which writes it into the state at
+        the end of the step. After a stop it ends the graph run instead (``ainvoke`` returns).
+        """
+        run = self._run()
+        step = config.get("metadata", {}).get("langgraph_step") if isinstance(config, Mapping) else None
+        if isinstance(step, int):
+            if run.first_step is None:
+                run.first_step = step
+            run.last_step = step
+        run.state = state
+        return {self.messages_key: await self._drain(run)}
+
+    #: The same node, for a hand-written ``StateGraph``: ``builder.add_node("steer", steering.node)``.
+    node = pre_model_hook
+
+    async def drain(self) -> list[BaseMessage]:
+        """The boundary for a hook of your own: the steers pending now, as messages to put in the state.
+
+        ``return {"messages": [*await steering.drain(), ...]}`` inside your own ``pre_model_hook``
+        (for instance one that also trims). They are ``applied`` when this returns: put every one
+        of them in the node's update. After a stop it ends the graph run, as ``pre_model_hook`` does.
+        """
+        return await self._drain(self._run())
+
+    async def _drain(self, run: _Run) -> list[BaseMessage]:
+        gen = run.gen
+        if not gen.accepting:
+            raise _RunEnded(run)  # stopped (host or engine) or the runtime closed: no further model call
+        if not gen.pending:  # nothing pending: the boundary would write nothing
+            return []
+        written: list[BaseMessage] = []
+
+        def write(steer: Input, metadata: Mapping[str, Any]) -> None:
+            written.append(HumanMessage(content=steer.text, additional_kwargs={METADATA_KEY: dict(metadata)}))
+
+        try:
+            await gen.boundary(write)
+        except GenerationStopped as signal:  # a stop landed as the boundary began: end the run here
+            raise _RunEnded(run) from signal
+        return written
+
+    def tool_node(self, tools: Sequence[Any], **kwargs: Any) -> ToolNode:
+        """A ``ToolNode`` over ``tools`` whose calls go through ``awrap_tool_call`` (stop, skip).
+
+        ``kwargs`` go to ``ToolNode``; an ``awrap_tool_call`` of yours runs inside this one.
+        Pass it as the agent's tools: ``create_react_agent(model, steering.tool_node(tools), ...)``.
+        """
+        inner: AsyncToolCallWrapper | None = kwargs.pop("awrap_tool_call", None)
+        if inner is None:
+            return ToolNode(tools, awrap_tool_call=self.awrap_tool_call, **kwargs)
+
+        async def wrapped(request: ToolCallRequest, execute: _Execute) -> ToolMessage | Command[Any]:
+            async def then(req: ToolCallRequest) -> ToolMessage | Command[Any]:
+                return await inner(req, execute)
+
+            return await self.awrap_tool_call(request, then)
+
+        return ToolNode(tools, awrap_tool_call=wrapped, **kwargs)
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        execute: _Execute,
+    ) -> ToolMessage | Command[Any]:
+        """``ToolNode(tools, awrap_tool_call=steering.awrap_tool_call)``: runs the call, or answers it.
+
+        After a stop, a call not yet started is answered ``STOPPED_TOOL_RESULT`` and not run. With
+        ``skip_tools_on_steer``, the calls of one model reply run one at a time, in its order, and
+        once one returned with a steer pending, the rest are answered ``SKIPPED_TOOL_RESULT``
+        (``tools.skipped`` names them, C31). A running tool is never interrupted.
+        """
+        run = self._run()
+        call = request.tool_call
+        call_id = str(call.get("id") or "")
+        if not self.skip_tools_on_steer:
+            if not run.gen.accepting:
+                return _answer(call, STOPPED_TOOL_RESULT, "stopped")
+            return await execute(request)
+        async with run.lock:
+            if not run.gen.accepting:
+                return _answer(call, STOPPED_TOOL_RESULT, "stopped")
+            if call_id in run.skipped:
+                return _answer(call, SKIPPED_TOOL_RESULT, "skipped")
+            batch = _batch_of(request.state, call_id, self.messages_key)
+            if call_id and any(i in run.returned for i in batch) and run.gen.steers_pending:
+                rest = [i for i in batch if i not in run.started]
+                run.gen.skip_tools(rest)  # tools.skipped, naming the steers that made the rest pointless
+                run.skipped.extend(rest)
+                return _answer(call, SKIPPED_TOOL_RESULT, "skipped")
+            run.started.add(call_id)
+            try:
+                return await execute(request)
+            finally:
+                run.returned.add(call_id)
+
+    # -- around the graph -------------------------------------------------------------------
+
+    def stop(self) -> bool:
+        """Stop the running generation (its pending steers are held); False when none runs.
+
+        The same as the host's ``runtime.stop(gid)``: the graph runs no further model call and
+        starts no further tool; ``ainvoke`` returns the state at the next boundary.
+        """
+        run = self._running
+        return run is not None and run.gen.stop()
+
+    async def ainvoke(
+        self, graph: Any, input: Any, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> Any:
+        """``graph.ainvoke(input, config, **kwargs)`` as one generation (and one per round of follow-ups).
+
+        Returns what ``graph.ainvoke`` returns (the state's output keys), of the last
+        invocation; after a stop, the state as the boundary that ended the run saw it.
+        ``self.outcome`` says how it ended. A failure or a cancellation propagates as LangGraph
+        raised it (pending steers held); ``GraphRecursionError`` holds them ``budget-exhausted``.
+        ``config["recursion_limit"]`` bounds the whole generation, its continuations included.
+        """
+        if not callable(getattr(graph, "ainvoke", None)):
+            raise TypeError("ainvoke needs a compiled graph (builder.compile() or create_react_agent(...))")
+        config = _config(config)
+        self.generation_ids = ()
+        self.skipped_tool_call_ids = ()
+        result = await self._generation(graph, input, config, kwargs)
+        while (
+            self.run_follow_ups
+            and self.outcome is LoopOutcome.FINISHED
+            and self.runtime.pending_follow_ups
+        ):
+            result = await self._generation(graph, self._next_input(graph, config, result), config, kwargs)
+        return result
+
+    async def _generation(
+        self, graph: Any, input: Any, config: RunnableConfig, kwargs: Mapping[str, Any]
+    ) -> Any:
+        limit = config.get("recursion_limit")
+        left = limit if isinstance(limit, int) else None
+        result: Any = None
+        async with self.runtime.open_generation() as gen:
+            run = _Run(self, gen)
+            self._running = run
+            token = _RUN.set(run)
+            try:
+                while True:
+                    run.first_step = run.last_step = None
+                    segment = config if left is None else {**config, "recursion_limit": left}
+                    try:
+                        result = await graph.ainvoke(input, segment, **kwargs)
+                    except _RunEnded as ended:
+                        if ended.run is not run:
+                            raise
+                        result = _output(graph, run.state)
+                        break
+                    except GraphRecursionError:
+                        gen.stop(StopReason.BUDGET_EXHAUSTED)  # hold, do not fail them: the budget is spent
+                        raise
+                    if left is not None:
+                        left -= run.steps_used()
+                    # The checkpoint: a steer pending now continues the same generation (C16),
+                    # unless the steps left cannot carry one more model call (C17).
+                    may_call = left is None or left >= _NOT_RUN_STEPS
+                    if not gen.continue_after_checkpoint(may_call=may_call):
+                        break
+                    input = self._next_input(graph, config, result)
+            finally:
+                _RUN.reset(token)
+                self._running = None
+                self.skipped_tool_call_ids += tuple(run.skipped)
+                self.generation_ids += (gen.id,)
+        self.outcome = _OUTCOMES.get(gen.end_reason, LoopOutcome.STOPPED)
+        return result
+
+    def _next_input(self, graph: Any, config: RunnableConfig, result: Any) -> Any:
+        """What the next invocation of the same conversation starts from: nothing new for a thread
+        LangGraph keeps in a checkpointer, else the last invocation's output."""
+        checkpointer = getattr(graph, "checkpointer", None)
+        thread = config.get("configurable", {}).get("thread_id")
+        if checkpointer not in (None, False, True) and thread is not None:
+            return {self.messages_key: []}
+        return result
+
+    def _run(self) -> _Run:
+        run = _RUN.get()
+        if run is None or run.steering is not self:
+            raise RuntimeError(
+                "LiveSteering's hook ran outside its run: run the graph with "
+                "`await steering.ainvoke(graph, input, config)` (a plain graph.ainvoke has no generation)"
+            )
+        return run
+
+
+def _config(config: RunnableConfig | None) -> RunnableConfig:
+    if config is None:
+        return {}
+    if not isinstance(config, Mapping):
+        raise TypeError("config must be a LangGraph RunnableConfig (a dict)")
+    return dict(config)  # type: ignore[return-value]
+
+
+def _output(graph: Any, state: Any) -> Any:
+    """The state as ``graph.ainvoke`` would return it: its output channels."""
+    channels = getattr(graph, "output_channels", None)
+    if not isinstance(state, Mapping):
+        return state
+    if isinstance(channels, str):
+        return state.get(channels)
+    if channels is None:
+        return dict(state)
+    return {key: state[key] for key in channels if key in state}
+
+
+def _batch_of(state: Any, call_id: str, messages_key: str) -> list[str]:
+    """The ids of the tool calls of the model reply that asked for ``call_id``, in its order."""
+    messages = state.get(messages_key) if isinstance(state, Mapping) else getattr(state, messages_key, None)
+    for message in reversed(messages or ()):
+        if isinstance(message, AIMessage):
+            ids = [str(c.get("id") or "") for c in message.tool_calls]
+            if call_id in ids:
+                return ids
+    return [call_id]
+
+
+def _answer(call: Mapping[str, Any], text: str, why: str) -> ToolMessage:
+    """A tool call answered without running it."""
+    return ToolMessage(
+        content=text,
+        tool_call_id=str(call.get("id") or ""),
+        name=call.get("name"),
+        additional_kwargs={METADATA_KEY: {why: True}},
+    )
