@@ -162,10 +162,58 @@ def _openai_agents() -> tuple[Run, Run]:
     return steered, plain
 
 
+def _langgraph() -> tuple[Run, Run]:
+    import warnings
+
+    from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
+    from langchain_core.messages import AIMessage
+    from langchain_core.tools import tool
+    from langgraph.prebuilt import create_react_agent
+    from langgraph.warnings import LangGraphDeprecatedSinceV10
+
+    from live_steering import LiveRuntime
+    from live_steering.integrations.langgraph import LiveSteering
+
+    class Model(FakeMessagesListChatModel):
+        """langchain-core's scripted chat model; the script already holds the tool calls."""
+
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+            return self
+
+    @tool
+    async def run_tests() -> str:
+        """Run the test suite."""
+        return "12 passed"
+
+    def script() -> Model:  # it cycles: each run takes the whole script once
+        replies = [AIMessage("", tool_calls=[{"name": "run_tests", "args": {}, "id": f"c{i}"}])
+                   for i in range(TOOL_ROUNDS)]
+        return Model(responses=[*replies, AIMessage("Done.")])
+
+    steering = LiveSteering(LiveRuntime())
+    with warnings.catch_warnings():
+        # create_react_agent is deprecated in LangGraph 1.x; it is the prebuilt agent measured here
+        warnings.filterwarnings("ignore", category=LangGraphDeprecatedSinceV10)
+        steered_agent = create_react_agent(
+            script(), steering.tool_node([run_tests]), pre_model_hook=steering.pre_model_hook
+        )
+        plain_agent = create_react_agent(script(), [run_tests])
+    prompt = {"messages": [("user", PROMPT)]}
+
+    async def steered() -> None:
+        await steering.ainvoke(steered_agent, prompt)
+
+    async def plain() -> None:
+        await plain_agent.ainvoke(prompt)
+
+    return steered, plain
+
+
 INTEGRATIONS: dict[str, Callable[[], tuple[Run, Run]]] = {
     "amplifier": _amplifier,
     "pydantic_ai": _pydantic_ai,
     "openai_agents": _openai_agents,
+    "langgraph": _langgraph,
 }
 
 

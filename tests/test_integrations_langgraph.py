@@ -619,3 +619,29 @@ async def test_ainvoke_refuses_a_builder_and_a_bad_config() -> None:
     with pytest.raises(TypeError, match="RunnableConfig"):
         await rig.steering.ainvoke(rig.agent, {"messages": []}, "config")  # type: ignore[arg-type]
     assert rig.runtime.generation is None
+
+
+async def test_a_run_paused_for_a_human_ends_its_generation_and_holds() -> None:
+    """interrupt_before=["tools"] pauses the run: its generation ends, a pending steer is held."""
+    rig = Rig(calls("c1"), answers("unused"), checkpointer=InMemorySaver(), interrupt_before=["tools"])
+    gate = rig.gate_model(0)
+    config = {"configurable": {"thread_id": "t1"}}
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.run, config)
+        await gate.wait_reached()
+        await rig.steer()
+        gate.release()
+    assert (await rig.agent.aget_state(config)).next  # paused before its tools
+    assert rig.tool_runs == []
+    assert len(rig.model.requests) == 1
+    assert rig.receipt("s1") == ("held", "generation-stopped")
+    assert "generation.continued" not in rig.types()
+    rig.history.check(require_final=True).assert_ok()
+
+
+async def test_ainvoke_refuses_another_stream_mode() -> None:
+    """ainvoke returns the graph's state, so a stream_mode other than 'values' is a ValueError up front."""
+    rig = Rig(answers("Done."))
+    with pytest.raises(ValueError, match="stream_mode"):
+        await rig.steering.ainvoke(rig.agent, {"messages": []}, stream_mode="updates")
+    assert rig.runtime.generation is None

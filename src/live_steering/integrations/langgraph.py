@@ -158,13 +158,13 @@ class LiveSteering:
 
     # -- inside the graph -------------------------------------------------------------------
 
-    async def pre_model_hook(self, state: Any, config: RunnableConfig) -> dict[str, list[BaseMessage]]:
+    async def pre_model_hook(self, state: Any, config: RunnableConfig) -> dict[str, list[BaseMessage]] | None:
         """The request boundary, a graph node: ``{messages_key: [the steers written here]}``.
 
         Pass it as ``create_react_agent(..., pre_model_hook=steering.pre_model_hook)``, or add it
         to a ``StateGraph`` as a node on every path into the model node. It returns an update
         that appends each pending steer, in admission order, as a ``HumanMessage`` (metadata in
-        ``additional_kwargs[METADATA_KEY]``); with nothing pending, an empty update. Each steer is
+        ``additional_kwargs[METADATA_KEY]``); with nothing pending, no update (``None``). Each steer is
         ``applied`` once the update is returned to LangGraph, which writes it into the state at
         the end of the step. After a stop it ends the graph run instead (``ainvoke`` returns).
         """
@@ -175,7 +175,9 @@ class LiveSteering:
                 run.first_step = step
             run.last_step = step
         run.state = state
-        return {self.messages_key: await self._drain(run)}
+        written = await self._drain(run)
+        # No update when nothing was written: an empty list would still run the reducer over the messages.
+        return {self.messages_key: written} if written else None
 
     #: The same node, for a hand-written ``StateGraph``: ``builder.add_node("steer", steering.node)``.
     node = pre_model_hook
@@ -284,6 +286,10 @@ class LiveSteering:
         """
         if not callable(getattr(graph, "ainvoke", None)):
             raise TypeError("ainvoke needs a compiled graph (builder.compile() or create_react_agent(...))")
+        if kwargs.get("stream_mode", "values") != "values":
+            raise ValueError(
+                "LiveSteering.ainvoke returns the graph's state: stream_mode must be 'values' (the default)"
+            )
         config = _config(config)
         self.generation_ids = ()
         self.skipped_tool_call_ids = ()
@@ -322,6 +328,12 @@ class LiveSteering:
                         raise
                     if left is not None:
                         left -= run.steps_used()
+                    if await self._paused(graph, config, result):
+                        # Paused for a human (LangGraph's interrupt): the caller resumes it, so the
+                        # generation ends here; what is pending is held (generation-stopped).
+                        if gen.pending or self.runtime.pending_follow_ups:
+                            gen.stop()
+                        break
                     # The checkpoint: a steer pending now continues the same generation (C16),
                     # unless the steps left cannot carry one more model call (C17).
                     may_call = left is None or left >= _NOT_RUN_STEPS
@@ -339,11 +351,18 @@ class LiveSteering:
     def _next_input(self, graph: Any, config: RunnableConfig, result: Any) -> Any:
         """What the next invocation of the same conversation starts from: nothing new for a thread
         LangGraph keeps in a checkpointer, else the last invocation's output."""
-        checkpointer = getattr(graph, "checkpointer", None)
-        thread = config.get("configurable", {}).get("thread_id")
-        if checkpointer not in (None, False, True) and thread is not None:
-            return {self.messages_key: []}
-        return result
+        return {self.messages_key: []} if _checkpointed(graph, config) else result
+
+    @staticmethod
+    async def _paused(graph: Any, config: RunnableConfig, result: Any) -> bool:
+        """True if the run is paused for a human: ``interrupt()`` (``__interrupt__`` in the output),
+        or a static ``interrupt_before/after`` (the thread's next nodes, read from its checkpoint)."""
+        if isinstance(result, Mapping) and "__interrupt__" in result:
+            return True
+        if not _checkpointed(graph, config):
+            return False  # LangGraph pauses only a run with a checkpointer
+        snapshot = await graph.aget_state(config)
+        return bool(snapshot.next)
 
     def _run(self) -> _Run:
         run = _RUN.get()
@@ -373,6 +392,13 @@ def _output(graph: Any, state: Any) -> Any:
     if channels is None:
         return dict(state)
     return {key: state[key] for key in channels if key in state}
+
+
+def _checkpointed(graph: Any, config: RunnableConfig) -> bool:
+    """True when LangGraph keeps this run's thread in a checkpointer (its state outlives the run)."""
+    checkpointer = getattr(graph, "checkpointer", None)
+    thread = config.get("configurable", {}).get("thread_id")
+    return checkpointer not in (None, False, True) and thread is not None
 
 
 def _batch_of(state: Any, call_id: str, messages_key: str) -> list[str]:
