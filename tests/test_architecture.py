@@ -46,7 +46,17 @@ CLI = f"{PACKAGE}._cli"
 
 #: Optional dependencies (pip extras and the SDKs integrations wrap): only a wing imports one.
 OPTIONAL = frozenset(
-    {"acp", "httpx", "psycopg", "amplifier_core", "pydantic_ai", "agents", "claude_agent_sdk"}
+    {
+        "acp",
+        "httpx",
+        "psycopg",
+        "amplifier_core",
+        "pydantic_ai",
+        "agents",
+        "claude_agent_sdk",
+        "langgraph",
+        "langchain_core",
+    }
 )
 
 #: An extra that serves several wings, each importing it only behind its own door: PostgreSQL

@@ -44,6 +44,7 @@ INTEGRATION_FIGURES: dict[str, tuple[str, float]] = {
     "integration_overhead_amplifier": ("ns", 1.10),
     "integration_overhead_pydantic_ai": ("ns", 1.10),
     "integration_overhead_openai_agents": ("ns", 1.10),
+    "integration_overhead_langgraph": ("ns", 1.10),
 }
 FIELDS = {"name", "backend", "unit", "value", "floor", "ratio", "target", "ok"}
 

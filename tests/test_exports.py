@@ -158,6 +158,12 @@ SUBPACKAGE_EXPORTS: dict[str, set[str]] = {
         "LiveSteeringOrchestrator",
         "mount",
     },
+    "live_steering.integrations.langgraph": {
+        "METADATA_KEY",
+        "SKIPPED_TOOL_RESULT",
+        "STOPPED_TOOL_RESULT",
+        "LiveSteering",
+    },
     "live_steering.integrations.openai_agents": {
         "DEFAULT_MAX_TURNS",
         "LiveSteering",

@@ -32,7 +32,7 @@ from typing import Any, Final
 
 import anyio
 
-from .._errors import GenerationStopped
+from .._errors import GenerationStopped, LiveSteeringError
 from .._extras import install_hint
 from .._rules import SKIPPED_TOOL_RESULT
 from .._runtime import Generation, LiveRuntime
@@ -99,7 +99,7 @@ class _Run:
         return self.last_step - self.first_step + _NOT_RUN_STEPS
 
 
-class _RunEnded(Exception):
+class _RunEnded(LiveSteeringError):
     """Raised by the hook at a boundary of a generation whose admission closed (stopped, or the
     runtime closed): ``ainvoke`` catches its own and returns; nothing else raises it."""
 
