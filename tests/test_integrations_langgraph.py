@@ -402,6 +402,8 @@ async def test_a_recursion_limit_spent_with_a_steer_pending_holds_it_budget_exha
     with pytest.raises(ExceptionGroup) as caught:
         await drive()
     assert caught.group_contains(GraphRecursionError)
+    last = history.events[-1]
+    assert (last["type"], last.get("error")) == ("generation.failed", "GraphRecursionError")
     receipt = runtime.receipt("s1")
     assert receipt is not None
     assert (receipt.disposition, receipt.reason) == ("held", "budget-exhausted")
@@ -422,6 +424,8 @@ async def test_the_agents_own_step_budget_holds_a_late_steer_budget_exhausted() 
     assert rig.receipt("s1") == ("held", "budget-exhausted")
     assert rig.steering.outcome == "budget-exhausted"
     assert "generation.continued" not in rig.types()
+    last = rig.history.events[-1]
+    assert (last["type"], last["reason"]) == ("generation.stopped", "budget-exhausted")
     rig.history.check(require_final=True).assert_ok()
 
 
@@ -599,6 +603,7 @@ async def test_closing_the_runtime_mid_run_ends_it_stopped() -> None:
     assert len(rig.model.requests) == 1
     assert rig.steering.outcome == "stopped"
     assert rig.receipt("s1") == ("held", "runtime-closed")
+    assert rig.history.events[-1]["type"] == "generation.stopped"
 
 
 def test_refuses_what_it_cannot_use() -> None:
@@ -636,6 +641,7 @@ async def test_a_run_paused_for_a_human_ends_its_generation_and_holds() -> None:
     assert len(rig.model.requests) == 1
     assert rig.receipt("s1") == ("held", "generation-stopped")
     assert "generation.continued" not in rig.types()
+    assert rig.history.events[-1]["type"] == "generation.stopped"
     rig.history.check(require_final=True).assert_ok()
 
 
