@@ -452,6 +452,27 @@ async def test_a_follow_up_runs_as_the_next_generation() -> None:
     rig.history.check(require_final=True).assert_ok()
 
 
+async def test_run_follow_ups_false_leaves_them_to_the_callers_next_run() -> None:
+    """With run_follow_ups=False the follow-up stays queued; the next ainvoke writes it after its input."""
+    rig = Rig(calls("c1"), answers("Done."), answers("Changelog updated."))
+    rig.steering = LiveSteering(rig.runtime, run_follow_ups=False)
+    rig.agent = react_agent(rig.model, rig.steering.tool_node([rig.tool]), rig.steering)
+    gate = rig.gate_tool()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.run)
+        await gate.wait_reached()
+        await rig.steer("f1", "Then update the changelog", kind="follow_up")
+        gate.release()
+    assert len(rig.model.requests) == 2
+    assert rig.receipt("f1") == ("queued", None)
+    assert rig.runtime.pending_follow_ups == 1
+    await rig.run(prompt="Next task")
+    request = [m.content for m in rig.model.requests[2]]
+    assert request[-2:] == ["Next task", "Then update the changelog"]
+    assert rig.receipt("f1") == ("applied", None)
+    rig.history.check(require_final=True).assert_ok()
+
+
 async def test_a_follow_up_is_held_when_its_run_is_stopped() -> None:
     """A stop discards the plan: the follow-up is held generation-stopped and never runs."""
     rig = Rig(calls("c1"), answers("unused"))
