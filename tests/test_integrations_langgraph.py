@@ -354,6 +354,7 @@ async def test_a_model_error_fails_the_generation_and_holds() -> None:
         await drive()
     assert caught.group_contains(RuntimeError, match="provider down")
     assert rig.receipt("s2") == ("held", "generation-failed")
+    assert rig.steering.outcome is None
     assert rig.history.events[-1]["type"] == "generation.failed"
     assert rig.history.events[-1]["error"] == "RuntimeError"
     rig.history.check(require_final=True).assert_ok()
@@ -672,3 +673,44 @@ async def test_ainvoke_refuses_another_stream_mode() -> None:
     with pytest.raises(ValueError, match="stream_mode"):
         await rig.steering.ainvoke(rig.agent, {"messages": []}, stream_mode="updates")
     assert rig.runtime.generation is None
+
+
+async def test_the_react_agent_as_a_subgraph_is_steered_too() -> None:
+    """The ReAct agent as a node of a parent graph run by steering.ainvoke: its hook finds the run."""
+    rig = Rig(calls("c1"), answers("Fixed it."))
+    parent = StateGraph(State)
+    parent.add_node("agent", rig.agent)
+    parent.add_edge(START, "agent")
+    parent.add_edge("agent", END)
+    graph = parent.compile()
+    gate = rig.gate_tool()
+    results: list[Any] = []
+
+    async def run() -> None:
+        results.append(await rig.steering.ainvoke(graph, {"messages": [("user", PROMPT)]}))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        await gate.wait_reached()
+        await rig.steer()
+        gate.release()
+    assert steers_in(rig.model.requests[1]) == [STEER]
+    assert steers_in(results[0]["messages"]) == [STEER]
+    rig.history.check(require_final=True).assert_ok()
+
+
+async def test_a_tool_wrapper_of_your_own_runs_inside() -> None:
+    """tool_node(tools, awrap_tool_call=yours): yours wraps each call that runs; a stopped call skips it."""
+    runtime = LiveRuntime()
+    steering = LiveSteering(runtime)
+    model = ScriptedModel(responses=[calls("c1"), answers("Done.")])
+    seen: list[str] = []
+
+    async def mine(request: Any, execute: Any) -> Any:
+        seen.append(request.tool_call["id"])
+        return await execute(request)
+
+    agent = react_agent(model, steering.tool_node([quick_tool()], awrap_tool_call=mine), steering)
+    result = await steering.ainvoke(agent, {"messages": [("user", PROMPT)]})
+    assert seen == ["c1"]
+    assert result["messages"][-1].content == "Done."

@@ -54,8 +54,8 @@ except ImportError as error:  # pragma: no cover - exercised by installs without
 __all__ = ["METADATA_KEY", "SKIPPED_TOOL_RESULT", "STOPPED_TOOL_RESULT", "LiveSteering"]
 
 #: Where a steer's boundary metadata lives on its ``HumanMessage``: ``additional_kwargs[METADATA_KEY]``
-#: (``input_id``, ``target_generation_id``, ``delivery``, ``kind``). LangChain's provider
-#: integrations send only the keys they know of ``additional_kwargs``, so the model never sees it.
+#: (``input_id``, ``target_generation_id``, ``delivery``, ``kind``). langchain-core's conversion to
+#: provider messages (``convert_to_openai_messages``) leaves ``additional_kwargs`` out.
 METADATA_KEY: Final = "live_steering"
 #: The result a tool call gets when the run was stopped before it started: the tool is not run,
 #: and the transcript stays valid for every provider (every tool call has a result).
@@ -280,8 +280,9 @@ class LiveSteering:
 
         Returns what ``graph.ainvoke`` returns (the state's output keys), of the last
         invocation; after a stop, the state as the boundary that ended the run saw it.
-        ``self.outcome`` says how it ended. A failure or a cancellation propagates as LangGraph
-        raised it (pending steers held); ``GraphRecursionError`` holds them ``budget-exhausted``.
+        ``self.outcome`` says how it ended (``None`` when it raised). A failure or a cancellation
+        propagates as LangGraph raised it (pending steers held); ``GraphRecursionError`` holds
+        them ``budget-exhausted``.
         ``config["recursion_limit"]`` bounds the whole generation, its continuations included.
         """
         if not callable(getattr(graph, "ainvoke", None)):
@@ -305,6 +306,7 @@ class LiveSteering:
     async def _generation(
         self, graph: Any, input: Any, config: RunnableConfig, kwargs: Mapping[str, Any]
     ) -> Any:
+        self.outcome = None
         limit = config.get("recursion_limit")
         left = limit if isinstance(limit, int) else None
         result: Any = None
