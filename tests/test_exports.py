@@ -163,6 +163,7 @@ SUBPACKAGE_EXPORTS: dict[str, set[str]] = {
         "SKIPPED_TOOL_RESULT",
         "STOPPED_TOOL_RESULT",
         "LiveSteering",
+        "SteeringNotWiredError",
     },
     "live_steering.integrations.openai_agents": {
         "DEFAULT_MAX_TURNS",

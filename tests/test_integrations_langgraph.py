@@ -35,6 +35,7 @@ from live_steering.integrations.langgraph import (
     SKIPPED_TOOL_RESULT,
     STOPPED_TOOL_RESULT,
     LiveSteering,
+    SteeringNotWiredError,
 )
 from live_steering.testing import Gate, History
 
@@ -587,7 +588,7 @@ async def test_drain_inside_a_hook_of_your_own() -> None:
 async def test_the_hook_outside_ainvoke_says_how_to_run_the_graph() -> None:
     """A plain graph.ainvoke has no generation: the hook raises RuntimeError naming steering.ainvoke."""
     rig = Rig(answers("Done."))
-    with pytest.raises(RuntimeError, match=r"steering\.ainvoke"):
+    with pytest.raises(SteeringNotWiredError, match=r"steering\.ainvoke"):
         await rig.agent.ainvoke({"messages": [("user", PROMPT)]})
 
 
@@ -714,3 +715,33 @@ async def test_a_tool_wrapper_of_your_own_runs_inside() -> None:
     result = await steering.ainvoke(agent, {"messages": [("user", PROMPT)]})
     assert seen == ["c1"]
     assert result["messages"][-1].content == "Done."
+
+
+async def test_a_graph_without_the_hook_holds_and_says_so() -> None:
+    """steering.ainvoke of a graph that never reaches the hook: pending steers held, a typed error."""
+    runtime = LiveRuntime()
+    history = History.attach(runtime)
+    steering = LiveSteering(runtime)
+    model = ScriptedModel(responses=[answers("Done."), answers("again")])
+    gate = model.gates[0] = Gate()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=LangGraphDeprecatedSinceV10, message="create_react_agent")
+        agent = create_react_agent(model, [quick_tool()])  # no pre_model_hook
+
+    async def drive() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(steering.ainvoke, agent, {"messages": [("user", PROMPT)]})
+            await gate.wait_reached()
+            generation = runtime.generation
+            assert generation is not None
+            await history.submit(Input("steer", STEER, id="s1"), generation["id"])
+            gate.release()
+
+    with pytest.raises(ExceptionGroup) as caught:
+        await drive()
+    assert caught.group_contains(SteeringNotWiredError, match="pre_model_hook")
+    assert len(model.requests) == 1  # not run again and again
+    receipt = runtime.receipt("s1")
+    assert receipt is not None
+    assert (receipt.disposition, receipt.reason) == ("held", "generation-stopped")
+    history.check(require_final=True).assert_ok()

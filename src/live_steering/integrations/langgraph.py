@@ -51,7 +51,13 @@ except ImportError as error:  # pragma: no cover - exercised by installs without
         install_hint("live_steering.integrations.langgraph", "langgraph", "langgraph")
     ) from error
 
-__all__ = ["METADATA_KEY", "SKIPPED_TOOL_RESULT", "STOPPED_TOOL_RESULT", "LiveSteering"]
+__all__ = [
+    "METADATA_KEY",
+    "SKIPPED_TOOL_RESULT",
+    "STOPPED_TOOL_RESULT",
+    "LiveSteering",
+    "SteeringNotWiredError",
+]
 
 #: Where a steer's boundary metadata lives on its ``HumanMessage``: ``additional_kwargs[METADATA_KEY]``
 #: (``input_id``, ``target_generation_id``, ``delivery``, ``kind``). langchain-core's conversion to
@@ -75,6 +81,11 @@ _OUTCOMES: Final[dict[HoldReason | None, LoopOutcome]] = {
 }
 
 
+class SteeringNotWiredError(LiveSteeringError, RuntimeError):
+    """The graph and the steering are not wired together: the hook ran outside ``steering.ainvoke``,
+    or ``steering.ainvoke`` ran a graph whose run never reached the hook with steers pending."""
+
+
 class _Run:
     """One generation of one ``LiveSteering``: what its hook and tool wrapper share."""
 
@@ -83,6 +94,8 @@ class _Run:
         self.gen = gen
         self.state: Any = None
         """The graph's state as the last boundary saw it (returned when a stop ends the run)."""
+        self.boundaries = 0
+        """Calls of the hook (or ``drain``) in this invocation."""
         self.first_step: int | None = None
         self.last_step: int | None = None
         """LangGraph's ``langgraph_step`` of the hook's first and last call in this invocation."""
@@ -192,6 +205,7 @@ class LiveSteering:
         return await self._drain(self._run())
 
     async def _drain(self, run: _Run) -> list[BaseMessage]:
+        run.boundaries += 1
         gen = run.gen
         if not gen.accepting:
             raise _RunEnded(run)  # stopped (host or engine) or the runtime closed: no further model call
@@ -317,6 +331,7 @@ class LiveSteering:
             try:
                 while True:
                     run.first_step = run.last_step = None
+                    run.boundaries = 0
                     segment = config if left is None else {**config, "recursion_limit": left}
                     try:
                         result = await graph.ainvoke(input, segment, **kwargs)
@@ -330,6 +345,15 @@ class LiveSteering:
                         raise
                     if left is not None:
                         left -= run.steps_used()
+                    if not run.boundaries and gen.steers_pending:
+                        # No boundary ran: running it again would never deliver them (and call the
+                        # model again each time). Hold them and say what is missing.
+                        gen.stop()
+                        raise SteeringNotWiredError(
+                            "the graph never reached LiveSteering's hook: pass "
+                            "pre_model_hook=steering.pre_model_hook (or add steering.node before the "
+                            "model node); the pending steers are held"
+                        )
                     if await self._paused(graph, config, result):
                         # Paused for a human (LangGraph's interrupt): the caller resumes it, so the
                         # generation ends here; what is pending is held (generation-stopped).
@@ -369,7 +393,7 @@ class LiveSteering:
     def _run(self) -> _Run:
         run = _RUN.get()
         if run is None or run.steering is not self:
-            raise RuntimeError(
+            raise SteeringNotWiredError(
                 "LiveSteering's hook ran outside its run: run the graph with "
                 "`await steering.ainvoke(graph, input, config)` (a plain graph.ainvoke has no generation)"
             )
