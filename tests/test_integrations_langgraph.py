@@ -745,3 +745,24 @@ async def test_a_graph_without_the_hook_holds_and_says_so() -> None:
     assert receipt is not None
     assert (receipt.disposition, receipt.reason) == ("held", "generation-stopped")
     history.check(require_final=True).assert_ok()
+
+
+async def test_after_a_stop_the_next_message_on_the_thread_starts_cleanly() -> None:
+    """A stop on a checkpointed thread, then the user's next message: one model call on a valid history."""
+    rig = Rig(calls("c1"), answers("never asked"), checkpointer=InMemorySaver())
+    rig.model.responses = [calls("c1"), answers("Next answer.")]
+    gate = rig.gate_tool()
+    config = {"configurable": {"thread_id": "t1"}}
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.run, config)
+        await gate.wait_reached()
+        rig.runtime.stop(rig.gen_id())
+        gate.release()
+    assert rig.steering.outcome == "stopped"
+    await rig.run(config, prompt="Next task")
+    assert len(rig.model.requests) == 2
+    sent = rig.model.requests[1]
+    assert [type(m).__name__ for m in sent] == ["HumanMessage", "AIMessage", "ToolMessage", "HumanMessage"]
+    assert rig.messages[-1].content == "Next answer."
+    assert rig.steering.outcome == "finished"
+    rig.history.check(require_final=True).assert_ok()
