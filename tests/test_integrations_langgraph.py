@@ -766,3 +766,124 @@ async def test_after_a_stop_the_next_message_on_the_thread_starts_cleanly() -> N
     assert rig.messages[-1].content == "Next answer."
     assert rig.steering.outcome == "finished"
     rig.history.check(require_final=True).assert_ok()
+
+
+async def test_astream_gives_langgraphs_chunks_with_the_steer_in_them() -> None:
+    """astream(stream_mode="updates"): the chunks of graph.astream, the hook's update among them."""
+    rig = Rig(calls("c1"), answers("Fixed it."))
+    gate = rig.gate_tool()
+    chunks: list[Any] = []
+
+    async def consume() -> None:
+        prompt = {"messages": [("user", PROMPT)]}
+        async for chunk in rig.steering.astream(rig.agent, prompt, stream_mode="updates"):
+            chunks.append(chunk)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(consume)
+        await gate.wait_reached()
+        await rig.steer()
+        gate.release()
+    nodes = [next(iter(chunk)) for chunk in chunks]
+    # the hook's node before each model call; no "values" chunk the caller did not ask for
+    assert nodes == ["pre_model_hook", "agent", "tools", "pre_model_hook", "agent"]
+    assert chunks[0]["pre_model_hook"] is None  # nothing pending: no update
+    assert steers_in(chunks[3]["pre_model_hook"]["messages"]) == [STEER]
+    assert steers_in(rig.model.requests[1]) == [STEER]
+    assert rig.steering.outcome == "finished"
+    rig.history.check(require_final=True).assert_ok()
+
+
+async def test_astream_streams_the_continuation_and_a_list_of_modes() -> None:
+    """A late steer continues the generation: its invocation's chunks follow, in (mode, data) pairs."""
+    rig = Rig(answers("Done."), answers("Done, only the failing test."))
+    gate = rig.gate_model(0)
+    chunks: list[Any] = []
+
+    async def consume() -> None:
+        prompt = {"messages": [("user", PROMPT)]}
+        async for chunk in rig.steering.astream(rig.agent, prompt, stream_mode=["updates", "values"]):
+            chunks.append(chunk)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(consume)
+        await gate.wait_reached()
+        await rig.steer()
+        gate.release()
+    assert {mode for mode, _ in chunks} == {"updates", "values"}
+    last_values = [data for mode, data in chunks if mode == "values"][-1]
+    contents = [m.content for m in last_values["messages"]]
+    assert contents == [PROMPT, "Done.", STEER, "Done, only the failing test."]
+    assert rig.types().count("generation.continued") == 1
+    rig.history.check(require_final=True).assert_ok()
+
+
+async def test_leaving_astream_early_stops_the_generation_and_holds() -> None:
+    """Breaking out of the stream stops the generation: the pending steer is held, no further model call."""
+    rig = Rig(calls("c1"), answers("never asked"))
+    steered: list[Receipt] = []
+    stream = rig.steering.astream(rig.agent, {"messages": [("user", PROMPT)]}, stream_mode="updates")
+    async for chunk in stream:
+        if "agent" in chunk:  # the model asked for the tool: steer, then leave
+            steered.append(await rig.steer())
+            break
+    await stream.aclose()
+    assert steered[0].disposition == "queued"
+    assert len(rig.model.requests) == 1
+    assert rig.receipt("s1") == ("held", "generation-stopped")
+    assert rig.history.events[-1]["type"] == "generation.stopped"
+    assert rig.runtime.generation is None
+    rig.history.check(require_final=True).assert_ok()
+
+
+async def test_a_host_stop_ends_astream_at_the_next_boundary() -> None:
+    """runtime.stop(gid) during a tool call: the stream ends after the tool's chunk, no model call after."""
+    rig = Rig(calls("c1"), answers("never asked"))
+    gate = rig.gate_tool()
+    chunks: list[Any] = []
+
+    async def consume() -> None:
+        prompt = {"messages": [("user", PROMPT)]}
+        async for chunk in rig.steering.astream(rig.agent, prompt, stream_mode="updates"):
+            chunks.append(chunk)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(consume)
+        await gate.wait_reached()
+        rig.runtime.stop(rig.gen_id())
+        gate.release()
+    assert [next(iter(chunk)) for chunk in chunks] == ["pre_model_hook", "agent", "tools"]
+    assert len(rig.model.requests) == 1
+    assert rig.steering.outcome == "stopped"
+    rig.history.check(require_final=True).assert_ok()
+
+
+async def test_astream_runs_a_follow_up_as_the_next_generation() -> None:
+    """A follow-up streams on as the next generation, its first boundary writing it."""
+    rig = Rig(calls("c1"), answers("Done."), answers("Changelog updated."))
+    gate = rig.gate_tool()
+    values: list[Any] = []
+
+    async def consume() -> None:
+        prompt = {"messages": [("user", PROMPT)]}
+        async for chunk in rig.steering.astream(rig.agent, prompt, stream_mode="values"):
+            values.append(chunk)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(consume)
+        await gate.wait_reached()
+        await rig.steer("f1", "Then update the changelog", kind="follow_up")
+        gate.release()
+    assert values[-1]["messages"][-1].content == "Changelog updated."
+    assert steers_in(rig.model.requests[2]) == ["Then update the changelog"]
+    assert len(rig.steering.generation_ids) == 2
+    rig.history.check(require_final=True).assert_ok()
+
+
+async def test_astream_refuses_another_output_version() -> None:
+    """astream gives LangGraph's default chunks: version="v2" is a ValueError before anything runs."""
+    rig = Rig(answers("Done."))
+    with pytest.raises(ValueError, match="version"):
+        async for _chunk in rig.steering.astream(rig.agent, {"messages": []}, version="v2"):
+            pass
+    assert rig.runtime.generation is None

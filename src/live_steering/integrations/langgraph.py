@@ -26,8 +26,9 @@ runs on asyncio. It never patches LangGraph and never touches its private module
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from contextvars import ContextVar
+import contextlib
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from contextvars import ContextVar, Token
 from typing import Any, Final
 
 import anyio
@@ -94,16 +95,22 @@ class _Run:
         self.gen = gen
         self.state: Any = None
         """The graph's state as the last boundary saw it (returned when a stop ends the run)."""
-        self.boundaries = 0
-        """Calls of the hook (or ``drain``) in this invocation."""
         self.first_step: int | None = None
         self.last_step: int | None = None
         """LangGraph's ``langgraph_step`` of the hook's first and last call in this invocation."""
+        self.token: Token[_Run | None] | None = None
+        self.boundaries = 0
+        """Calls of the hook (or ``drain``) in this invocation."""
         self.lock = anyio.Lock()
         """With ``skip_tools_on_steer``: the batch's tools run one at a time, in the model's order."""
         self.started: set[str] = set()
         self.returned: set[str] = set()
         self.skipped: list[str] = []
+
+    def new_segment(self) -> None:
+        """A new invocation of the graph starts (its steps and boundaries are counted afresh)."""
+        self.first_step = self.last_step = None
+        self.boundaries = 0
 
     def steps_used(self) -> int:
         """Supersteps this invocation used, as the hook saw them: through its last call, and the model's."""
@@ -299,8 +306,7 @@ class LiveSteering:
         them ``budget-exhausted``.
         ``config["recursion_limit"]`` bounds the whole generation, its continuations included.
         """
-        if not callable(getattr(graph, "ainvoke", None)):
-            raise TypeError("ainvoke needs a compiled graph (builder.compile() or create_react_agent(...))")
+        _check_graph(graph)
         if kwargs.get("stream_mode", "values") != "values":
             raise ValueError(
                 "LiveSteering.ainvoke returns the graph's state: stream_mode must be 'values' (the default)"
@@ -309,11 +315,7 @@ class LiveSteering:
         self.generation_ids = ()
         self.skipped_tool_call_ids = ()
         result = await self._generation(graph, input, config, kwargs)
-        while (
-            self.run_follow_ups
-            and self.outcome is LoopOutcome.FINISHED
-            and self.runtime.pending_follow_ups
-        ):
+        while self._follow_ups_next():
             result = await self._generation(graph, self._next_input(graph, config, result), config, kwargs)
         return result
 
@@ -321,20 +323,15 @@ class LiveSteering:
         self, graph: Any, input: Any, config: RunnableConfig, kwargs: Mapping[str, Any]
     ) -> Any:
         self.outcome = None
-        limit = config.get("recursion_limit")
-        left = limit if isinstance(limit, int) else None
+        left = _limit(config)
         result: Any = None
         async with self.runtime.open_generation() as gen:
-            run = _Run(self, gen)
-            self._running = run
-            token = _RUN.set(run)
+            run = self._enter(gen)
             try:
                 while True:
-                    run.first_step = run.last_step = None
-                    run.boundaries = 0
-                    segment = config if left is None else {**config, "recursion_limit": left}
+                    run.new_segment()
                     try:
-                        result = await graph.ainvoke(input, segment, **kwargs)
+                        result = await graph.ainvoke(input, _segment(config, left), **kwargs)
                     except _RunEnded as ended:
                         if ended.run is not run:
                             raise
@@ -343,36 +340,131 @@ class LiveSteering:
                     except GraphRecursionError:
                         gen.stop(StopReason.BUDGET_EXHAUSTED)  # hold, do not fail them: the budget is spent
                         raise
-                    if left is not None:
-                        left -= run.steps_used()
-                    if not run.boundaries and gen.steers_pending:
-                        # No boundary ran: running it again would never deliver them (and call the
-                        # model again each time). Hold them and say what is missing.
-                        gen.stop()
-                        raise SteeringNotWiredError(
-                            "the graph never reached LiveSteering's hook: pass "
-                            "pre_model_hook=steering.pre_model_hook (or add steering.node before the "
-                            "model node); the pending steers are held"
-                        )
-                    if await self._paused(graph, config, result):
-                        # Paused for a human (LangGraph's interrupt): the caller resumes it, so the
-                        # generation ends here; what is pending is held (generation-stopped).
-                        if gen.pending or self.runtime.pending_follow_ups:
-                            gen.stop()
-                        break
-                    # The checkpoint: a steer pending now continues the same generation (C16),
-                    # unless the steps left cannot carry one more model call (C17).
-                    may_call = left is None or left >= _NOT_RUN_STEPS
-                    if not gen.continue_after_checkpoint(may_call=may_call):
+                    again, left = await self._checkpoint(run, graph, config, result, left)
+                    if not again:
                         break
                     input = self._next_input(graph, config, result)
             finally:
-                _RUN.reset(token)
-                self._running = None
-                self.skipped_tool_call_ids += tuple(run.skipped)
-                self.generation_ids += (gen.id,)
+                self._leave(run)
         self.outcome = _OUTCOMES.get(gen.end_reason, LoopOutcome.STOPPED)
         return result
+
+    def _follow_ups_next(self) -> bool:
+        """True when the generation that just ended leaves follow-ups for this call to run (C29)."""
+        finished = self.outcome is LoopOutcome.FINISHED
+        return self.run_follow_ups and finished and bool(self.runtime.pending_follow_ups)
+
+    def _enter(self, gen: Generation) -> _Run:
+        run = _Run(self, gen)
+        self._running = run
+        run.token = _RUN.set(run)
+        return run
+
+    def _leave(self, run: _Run) -> None:
+        if run.token is not None:
+            with contextlib.suppress(ValueError):  # a stream closed from another context (its finaliser)
+                _RUN.reset(run.token)
+        self._running = None
+        self.skipped_tool_call_ids += tuple(run.skipped)
+        self.generation_ids += (run.gen.id,)
+
+    async def _checkpoint(
+        self, run: _Run, graph: Any, config: RunnableConfig, result: Any, left: int | None
+    ) -> tuple[bool, int | None]:
+        """After an invocation ended by itself: True to run the graph again, same generation (C16)."""
+        gen = run.gen
+        if left is not None:
+            left -= run.steps_used()
+        if not run.boundaries and gen.steers_pending:
+            # No boundary ran: running it again would never deliver them (and call the model
+            # again each time). Hold them and say what is missing.
+            gen.stop()
+            raise SteeringNotWiredError(
+                "the graph never reached LiveSteering's hook: pass "
+                "pre_model_hook=steering.pre_model_hook (or add steering.node before the "
+                "model node); the pending steers are held"
+            )
+        if await self._paused(graph, config, result):
+            # Paused for a human (LangGraph's interrupt): the caller resumes it, so the
+            # generation ends here; what is pending is held (generation-stopped).
+            if gen.pending or self.runtime.pending_follow_ups:
+                gen.stop()
+            return False, left
+        # The checkpoint: a steer pending now continues the same generation (C16), unless the
+        # steps left cannot carry one more model call (C17).
+        may_call = left is None or left >= _NOT_RUN_STEPS
+        return gen.continue_after_checkpoint(may_call=may_call), left
+
+    async def astream(
+        self, graph: Any, input: Any, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> AsyncGenerator[Any, None]:
+        """``graph.astream(input, config, **kwargs)`` as one generation: every invocation's chunks, in order.
+
+        ``async for chunk in steering.astream(agent, input, stream_mode="updates"): ...``. The
+        chunks have the shape ``graph.astream`` gives them (``stream_mode`` a string or a list,
+        ``subgraphs``), with LangGraph's default output format (``version="v1"``; another is a
+        ``ValueError``). Continuations and follow-ups stream on, as further invocations of the
+        graph; a stop ends the stream at the next boundary. Leaving the loop early stops the
+        generation (pending steers held) and closes LangGraph's stream.
+        """
+        _check_graph(graph)
+        if kwargs.get("version", "v1") != "v1":
+            raise ValueError("LiveSteering.astream gives LangGraph's default chunks: version must be 'v1'")
+        config = _config(config)
+        modes = kwargs.pop("stream_mode", None)
+        if modes is None:
+            modes = getattr(graph, "stream_mode", "values")
+        single = isinstance(modes, str)
+        wanted = [modes] if single else list(modes)
+        # "values" is how the next invocation finds the conversation so far: asked for, and
+        # dropped from the chunks, when the caller did not ask for it.
+        kwargs["stream_mode"] = wanted if "values" in wanted else [*wanted, "values"]
+        show_values = "values" in wanted
+        subgraphs = bool(kwargs.get("subgraphs", False))
+        self.generation_ids = ()
+        self.skipped_tool_call_ids = ()
+        while True:
+            self.outcome = None
+            left = _limit(config)
+            values: Any = None
+            async with self.runtime.open_generation() as gen:
+                run = self._enter(gen)
+                try:
+                    while True:
+                        run.new_segment()
+                        stream = graph.astream(input, _segment(config, left), **kwargs)
+                        try:
+                            async for chunk in stream:
+                                namespace, mode, data = _parts(chunk, subgraphs)
+                                if mode == "values":
+                                    if not namespace:
+                                        values = data
+                                    if not show_values:
+                                        continue
+                                yield _shaped(namespace, mode, data, single, subgraphs)
+                        except _RunEnded as ended:
+                            if ended.run is not run:
+                                raise
+                            values = _output(graph, run.state)
+                            break
+                        except GraphRecursionError:
+                            gen.stop(StopReason.BUDGET_EXHAUSTED)
+                            raise
+                        except GeneratorExit:  # the consumer left the loop: end the run, not the process
+                            gen.stop()
+                            return
+                        finally:
+                            await stream.aclose()  # leave no LangGraph task running
+                        again, left = await self._checkpoint(run, graph, config, values, left)
+                        if not again:
+                            break
+                        input = self._next_input(graph, config, values)
+                finally:
+                    self._leave(run)
+            self.outcome = _OUTCOMES.get(gen.end_reason, LoopOutcome.STOPPED)
+            if not self._follow_ups_next():
+                return
+            input = self._next_input(graph, config, values)
 
     def _next_input(self, graph: Any, config: RunnableConfig, result: Any) -> Any:
         """What the next invocation of the same conversation starts from: nothing new for a thread
@@ -398,6 +490,38 @@ class LiveSteering:
                 "`await steering.ainvoke(graph, input, config)` (a plain graph.ainvoke has no generation)"
             )
         return run
+
+
+def _check_graph(graph: Any) -> None:
+    if not callable(getattr(graph, "ainvoke", None)) or not callable(getattr(graph, "astream", None)):
+        raise TypeError("LiveSteering runs a compiled graph (builder.compile(), create_react_agent(...))")
+
+
+def _limit(config: RunnableConfig) -> int | None:
+    """``config["recursion_limit"]`` when the caller set one: the steps of the whole generation."""
+    limit = config.get("recursion_limit")
+    return limit if isinstance(limit, int) else None
+
+
+def _segment(config: RunnableConfig, left: int | None) -> RunnableConfig:
+    """The config of one invocation: the caller's, with the steps the generation has left."""
+    return config if left is None else {**config, "recursion_limit": left}
+
+
+def _parts(chunk: Any, subgraphs: bool) -> tuple[tuple[str, ...], str, Any]:
+    """A chunk of ``graph.astream(stream_mode=[...])`` as (namespace, mode, data)."""
+    if subgraphs:
+        namespace, mode, data = chunk
+        return tuple(namespace), mode, data
+    mode, data = chunk
+    return (), mode, data
+
+
+def _shaped(namespace: tuple[str, ...], mode: str, data: Any, single: bool, subgraphs: bool) -> Any:
+    """A chunk in the shape ``graph.astream`` gives for the caller's own ``stream_mode``."""
+    if single:
+        return (namespace, data) if subgraphs else data
+    return (namespace, mode, data) if subgraphs else (mode, data)
 
 
 def _config(config: RunnableConfig | None) -> RunnableConfig:
