@@ -16,7 +16,8 @@ langchain-core). It uses only LangGraph's public extension points:
   ``graph.ainvoke`` inside ``async with runtime.open_generation()``. When the graph ends
   with a steer pending (the checkpoint, C16), it runs the graph again on its own output:
   the same generation, no replay of the prompt or of a tool call. Follow-ups (C29) left
-  when it finished run as the next generation the same way.
+  when it finished run as the next generation the same way. ``steering.astream`` does the
+  same around ``graph.astream``, chunk for chunk.
 
 A stop (``runtime.stop(gid)`` or ``steering.stop()``) ends the run at its next boundary: the
 hook raises the stop signal before any further model call, the tool wrapper starts no
