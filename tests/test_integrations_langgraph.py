@@ -19,7 +19,7 @@ from langchain_core.callbacks import AsyncCallbackManagerForLLMRun
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
-from langchain_core.runnables import Runnable
+from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import GraphRecursionError
@@ -572,9 +572,9 @@ async def test_drain_inside_a_hook_of_your_own() -> None:
         await runtime.submit_steering(Input("steer", STEER, id="s1"), generation["id"])
         return "12 passed"
 
-    async def my_hook(state: State) -> dict[str, Any]:
+    async def my_hook(state: State, config: RunnableConfig) -> dict[str, Any]:
         seen.append(len(state["messages"]))
-        return {"messages": await steering.drain()}
+        return {"messages": await steering.drain(state, config)}
 
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=LangGraphDeprecatedSinceV10, message="create_react_agent")
@@ -887,3 +887,29 @@ async def test_astream_refuses_another_output_version() -> None:
         async for _chunk in rig.steering.astream(rig.agent, {"messages": []}, version="v2"):
             pass
     assert rig.runtime.generation is None
+
+
+async def test_a_stop_at_drain_in_a_hook_of_your_own_returns_the_state_it_was_given() -> None:
+    """A stop ends the run at drain(state, config) too, and ainvoke returns that state."""
+    runtime = LiveRuntime()
+    steering = LiveSteering(runtime)
+    model = ScriptedModel(responses=[calls("c1"), answers("never asked")])
+
+    @tool
+    async def run_tests() -> str:
+        """Run the test suite."""
+        generation = runtime.generation
+        assert generation is not None
+        runtime.stop(generation["id"])
+        return "12 passed"
+
+    async def my_hook(state: State, config: RunnableConfig) -> dict[str, Any]:
+        return {"messages": await steering.drain(state, config)}
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=LangGraphDeprecatedSinceV10, message="create_react_agent")
+        agent = create_react_agent(model, [run_tests], pre_model_hook=my_hook)
+    result = await steering.ainvoke(agent, {"messages": [("user", PROMPT)]})
+    assert len(model.requests) == 1
+    assert [type(m).__name__ for m in result["messages"]] == ["HumanMessage", "AIMessage", "ToolMessage"]
+    assert steering.outcome == "stopped"

@@ -190,12 +190,7 @@ class LiveSteering:
         the end of the step. After a stop it ends the graph run instead (``ainvoke`` returns).
         """
         run = self._run()
-        step = config.get("metadata", {}).get("langgraph_step") if isinstance(config, Mapping) else None
-        if isinstance(step, int):
-            if run.first_step is None:
-                run.first_step = step
-            run.last_step = step
-        run.state = state
+        _record(run, state, config)
         written = await self._drain(run)
         # No update when nothing was written: an empty list would still run the reducer over the messages.
         return {self.messages_key: written} if written else None
@@ -203,14 +198,19 @@ class LiveSteering:
     #: The same node, for a hand-written ``StateGraph``: ``builder.add_node("steer", steering.node)``.
     node = pre_model_hook
 
-    async def drain(self) -> list[BaseMessage]:
+    async def drain(self, state: Any = None, config: RunnableConfig | None = None) -> list[BaseMessage]:
         """The boundary for a hook of your own: the steers pending now, as messages to put in the state.
 
-        ``return {"messages": [*await steering.drain(), ...]}`` inside your own ``pre_model_hook``
-        (for instance one that also trims). They are ``applied`` when this returns: put every one
-        of them in the node's update. After a stop it ends the graph run, as ``pre_model_hook`` does.
+        ``return {"messages": [*await steering.drain(state, config), ...]}`` inside your own
+        ``pre_model_hook(state, config)`` (for instance one that also trims). They are ``applied``
+        when this returns: put every one of them in the node's update. After a stop it ends the
+        graph run, as ``pre_model_hook`` does. Pass your hook's ``state`` (what ``ainvoke`` returns
+        after a stop) and ``config`` (its step count, for ``recursion_limit``).
         """
-        return await self._drain(self._run())
+        run = self._run()
+        if state is not None or config is not None:
+            _record(run, state, config)
+        return await self._drain(run)
 
     async def _drain(self, run: _Run) -> list[BaseMessage]:
         run.boundaries += 1
@@ -491,6 +491,17 @@ class LiveSteering:
                 "`await steering.ainvoke(graph, input, config)` (a plain graph.ainvoke has no generation)"
             )
         return run
+
+
+def _record(run: _Run, state: Any, config: RunnableConfig | None) -> None:
+    """What a boundary learns of the graph: its state now, and LangGraph's step number."""
+    step = config.get("metadata", {}).get("langgraph_step") if isinstance(config, Mapping) else None
+    if isinstance(step, int):
+        if run.first_step is None:
+            run.first_step = step
+        run.last_step = step
+    if state is not None:
+        run.state = state
 
 
 def _check_graph(graph: Any) -> None:
