@@ -1,7 +1,8 @@
 """``integration_overhead_<name>``: one agent run of 5 model requests, with the integration over without.
 
 Each framework runs its own test model (amplifier-core's doubles with a scripted
-provider, pydantic-ai's ``FunctionModel``, the Agents SDK's ``ScriptedModel``): four
+provider, pydantic-ai's ``FunctionModel``, the Agents SDK's ``ScriptedModel``,
+langchain-core's ``FakeMessagesListChatModel`` under LangGraph's ``create_react_agent``): four
 tool rounds then a final answer, so five model requests per run. The same run is
 timed with the integration (one generation, a boundary before each request, the
 continuation check) and without it (the framework's plain run; for Amplifier, which
