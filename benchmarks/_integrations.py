@@ -1,7 +1,8 @@
 """``integration_overhead_<name>``: one agent run of 5 model requests, with the integration over without.
 
 Each framework runs its own test model (amplifier-core's doubles with a scripted
-provider, pydantic-ai's ``FunctionModel``, the Agents SDK's ``ScriptedModel``): four
+provider, pydantic-ai's ``FunctionModel``, the Agents SDK's ``ScriptedModel``,
+langchain-core's ``FakeMessagesListChatModel`` under LangGraph's ``create_react_agent``): four
 tool rounds then a final answer, so five model requests per run. The same run is
 timed with the integration (one generation, a boundary before each request, the
 continuation check) and without it (the framework's plain run; for Amplifier, which
@@ -27,7 +28,7 @@ __all__ = ["INTEGRATIONS", "TARGET", "TARGETS", "run_integrations"]
 
 TARGET = 1.10
 #: Issue 21's targets, tighter than ``TARGET`` (by integration name).
-TARGETS: dict[str, float] = {"amplifier": 1.05, "pydantic_ai": 1.05, "openai_agents": 1.05}
+TARGETS: dict[str, float] = {"amplifier": 1.05, "pydantic_ai": 1.05, "openai_agents": 1.05, "langgraph": 1.05}
 TOOL_ROUNDS = 4
 """Tool rounds per run: with the final answer, five model requests."""
 PROMPT = "Make the suite pass"
@@ -160,10 +161,65 @@ def _openai_agents() -> tuple[Run, Run]:
     return steered, plain
 
 
+async def _no_steering(state: Any) -> None:
+    """A pre-model hook that changes nothing: the LangGraph figure's floor."""
+
+
+def _langgraph() -> tuple[Run, Run]:
+    import warnings
+
+    from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
+    from langchain_core.messages import AIMessage
+    from langchain_core.tools import tool
+    from langgraph.prebuilt import create_react_agent
+    from langgraph.warnings import LangGraphDeprecatedSinceV10
+
+    from live_steering import LiveRuntime
+    from live_steering.integrations.langgraph import LiveSteering
+
+    class Model(FakeMessagesListChatModel):
+        """langchain-core's scripted chat model; the script already holds the tool calls."""
+
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+            return self
+
+    @tool
+    async def run_tests() -> str:
+        """Run the test suite."""
+        return "12 passed"
+
+    def script() -> Model:  # it cycles: each run takes the whole script once
+        replies = [AIMessage("", tool_calls=[{"name": "run_tests", "args": {}, "id": f"c{i}"}])
+                   for i in range(TOOL_ROUNDS)]
+        return Model(responses=[*replies, AIMessage("Done.")])
+
+    steering = LiveSteering(LiveRuntime())
+    with warnings.catch_warnings():
+        # create_react_agent is deprecated in LangGraph 1.x; it is the prebuilt agent measured here
+        warnings.filterwarnings("ignore", category=LangGraphDeprecatedSinceV10)
+        steered_agent = create_react_agent(
+            script(), steering.tool_node([run_tests]), pre_model_hook=steering.pre_model_hook
+        )
+        # The floor has a pre-model hook too, one that does nothing: LangGraph runs any hook as a
+        # node of its own and charges a superstep for it, whatever it does, so a steered agent pays
+        # that with any implementation; what is measured is what the integration adds to it.
+        plain_agent = create_react_agent(script(), [run_tests], pre_model_hook=_no_steering)
+    prompt = {"messages": [("user", PROMPT)]}
+
+    async def steered() -> None:
+        await steering.ainvoke(steered_agent, prompt)
+
+    async def plain() -> None:
+        await plain_agent.ainvoke(prompt)
+
+    return steered, plain
+
+
 INTEGRATIONS: dict[str, Callable[[], tuple[Run, Run]]] = {
     "amplifier": _amplifier,
     "pydantic_ai": _pydantic_ai,
     "openai_agents": _openai_agents,
+    "langgraph": _langgraph,
 }
 
 

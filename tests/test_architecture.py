@@ -56,6 +56,8 @@ OPTIONAL = frozenset(
         "agents",
         "claude_agent_sdk",
         "opentelemetry",
+        "langgraph",
+        "langchain_core",
     }
 )
 

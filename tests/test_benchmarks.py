@@ -48,6 +48,7 @@ INTEGRATION_FIGURES: dict[str, tuple[str, float]] = {
     "integration_overhead_amplifier": ("ns", 1.05),  # issue 21
     "integration_overhead_pydantic_ai": ("ns", 1.05),
     "integration_overhead_openai_agents": ("ns", 1.05),
+    "integration_overhead_langgraph": ("ns", 1.05),
 }
 FIELDS = {"name", "backend", "unit", "value", "floor", "ratio", "target", "ok"}
 

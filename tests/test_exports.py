@@ -162,6 +162,13 @@ SUBPACKAGE_EXPORTS: dict[str, set[str]] = {
         "LiveSteeringOrchestrator",
         "mount",
     },
+    "live_steering.integrations.langgraph": {
+        "METADATA_KEY",
+        "SKIPPED_TOOL_RESULT",
+        "STOPPED_TOOL_RESULT",
+        "LiveSteering",
+        "SteeringNotWiredError",
+    },
     "live_steering.integrations.openai_agents": {
         "DEFAULT_MAX_TURNS",
         "SKIPPED_TOOL_RESULT",

@@ -1,4 +1,4 @@
-"""What the three framework integrations share: importing live_steering pulls in no framework,
+"""What the framework integrations share: importing live_steering pulls in no framework,
 and importing an integration without its extra names the install command that fixes it."""
 
 from __future__ import annotations
@@ -10,13 +10,24 @@ import sys
 import pytest
 
 #: Top-level modules of the frameworks (and of what they bring in).
-FRAMEWORKS = ("amplifier_core", "pydantic_ai", "pydantic_graph", "agents", "openai", "pytest_asyncio")
+FRAMEWORKS = (
+    "amplifier_core",
+    "pydantic_ai",
+    "pydantic_graph",
+    "agents",
+    "openai",
+    "pytest_asyncio",
+    "langgraph",
+    "langchain_core",
+    "langsmith",
+)
 
 #: Integration module, the framework module it needs, and the extra that brings it.
 EXTRAS = [
     ("live_steering.integrations.amplifier", "amplifier_core", "amplifier"),
     ("live_steering.integrations.pydantic_ai", "pydantic_ai", "pydantic-ai"),
     ("live_steering.integrations.openai_agents", "agents", "openai-agents"),
+    ("live_steering.integrations.langgraph", "langgraph", "langgraph"),
 ]
 
 

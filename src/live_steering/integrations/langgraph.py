@@ -1,0 +1,584 @@
+"""Live steering for LangGraph: ``create_react_agent(model, tools, pre_model_hook=steering.pre_model_hook)``.
+
+Needs the ``langgraph`` extra (``pip install 'live-steering[langgraph]'``: langgraph 1.2 and
+langchain-core). It uses only LangGraph's public extension points:
+
+* the request boundary is a graph node before the model node: the prebuilt ReAct agent's
+  ``pre_model_hook`` (``langgraph.prebuilt.create_react_agent``: a node run before every
+  call of the model, whose ``messages`` update goes into the graph's state), or, in a
+  hand-written ``StateGraph``, the same callable added as a node on every path into the
+  model node. Each pending steer becomes a ``HumanMessage`` in the state's ``messages``;
+* the tools go through ``ToolNode``'s ``awrap_tool_call``: a tool call the model asked for
+  after a stop is answered without running (every tool call keeps a result), and with
+  ``skip_tools_on_steer`` the rest of a batch is answered ``SKIPPED_TOOL_RESULT`` once a
+  steer is pending (C31);
+* a run is one generation: ``await steering.ainvoke(graph, input, config)`` runs
+  ``graph.ainvoke`` inside ``async with runtime.open_generation()``. When the graph ends
+  with a steer pending (the checkpoint, C16), it runs the graph again on its own output:
+  the same generation, no replay of the prompt or of a tool call. Follow-ups (C29) left
+  when it finished run as the next generation the same way. ``steering.astream`` does the
+  same around ``graph.astream``, chunk for chunk.
+
+A stop (``runtime.stop(gid)`` or ``steering.stop()``) ends the run at its next boundary: the
+hook raises the stop signal before any further model call, the tool wrapper starts no
+further tool, and ``ainvoke`` returns the graph's state as that boundary saw it. LangGraph
+runs on asyncio. It never patches LangGraph and never touches its private modules.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from contextvars import ContextVar, Token
+from typing import Any, Final
+
+import anyio
+
+from .._errors import GenerationStopped, LiveSteeringError
+from .._extras import install_hint
+from .._rules import SKIPPED_TOOL_RESULT
+from .._runtime import Generation, LiveRuntime
+from .._types import HoldReason, Input, StopReason
+from ..loop import LoopOutcome
+
+try:
+    from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.errors import GraphRecursionError
+    from langgraph.prebuilt import ToolNode
+    from langgraph.prebuilt.tool_node import AsyncToolCallWrapper, ToolCallRequest
+    from langgraph.types import Command
+except ImportError as error:  # pragma: no cover - exercised by installs without the extra
+    raise ImportError(
+        install_hint("live_steering.integrations.langgraph", "langgraph", "langgraph")
+    ) from error
+
+__all__ = [
+    "METADATA_KEY",
+    "SKIPPED_TOOL_RESULT",
+    "STOPPED_TOOL_RESULT",
+    "LiveSteering",
+    "SteeringNotWiredError",
+]
+
+#: Where a steer's boundary metadata lives on its ``HumanMessage``: ``additional_kwargs[METADATA_KEY]``
+#: (``input_id``, ``target_generation_id``, ``delivery``, ``kind``). langchain-core's conversion to
+#: provider messages (``convert_to_openai_messages``) leaves ``additional_kwargs`` out.
+METADATA_KEY: Final = "live_steering"
+#: The result a tool call gets when the run was stopped before it started: the tool is not run,
+#: and the transcript stays valid for every provider (every tool call has a result).
+STOPPED_TOOL_RESULT: Final = "Not run: the run was stopped before this tool started."
+
+_Execute = Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
+"""What ``awrap_tool_call`` is handed: runs the tool call."""
+
+_NOT_RUN_STEPS: Final = 2
+"""Supersteps a further model call needs at least: the hook's node and the model's."""
+
+_OUTCOMES: Final[dict[HoldReason | None, LoopOutcome]] = {
+    None: LoopOutcome.FINISHED,
+    HoldReason.BUDGET_EXHAUSTED: LoopOutcome.BUDGET_EXHAUSTED,
+    HoldReason.GENERATION_STOPPED: LoopOutcome.STOPPED,
+    HoldReason.RUNTIME_CLOSED: LoopOutcome.STOPPED,
+}
+
+
+class SteeringNotWiredError(LiveSteeringError, RuntimeError):
+    """The graph and the steering are not wired together: the hook ran outside ``steering.ainvoke``,
+    or ``steering.ainvoke`` ran a graph whose run never reached the hook with steers pending."""
+
+
+class _Run:
+    """One generation of one ``LiveSteering``: what its hook and tool wrapper share."""
+
+    def __init__(self, steering: LiveSteering, gen: Generation) -> None:
+        self.steering = steering
+        self.gen = gen
+        self.state: Any = None
+        """The graph's state as the last boundary saw it (returned when a stop ends the run)."""
+        self.first_step: int | None = None
+        self.last_step: int | None = None
+        """LangGraph's ``langgraph_step`` of the hook's first and last call in this invocation."""
+        self.token: Token[_Run | None] | None = None
+        self.boundaries = 0
+        """Calls of the hook (or ``drain``) in this invocation."""
+        self.lock = anyio.Lock()
+        """With ``skip_tools_on_steer``: the batch's tools run one at a time, in the model's order."""
+        self.started: set[str] = set()
+        self.returned: set[str] = set()
+        self.skipped: list[str] = []
+
+    def new_segment(self) -> None:
+        """A new invocation of the graph starts (its steps and boundaries are counted afresh)."""
+        self.first_step = self.last_step = None
+        self.boundaries = 0
+
+    def steps_used(self) -> int:
+        """Supersteps this invocation used, as the hook saw them: through its last call, and the model's."""
+        if self.first_step is None or self.last_step is None:
+            return 0
+        return self.last_step - self.first_step + _NOT_RUN_STEPS
+
+
+class _RunEnded(LiveSteeringError):
+    """Raised by the hook at a boundary of a generation whose admission closed (stopped, or the
+    runtime closed): ``ainvoke`` catches its own and returns; nothing else raises it."""
+
+    def __init__(self, run: _Run) -> None:
+        super().__init__(f"generation {run.gen.id!r} was stopped: the graph run ends at this boundary")
+        self.run = run
+
+
+_RUN: ContextVar[_Run | None] = ContextVar("live_steering_langgraph_run", default=None)
+"""The running generation of the graph run this task belongs to: LangGraph runs each node in a
+task made from the invoking task's context, so the hook finds its own run, also in subgraphs."""
+
+
+class LiveSteering:
+    """Runs LangGraph graphs with a ``LiveRuntime``'s steers put in their messages before every model call.
+
+    >>> steering = LiveSteering(runtime)
+    >>> agent = create_react_agent(model, tools, pre_model_hook=steering.pre_model_hook)  # doctest: +SKIP
+    >>> state = await steering.ainvoke(agent, {"messages": [("user", "Fix it")]})  # doctest: +SKIP
+
+    While a run is in progress, ``runtime.generation["id"]`` is its generation: a host submits
+    ``Input("steer", ...)`` anchored to it through ``runtime.capability["submit"]``, and stops it
+    with ``runtime.stop(gid)``. One run at a time per runtime (a second raises
+    ``GenerationStateError``). ``skip_tools_on_steer`` (C31, default off) needs the tools in
+    ``steering.tool_node(tools)``; ``run_follow_ups=False`` leaves follow-ups queued for the
+    caller's next run.
+    """
+
+    def __init__(
+        self,
+        runtime: LiveRuntime,
+        *,
+        skip_tools_on_steer: bool = False,
+        run_follow_ups: bool = True,
+        messages_key: str = "messages",
+    ) -> None:
+        if not isinstance(runtime, LiveRuntime):
+            raise TypeError("LiveSteering needs a live_steering.LiveRuntime")
+        if type(skip_tools_on_steer) is not bool:
+            raise TypeError(f"skip_tools_on_steer must be a bool, got {skip_tools_on_steer!r}")
+        if type(run_follow_ups) is not bool:
+            raise TypeError(f"run_follow_ups must be a bool, got {run_follow_ups!r}")
+        if not isinstance(messages_key, str) or not messages_key:
+            raise TypeError(f"messages_key must be a non-empty str, got {messages_key!r}")
+        self.runtime: Final = runtime
+        self.skip_tools_on_steer: Final = skip_tools_on_steer
+        self.run_follow_ups: Final = run_follow_ups
+        self.messages_key: Final = messages_key
+        self.outcome: LoopOutcome | None = None
+        """How the last generation of the last ``ainvoke`` ended (``None`` before any)."""
+        self.generation_ids: tuple[str, ...] = ()
+        """The generations the last ``ainvoke`` ran: its own, then one per round of follow-ups."""
+        self.skipped_tool_call_ids: tuple[str, ...] = ()
+        """Tool calls the last ``ainvoke`` answered without running (``skip_tools_on_steer``)."""
+        self._running: _Run | None = None
+
+    # -- inside the graph -------------------------------------------------------------------
+
+    async def pre_model_hook(self, state: Any, config: RunnableConfig) -> dict[str, list[BaseMessage]] | None:
+        """The request boundary, a graph node: ``{messages_key: [the steers written here]}``.
+
+        Pass it as ``create_react_agent(..., pre_model_hook=steering.pre_model_hook)``, or add it
+        to a ``StateGraph`` as a node on every path into the model node. It returns an update
+        that appends each pending steer, in admission order, as a ``HumanMessage`` (metadata in
+        ``additional_kwargs[METADATA_KEY]``); with nothing pending, no update (``None``). Each steer is
+        ``applied`` once the update is returned to LangGraph, which writes it into the state at
+        the end of the step. After a stop it ends the graph run instead (``ainvoke`` returns).
+        """
+        run = self._run()
+        _record(run, state, config)
+        written = await self._drain(run)
+        # No update when nothing was written: an empty list would still run the reducer over the messages.
+        return {self.messages_key: written} if written else None
+
+    #: The same node, for a hand-written ``StateGraph``: ``builder.add_node("steer", steering.node)``.
+    node = pre_model_hook
+
+    async def drain(self, state: Any = None, config: RunnableConfig | None = None) -> list[BaseMessage]:
+        """The boundary for a hook of your own: the steers pending now, as messages to put in the state.
+
+        ``return {"messages": [*await steering.drain(state, config), ...]}`` inside your own
+        ``pre_model_hook(state, config)`` (for instance one that also trims). They are ``applied``
+        when this returns: put every one of them in the node's update. After a stop it ends the
+        graph run, as ``pre_model_hook`` does. Pass your hook's ``state`` (what ``ainvoke`` returns
+        after a stop) and ``config`` (its step count, for ``recursion_limit``).
+        """
+        run = self._run()
+        if state is not None or config is not None:
+            _record(run, state, config)
+        return await self._drain(run)
+
+    async def _drain(self, run: _Run) -> list[BaseMessage]:
+        run.boundaries += 1
+        gen = run.gen
+        if not gen.accepting:
+            raise _RunEnded(run)  # stopped (host or engine) or the runtime closed: no further model call
+        if not gen.pending:  # nothing pending: the boundary would write nothing
+            return []
+        written: list[BaseMessage] = []
+
+        def write(steer: Input, metadata: Mapping[str, Any]) -> None:
+            written.append(HumanMessage(content=steer.text, additional_kwargs={METADATA_KEY: dict(metadata)}))
+
+        try:
+            await gen.boundary(write)
+        except GenerationStopped as signal:  # a stop landed as the boundary began: end the run here
+            raise _RunEnded(run) from signal
+        return written
+
+    def tool_node(self, tools: Sequence[Any], **kwargs: Any) -> ToolNode:
+        """A ``ToolNode`` over ``tools`` whose calls go through ``awrap_tool_call`` (stop, skip).
+
+        ``kwargs`` go to ``ToolNode``; an ``awrap_tool_call`` of yours runs inside this one.
+        Pass it as the agent's tools: ``create_react_agent(model, steering.tool_node(tools), ...)``.
+        """
+        inner: AsyncToolCallWrapper | None = kwargs.pop("awrap_tool_call", None)
+        if inner is None:
+            return ToolNode(tools, awrap_tool_call=self.awrap_tool_call, **kwargs)
+
+        async def wrapped(request: ToolCallRequest, execute: _Execute) -> ToolMessage | Command[Any]:
+            async def then(req: ToolCallRequest) -> ToolMessage | Command[Any]:
+                return await inner(req, execute)
+
+            return await self.awrap_tool_call(request, then)
+
+        return ToolNode(tools, awrap_tool_call=wrapped, **kwargs)
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        execute: _Execute,
+    ) -> ToolMessage | Command[Any]:
+        """``ToolNode(tools, awrap_tool_call=steering.awrap_tool_call)``: runs the call, or answers it.
+
+        After a stop, a call not yet started is answered ``STOPPED_TOOL_RESULT`` and not run. With
+        ``skip_tools_on_steer``, the calls of one model reply run one at a time, in its order, and
+        once one returned with a steer pending, the rest are answered ``SKIPPED_TOOL_RESULT``
+        (``tools.skipped`` names them, C31). A running tool is never interrupted.
+        """
+        run = self._run()
+        call = request.tool_call
+        call_id = str(call.get("id") or "")
+        if not self.skip_tools_on_steer:
+            if not run.gen.accepting:
+                return _answer(call, STOPPED_TOOL_RESULT, "stopped")
+            return await execute(request)
+        async with run.lock:
+            if not run.gen.accepting:
+                return _answer(call, STOPPED_TOOL_RESULT, "stopped")
+            if call_id in run.skipped:
+                return _answer(call, SKIPPED_TOOL_RESULT, "skipped")
+            batch = _batch_of(request.state, call_id, self.messages_key)
+            if call_id and any(i in run.returned for i in batch) and run.gen.steers_pending:
+                rest = [i for i in batch if i not in run.started]
+                run.gen.skip_tools(rest)  # tools.skipped, naming the steers that made the rest pointless
+                run.skipped.extend(rest)
+                return _answer(call, SKIPPED_TOOL_RESULT, "skipped")
+            run.started.add(call_id)
+            try:
+                return await execute(request)
+            finally:
+                run.returned.add(call_id)
+
+    # -- around the graph -------------------------------------------------------------------
+
+    def stop(self) -> bool:
+        """Stop the running generation (its pending steers are held); False when none runs.
+
+        The same as the host's ``runtime.stop(gid)``: the graph runs no further model call and
+        starts no further tool; ``ainvoke`` returns the state at the next boundary.
+        """
+        run = self._running
+        return run is not None and run.gen.stop()
+
+    async def ainvoke(
+        self, graph: Any, input: Any, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> Any:
+        """``graph.ainvoke(input, config, **kwargs)`` as one generation (and one per round of follow-ups).
+
+        Returns what ``graph.ainvoke`` returns (the state's output keys), of the last
+        invocation; after a stop, the state as the boundary that ended the run saw it.
+        ``self.outcome`` says how it ended (``None`` when it raised). A failure or a cancellation
+        propagates as LangGraph raised it (pending steers held); ``GraphRecursionError`` holds
+        them ``budget-exhausted``.
+        ``config["recursion_limit"]`` bounds the whole generation, its continuations included.
+        """
+        _check_graph(graph)
+        if kwargs.get("stream_mode", "values") != "values":
+            raise ValueError(
+                "LiveSteering.ainvoke returns the graph's state: stream_mode must be 'values' (the default)"
+            )
+        config = _config(config)
+        self.generation_ids = ()
+        self.skipped_tool_call_ids = ()
+        result = await self._generation(graph, input, config, kwargs)
+        while self._follow_ups_next():
+            result = await self._generation(graph, self._next_input(graph, config, result), config, kwargs)
+        return result
+
+    async def _generation(
+        self, graph: Any, input: Any, config: RunnableConfig, kwargs: Mapping[str, Any]
+    ) -> Any:
+        self.outcome = None
+        left = _limit(config)
+        result: Any = None
+        async with self.runtime.open_generation() as gen:
+            run = self._enter(gen)
+            try:
+                while True:
+                    run.new_segment()
+                    try:
+                        result = await graph.ainvoke(input, _segment(config, left), **kwargs)
+                    except _RunEnded as ended:
+                        if ended.run is not run:
+                            raise
+                        result = _output(graph, run.state)
+                        break
+                    except GraphRecursionError:
+                        gen.stop(StopReason.BUDGET_EXHAUSTED)  # hold, do not fail them: the budget is spent
+                        raise
+                    again, left = await self._checkpoint(run, graph, config, result, left)
+                    if not again:
+                        break
+                    input = self._next_input(graph, config, result)
+            finally:
+                self._leave(run)
+        self.outcome = _OUTCOMES.get(gen.end_reason, LoopOutcome.STOPPED)
+        return result
+
+    def _follow_ups_next(self) -> bool:
+        """True when the generation that just ended leaves follow-ups for this call to run (C29)."""
+        finished = self.outcome is LoopOutcome.FINISHED
+        return self.run_follow_ups and finished and bool(self.runtime.pending_follow_ups)
+
+    def _enter(self, gen: Generation) -> _Run:
+        run = _Run(self, gen)
+        self._running = run
+        run.token = _RUN.set(run)
+        return run
+
+    def _leave(self, run: _Run) -> None:
+        if run.token is not None:
+            with contextlib.suppress(ValueError):  # a stream closed from another context (its finaliser)
+                _RUN.reset(run.token)
+        self._running = None
+        self.skipped_tool_call_ids += tuple(run.skipped)
+        self.generation_ids += (run.gen.id,)
+
+    async def _checkpoint(
+        self, run: _Run, graph: Any, config: RunnableConfig, result: Any, left: int | None
+    ) -> tuple[bool, int | None]:
+        """After an invocation ended by itself: True to run the graph again, same generation (C16)."""
+        gen = run.gen
+        if left is not None:
+            left -= run.steps_used()
+        if not run.boundaries and gen.steers_pending:
+            # No boundary ran: running it again would never deliver them (and call the model
+            # again each time). Hold them and say what is missing.
+            gen.stop()
+            raise SteeringNotWiredError(
+                "the graph never reached LiveSteering's hook: pass "
+                "pre_model_hook=steering.pre_model_hook (or add steering.node before the "
+                "model node); the pending steers are held"
+            )
+        if await self._paused(graph, config, result):
+            # Paused for a human (LangGraph's interrupt): the caller resumes it, so the
+            # generation ends here; what is pending is held (generation-stopped).
+            if gen.pending or self.runtime.pending_follow_ups:
+                gen.stop()
+            return False, left
+        # The checkpoint: a steer pending now continues the same generation (C16), unless the
+        # steps left cannot carry one more model call (C17).
+        may_call = left is None or left >= _NOT_RUN_STEPS
+        return gen.continue_after_checkpoint(may_call=may_call), left
+
+    async def astream(
+        self, graph: Any, input: Any, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> AsyncGenerator[Any, None]:
+        """``graph.astream(input, config, **kwargs)`` as one generation: every invocation's chunks, in order.
+
+        ``async for chunk in steering.astream(agent, input, stream_mode="updates"): ...``. The
+        chunks have the shape ``graph.astream`` gives them (``stream_mode`` a string or a list,
+        ``subgraphs``), with LangGraph's default output format (``version="v1"``; another is a
+        ``ValueError``). Continuations and follow-ups stream on, as further invocations of the
+        graph; a stop ends the stream at the next boundary. Leaving the loop early stops the
+        generation (pending steers held) and closes LangGraph's stream.
+        """
+        _check_graph(graph)
+        if kwargs.get("version", "v1") != "v1":
+            raise ValueError("LiveSteering.astream gives LangGraph's default chunks: version must be 'v1'")
+        config = _config(config)
+        modes = kwargs.pop("stream_mode", None)
+        if modes is None:
+            modes = getattr(graph, "stream_mode", "values")
+        single = isinstance(modes, str)
+        wanted = [modes] if single else list(modes)
+        # "values" is how the next invocation finds the conversation so far: asked for, and
+        # dropped from the chunks, when the caller did not ask for it.
+        kwargs["stream_mode"] = wanted if "values" in wanted else [*wanted, "values"]
+        show_values = "values" in wanted
+        subgraphs = bool(kwargs.get("subgraphs", False))
+        self.generation_ids = ()
+        self.skipped_tool_call_ids = ()
+        while True:
+            self.outcome = None
+            left = _limit(config)
+            values: Any = None
+            async with self.runtime.open_generation() as gen:
+                run = self._enter(gen)
+                try:
+                    while True:
+                        run.new_segment()
+                        stream = graph.astream(input, _segment(config, left), **kwargs)
+                        try:
+                            async for chunk in stream:
+                                namespace, mode, data = _parts(chunk, subgraphs)
+                                if mode == "values":
+                                    if not namespace:
+                                        values = data
+                                    if not show_values:
+                                        continue
+                                yield _shaped(namespace, mode, data, single, subgraphs)
+                        except _RunEnded as ended:
+                            if ended.run is not run:
+                                raise
+                            values = _output(graph, run.state)
+                            break
+                        except GraphRecursionError:
+                            gen.stop(StopReason.BUDGET_EXHAUSTED)
+                            raise
+                        except GeneratorExit:  # the consumer left the loop: end the run, not the process
+                            gen.stop()
+                            return
+                        finally:
+                            await stream.aclose()  # leave no LangGraph task running
+                        again, left = await self._checkpoint(run, graph, config, values, left)
+                        if not again:
+                            break
+                        input = self._next_input(graph, config, values)
+                finally:
+                    self._leave(run)
+            self.outcome = _OUTCOMES.get(gen.end_reason, LoopOutcome.STOPPED)
+            if not self._follow_ups_next():
+                return
+            input = self._next_input(graph, config, values)
+
+    def _next_input(self, graph: Any, config: RunnableConfig, result: Any) -> Any:
+        """What the next invocation of the same conversation starts from: nothing new for a thread
+        LangGraph keeps in a checkpointer, else the last invocation's output."""
+        return {self.messages_key: []} if _checkpointed(graph, config) else result
+
+    @staticmethod
+    async def _paused(graph: Any, config: RunnableConfig, result: Any) -> bool:
+        """True if the run is paused for a human: ``interrupt()`` (``__interrupt__`` in the output),
+        or a static ``interrupt_before/after`` (the thread's next nodes, read from its checkpoint)."""
+        if isinstance(result, Mapping) and "__interrupt__" in result:
+            return True
+        if not _checkpointed(graph, config):
+            return False  # LangGraph pauses only a run with a checkpointer
+        snapshot = await graph.aget_state(config)
+        return bool(snapshot.next)
+
+    def _run(self) -> _Run:
+        run = _RUN.get()
+        if run is None or run.steering is not self:
+            raise SteeringNotWiredError(
+                "LiveSteering's hook ran outside its run: run the graph with "
+                "`await steering.ainvoke(graph, input, config)` (a plain graph.ainvoke has no generation)"
+            )
+        return run
+
+
+def _record(run: _Run, state: Any, config: RunnableConfig | None) -> None:
+    """What a boundary learns of the graph: its state now, and LangGraph's step number."""
+    step = config.get("metadata", {}).get("langgraph_step") if isinstance(config, Mapping) else None
+    if isinstance(step, int):
+        if run.first_step is None:
+            run.first_step = step
+        run.last_step = step
+    if state is not None:
+        run.state = state
+
+
+def _check_graph(graph: Any) -> None:
+    if not callable(getattr(graph, "ainvoke", None)) or not callable(getattr(graph, "astream", None)):
+        raise TypeError("LiveSteering runs a compiled graph (builder.compile(), create_react_agent(...))")
+
+
+def _limit(config: RunnableConfig) -> int | None:
+    """``config["recursion_limit"]`` when the caller set one: the steps of the whole generation."""
+    limit = config.get("recursion_limit")
+    return limit if isinstance(limit, int) else None
+
+
+def _segment(config: RunnableConfig, left: int | None) -> RunnableConfig:
+    """The config of one invocation: the caller's, with the steps the generation has left."""
+    return config if left is None else {**config, "recursion_limit": left}
+
+
+def _parts(chunk: Any, subgraphs: bool) -> tuple[tuple[str, ...], str, Any]:
+    """A chunk of ``graph.astream(stream_mode=[...])`` as (namespace, mode, data)."""
+    if subgraphs:
+        namespace, mode, data = chunk
+        return tuple(namespace), mode, data
+    mode, data = chunk
+    return (), mode, data
+
+
+def _shaped(namespace: tuple[str, ...], mode: str, data: Any, single: bool, subgraphs: bool) -> Any:
+    """A chunk in the shape ``graph.astream`` gives for the caller's own ``stream_mode``."""
+    if single:
+        return (namespace, data) if subgraphs else data
+    return (namespace, mode, data) if subgraphs else (mode, data)
+
+
+def _config(config: RunnableConfig | None) -> RunnableConfig:
+    if config is None:
+        return {}
+    if not isinstance(config, Mapping):
+        raise TypeError("config must be a LangGraph RunnableConfig (a dict)")
+    return dict(config)  # type: ignore[return-value]
+
+
+def _output(graph: Any, state: Any) -> Any:
+    """The state as ``graph.ainvoke`` would return it: its output channels."""
+    channels = getattr(graph, "output_channels", None)
+    if not isinstance(state, Mapping):
+        return state
+    if isinstance(channels, str):
+        return state.get(channels)
+    if channels is None:
+        return dict(state)
+    return {key: state[key] for key in channels if key in state}
+
+
+def _checkpointed(graph: Any, config: RunnableConfig) -> bool:
+    """True when LangGraph keeps this run's thread in a checkpointer (its state outlives the run)."""
+    checkpointer = getattr(graph, "checkpointer", None)
+    thread = config.get("configurable", {}).get("thread_id")
+    return checkpointer not in (None, False, True) and thread is not None
+
+
+def _batch_of(state: Any, call_id: str, messages_key: str) -> list[str]:
+    """The ids of the tool calls of the model reply that asked for ``call_id``, in its order."""
+    messages = state.get(messages_key) if isinstance(state, Mapping) else getattr(state, messages_key, None)
+    for message in reversed(messages or ()):
+        if isinstance(message, AIMessage):
+            ids = [str(c.get("id") or "") for c in message.tool_calls]
+            if call_id in ids:
+                return ids
+    return [call_id]
+
+
+def _answer(call: Mapping[str, Any], text: str, why: str) -> ToolMessage:
+    """A tool call answered without running it."""
+    return ToolMessage(
+        content=text,
+        tool_call_id=str(call.get("id") or ""),
+        name=call.get("name"),
+        additional_kwargs={METADATA_KEY: {why: True}},
+    )
