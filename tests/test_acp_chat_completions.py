@@ -40,18 +40,17 @@ from acp.schema import (
     ToolCallStart,
 )
 
+from acp_chat_server import WAIT, ChatServer, Reply, chunk, serving
 from live_steering.acp.chat_completions import DEFAULT_SYSTEM_PROMPT, api_key_from_env
 from live_steering.testing import Gate
 
 pytestmark = pytest.mark.anyio
 
-WAIT = 20  # seconds: a hang becomes a failure; never an ordering tool
 #: The agent's endpoint timeout (``--timeout``) in the one test of that timeout. Every other test
 #: shares an agent with the default (120 s): a gated reply is held while the test makes round
 #: trips to the agent process, which a loaded machine stretches, and a short timeout raced them.
 IMPATIENT = 5
 KEY = "sk-test-secret-4f1c"
-MAX_HEAD = 65_536  # bytes of request head the loopback server reads at most
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -61,127 +60,20 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-# -- the loopback server ---------------------------------------------------------------------
-
-
-def chunk(content: str | None = None, *, finish: str | None = None, calls: Any = None) -> dict[str, Any]:
-    """One ``chat.completion.chunk`` as OpenAI-compatible servers stream them."""
-    delta: dict[str, Any] = {}
-    if content is not None:
-        delta["content"] = content
-    if calls is not None:
-        delta["tool_calls"] = calls
-    choice = {"index": 0, "delta": delta, "finish_reason": finish}
-    return {"id": "c1", "object": "chat.completion.chunk", "choices": [choice]}
-
-
-class Reply:
-    """A scripted answer: a status, then SSE events (dicts, raw bytes, or a Gate to stop at)."""
-
-    def __init__(
-        self,
-        *events: Any,
-        status: int = 200,
-        body: bytes | None = None,
-        hang: bool = False,
-        gate: Gate | None = None,
-    ) -> None:
-        self.gate = gate
-        """Held here, before anything is sent, until the test releases it."""
-        self.events = events
-        self.status = status
-        self.body = body
-        self.hang = hang
-
-
-class ChatServer:
-    """Answers each POST /v1/chat/completions with the next ``Reply``; records every request."""
-
-    def __init__(self) -> None:
-        self.replies: list[Reply] = []
-        self.requests: list[dict[str, Any]] = []
-        self.headers: list[dict[str, str]] = []
-        self.changed = anyio.Event()
-        self.port = 0
-
-    async def serve(self, listener: anyio.abc.Listener[anyio.abc.SocketStream]) -> None:
-        await listener.serve(self._handle)
-
-    async def _handle(self, stream: anyio.abc.SocketStream) -> None:
-        # The agent may hang up at any point (a cancel, its own timeout): that ends this
-        # exchange quietly, never the server.
-        with contextlib.suppress(anyio.EndOfStream, anyio.BrokenResourceError, ConnectionError):
-            async with stream:
-                await self._exchange(stream)
-
-    async def _exchange(self, stream: anyio.abc.SocketStream) -> None:
-        data = b""
-        while b"\r\n\r\n" not in data:
-            if len(data) > MAX_HEAD:
-                raise ConnectionError("request head too long")
-            data += await stream.receive()
-        head, _, body = data.partition(b"\r\n\r\n")
-        lines = head.decode().split("\r\n")
-        headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
-        length = int(headers.get("content-length", "0"))
-        while len(body) < length:  # bounded: each receive brings at least one byte
-            body += await stream.receive()
-        self.headers.append(headers)
-        self.requests.append(json.loads(body))
-        reply = self.replies.pop(0)
-        self.changed.set()
-        self.changed = anyio.Event()
-        if reply.gate is not None:
-            await reply.gate.passage()
-        if reply.hang:
-            await stream.receive()  # say nothing until the agent gives up and hangs up
-            return
-        if reply.status != 200 or reply.body is not None:
-            payload = reply.body or b'{"error": {"message": "scripted failure"}}'
-            status_line = (
-                f"HTTP/1.1 {reply.status} X\r\nContent-Type: application/json\r\n"
-                f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n"
-            )
-            await stream.send(status_line.encode() + payload)
-            return
-        await stream.send(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
-        for event in reply.events:
-            if isinstance(event, Gate):
-                await event.passage()
-            elif isinstance(event, bytes):
-                await stream.send(event)
-            else:
-                await stream.send(b"data: " + json.dumps(event).encode() + b"\n\n")
-        await stream.send(b"data: [DONE]\n\n")
-
-    async def request(self, n: int) -> dict[str, Any]:
-        """The ``n``-th request (1-based), waiting for it."""
-        with anyio.fail_after(WAIT):
-            while len(self.requests) < n:
-                await self.changed.wait()
-        return self.requests[n - 1]
+# -- the loopback server (tests/acp_chat_server.py) ------------------------------------------
 
 
 @pytest.fixture(scope="module")
 async def chat_server() -> AsyncIterator[ChatServer]:
     """One loopback server for the module (each test resets it through ``server``)."""
-    chat = ChatServer()
-    async with (
-        await anyio.create_tcp_listener(local_host="127.0.0.1") as listener,
-        anyio.create_task_group() as tg,
-    ):
-        chat.port = listener.extra(anyio.abc.SocketAttribute.local_port)
-        tg.start_soon(chat.serve, listener)
+    async with serving() as chat:
         yield chat
-        tg.cancel_scope.cancel()
 
 
 @pytest.fixture
 def server(chat_server: ChatServer) -> ChatServer:
     """The loopback server with no requests recorded and no replies left over."""
-    chat_server.replies.clear()
-    chat_server.requests.clear()
-    chat_server.headers.clear()
+    chat_server.reset()
     return chat_server
 
 

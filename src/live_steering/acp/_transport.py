@@ -115,8 +115,8 @@ MISSPELT_METHODS: Final = frozenset({"session/steering", "session/steer"})
 #: The ``hint`` of the error a misspelt steering method gets.
 STEER_METHOD_HINT: Final = (
     "did you mean _session/steering? ACP extension methods start with an underscore; from the "
-    'Python SDK\'s client: ext_method("session/steering", ...), from the TypeScript SDK\'s: '
-    'extMethod("_session/steering", ...)'
+    'Python SDK\'s client: ext_method("session/steering", ...) (it adds the underscore), from '
+    'the TypeScript SDK\'s: request("_session/steering", ...)'
 )
 
 METHOD_NOT_FOUND: Final = -32601

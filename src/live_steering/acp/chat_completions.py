@@ -21,11 +21,12 @@ Needs ``httpx`` (in the ``acp`` extra).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import posixpath
-from collections.abc import Mapping
-from typing import Any, Final
+from collections.abc import AsyncGenerator, Mapping
+from typing import Any, Final, cast
 
 import acp
 import anyio
@@ -202,14 +203,18 @@ class ChatCompletionsAgent(SteeringAgent):
                     )
                 if "text/event-stream" in response.headers.get("content-type", ""):
                     done = False
-                    async for line in response.aiter_lines():
-                        if not line.startswith("data:"):
-                            continue  # SSE comments, event names, keep-alives
-                        data = line[5:].strip()
-                        if data == "[DONE]":
-                            done = True
-                            break
-                        await reply.add_chunk(turn, self._json(data))
+                    # Closed here, not by the garbage collector: on trio an unfinished
+                    # async generator left to it is a ResourceWarning (a [DONE], a cancel).
+                    lines = cast("AsyncGenerator[str, None]", response.aiter_lines())  # it is one
+                    async with contextlib.aclosing(lines):
+                        async for line in lines:
+                            if not line.startswith("data:"):
+                                continue  # SSE comments, event names, keep-alives
+                            data = line[5:].strip()
+                            if data == "[DONE]":
+                                done = True
+                                break
+                            await reply.add_chunk(turn, self._json(data))
                     if not done and reply.finish_reason is None:
                         # A body without a length ends when the connection closes: a cut stream
                         # looks like a short one, and only the end markers tell them apart.
