@@ -41,7 +41,12 @@ from acp.schema import (
 )
 
 from acp_chat_server import WAIT, ChatServer, Reply, chunk, serving
-from live_steering.acp.chat_completions import DEFAULT_SYSTEM_PROMPT, api_key_from_env
+from live_steering.acp.chat_completions import (
+    DEFAULT_SYSTEM_PROMPT,
+    TOOL_CANCELLED_RESULT,
+    TRUNCATED_STREAM_MESSAGE,
+    api_key_from_env,
+)
 from live_steering.testing import Gate
 
 pytestmark = pytest.mark.anyio
@@ -136,8 +141,10 @@ class Agent:
     async def session(self) -> str:
         return cast("str", (await self.conn.new_session(cwd="/project", mcp_servers=[])).session_id)
 
-    async def steer(self, session_id: str, text: str) -> dict[str, Any]:
-        params = {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
+    async def steer(self, session_id: str, text: str, *, kind: str | None = None) -> dict[str, Any]:
+        params: dict[str, Any] = {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
+        if kind is not None:
+            params["_meta"] = {"liveSteering": {"kind": kind}}
         return cast("dict[str, Any]", await self.conn.ext_method("session/steering", params))
 
 
@@ -379,6 +386,124 @@ async def _an_endpoint_error_ends_the_turn_and_holds(
     held = {"disposition": "held", "reason": "generation-failed"}
     settled = {"inputId": late["_meta"]["liveSteering"]["inputId"], "turnId": f"{sid}-turn-1", **held}
     assert settled in [_settled(u) for u in agent.client.updates]
+
+
+async def test_cancel_during_the_clients_file_read_leaves_a_conversation_the_next_prompt_can_send(
+    server: ChatServer, agent: Agent
+) -> None:
+    """session/cancel while the client serves fs/read_text_file: the call is answered with the pinned
+    cancelled result, the client's tool call ends failed, and the next prompt is not refused (issue 21)."""
+    server.replies += [
+        Reply(chunk(calls=[{"index": 0, "id": "call-9", "function": {
+            "name": "read_file", "arguments": '{"path": "notes.txt"}'}}]), chunk(finish="tool_calls")),
+        Reply(chunk("Hello"), chunk(finish="stop")),
+    ]  # fmt: skip
+    agent.client.read_gate = gate = Gate()
+    sid = await agent.session()
+    results: list[Any] = []
+    async with anyio.create_task_group() as tg:
+
+        async def prompt() -> None:
+            results.append(await agent.conn.prompt(session_id=sid, prompt=[acp.text_block("Read")]))
+
+        tg.start_soon(prompt)
+        await gate.wait_reached()
+        await agent.conn.cancel(session_id=sid)
+        await agent.client.wait_for(lambda u: isinstance(u, ToolCallProgress) and u.status == "failed")
+        gate.release()
+    assert results[0].stop_reason == "cancelled"
+    statuses = [u.status for u in agent.client.updates if isinstance(u, ToolCallProgress)]
+    assert statuses[-1] == "failed"
+    again = await agent.conn.prompt(session_id=sid, prompt=[acp.text_block("Say hello")])
+    assert again.stop_reason == "end_turn"
+    assert server.refusals == []
+    assert server.requests[1]["messages"][-2:] == [
+        {"role": "tool", "tool_call_id": "call-9", "content": TOOL_CANCELLED_RESULT},
+        {"role": "user", "content": "Say hello"},
+    ]
+
+
+async def test_a_stream_cut_short_is_an_internal_error_and_holds_the_steer(
+    server: ChatServer, agent: Agent
+) -> None:
+    """A body that ends without [DONE] or a finish_reason: -32603 with the pinned message, the steer
+    sent meanwhile held generation-failed, the half reply not kept (issue 21)."""
+    gate = Gate()
+    server.replies += [Reply(chunk("Half"), gate, done=False), Reply(chunk("Whole"), chunk(finish="stop"))]
+    sid = await agent.session()
+    errors: list[acp.RequestError] = []
+    async with anyio.create_task_group() as tg:
+
+        async def prompt() -> None:
+            with pytest.raises(acp.RequestError) as caught:
+                await agent.conn.prompt(session_id=sid, prompt=[acp.text_block("Answer")])
+            errors.append(caught.value)
+
+        tg.start_soon(prompt)
+        await gate.wait_reached()
+        steer = await agent.steer(sid, "Shorter")
+        gate.release()
+    error = errors[0]
+    assert error.code == -32603
+    assert isinstance(error.data, dict)
+    assert error.data["details"] == TRUNCATED_STREAM_MESSAGE
+    input_id = steer["_meta"]["liveSteering"]["inputId"]
+    assert error.data["liveSteering"]["heldInputIds"] == [input_id]
+    held = {
+        "inputId": input_id,
+        "turnId": f"{sid}-turn-1",
+        "disposition": "held",
+        "reason": "generation-failed",
+    }
+    assert held in [_settled(u) for u in agent.client.updates]
+    await agent.conn.prompt(session_id=sid, prompt=[acp.text_block("Again")])
+    assert [m["role"] for m in server.requests[1]["messages"]] == ["system", "user", "user"]
+
+
+def _turn(update: Any) -> dict[str, Any] | None:
+    if isinstance(update, SessionInfoUpdate) and update.field_meta:
+        return cast("dict[str, Any] | None", update.field_meta["liveSteering"].get("turn"))
+    return None
+
+
+async def test_a_follow_up_through_the_sdk_client_runs_as_the_next_turn(
+    server: ChatServer, agent: Agent
+) -> None:
+    """_meta.liveSteering.kind "follow_up": injected for after the turn; the prompt answers with the next
+    turn's id, which the client is told started (startedNewTurn) and where the follow-up is written."""
+    gate = Gate()
+    server.replies += [
+        Reply(chunk("Fixed"), gate, chunk(finish="stop")),
+        Reply(chunk("All green"), chunk(finish="stop")),
+    ]
+    sid = await agent.session()
+    results: list[Any] = []
+    async with anyio.create_task_group() as tg:
+
+        async def prompt() -> None:
+            results.append(await agent.conn.prompt(session_id=sid, prompt=[acp.text_block("Fix it")]))
+
+        tg.start_soon(prompt)
+        await gate.wait_reached()
+        follow_up = await agent.steer(sid, "Then run the suite", kind="follow_up")
+        gate.release()
+    details = follow_up["_meta"]["liveSteering"]
+    assert (follow_up["outcome"], details["kind"], details["receipt"]["disposition"]) == (
+        "injected", "follow_up", "queued"
+    )  # fmt: skip
+    meta = results[0].field_meta["liveSteering"]
+    assert (results[0].stop_reason, meta["followUpInputIds"]) == ("end_turn", [details["inputId"]])
+    following = meta["nextTurnId"]
+    assert following == f"{sid}-turn-2"
+    ended = await agent.client.wait_for(lambda u: (_turn(u) or {}).get("state") == "ended"
+                                        and _turn(u)["id"] == following)  # fmt: skip
+    turn = _turn(ended)
+    assert turn is not None
+    assert (turn["origin"], turn["outcome"], turn["appliedInputIds"]) == (
+        "follow_up", "startedNewTurn", [details["inputId"]]
+    )  # fmt: skip
+    assert server.requests[1]["messages"][-1] == {"role": "user", "content": "Then run the suite"}
+    assert [m["role"] for m in server.requests[0]["messages"]] == ["system", "user"]
 
 
 async def test_connection_refused_is_a_clear_error_and_the_key_never_shows(server: ChatServer) -> None:
