@@ -496,7 +496,7 @@ async def test_a_follow_up_through_the_sdk_client_runs_as_the_next_turn(
     following = meta["nextTurnId"]
     assert following == f"{sid}-turn-2"
     ended = await agent.client.wait_for(lambda u: (_turn(u) or {}).get("state") == "ended"
-                                        and _turn(u)["id"] == following)  # fmt: skip
+                                        and (_turn(u) or {}).get("id") == following)  # fmt: skip
     turn = _turn(ended)
     assert turn is not None
     assert (turn["origin"], turn["outcome"], turn["appliedInputIds"]) == (

@@ -44,7 +44,8 @@ def anyio_backend() -> str:
 
 
 def read_reply(call_id: str) -> Reply:
-    call = {"index": 0, "id": call_id, "function": {"name": "read_file", "arguments": '{"path": "notes.txt"}'}}
+    function = {"name": "read_file", "arguments": '{"path": "notes.txt"}'}
+    call = {"index": 0, "id": call_id, "function": function}
     return Reply(chunk(calls=[call]), chunk(finish="tool_calls"))
 
 
