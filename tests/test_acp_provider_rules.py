@@ -10,7 +10,7 @@ a conversation the next prompt of the session can send; follow-ups run as the ne
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -117,7 +117,35 @@ class Bed:
         self.tg = tg
 
     async def send(self, text: str, *, kind: str = "steer") -> Any:
-        return await self.session.steer(SteerRequest("s1", text, False, None, kind=kind))
+        with anyio.fail_after(WAIT):
+            return await self.session.steer(SteerRequest("s1", text, False, None, kind=kind))
+
+    async def prompt(self, text: str) -> Any:
+        """A prompt turn, bounded: a hang is a failure."""
+        with anyio.fail_after(WAIT):
+            return await self.session.prompt(text)
+
+    async def run_prompt(self, text: str) -> Any:
+        with anyio.fail_after(WAIT):
+            return await self.session.run_prompt(text)
+
+    def start(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> list[Any]:
+        """Run ``fn(*args)`` in the session's task group; its result, or what it raised, lands in
+        the list returned (raised there, it would cancel the fixture's task group under the test)."""
+        out: list[Any] = []
+
+        async def run() -> None:
+            try:
+                out.append(await fn(*args))
+            except Exception as exc:
+                out.append(exc)
+
+        self.tg.start_soon(run)
+        return out
+
+    async def idle(self) -> None:
+        with anyio.fail_after(WAIT):
+            await self.session.wait_idle()
 
 
 @pytest.fixture
@@ -149,20 +177,15 @@ async def test_cancel_while_the_client_reads_answers_every_call_and_the_next_pro
     result, the call the client was shown is set failed, and the next prompt is not refused (no 400)."""
     bed.server.replies += [batch("c1", "c2"), Reply(chunk("Hello again"), chunk(finish="stop"))]
     bed.channel.read_gate = gate = Gate()
-    results: list[Any] = []
-
-    async def prompt() -> None:
-        results.append(await bed.session.prompt("Read my notes"))
-
-    bed.tg.start_soon(prompt)
+    results = bed.start(bed.prompt, "Read my notes")
     await gate.wait_reached()
     bed.session.cancel()
-    await bed.session.wait_idle()
+    await bed.idle()
     assert results[0].stop_reason == "cancelled"
     assert bed.channel.statuses("c1") == ["pending", "in_progress", "failed"]
     assert bed.channel.statuses("c2") == []  # never shown to the client: nothing to update
     bed.channel.read_gate = None
-    second = await bed.session.prompt("Say hello")
+    second = await bed.prompt("Say hello")
     assert second.stop_reason == "end_turn"
     assert bed.server.refusals == []
     request = bed.server.requests[1]
@@ -176,11 +199,11 @@ async def test_a_tool_that_raised_fails_the_turn_with_every_call_answered(bed: B
     bed.server.replies += [batch("c1", "c2"), Reply(chunk("Fine"), chunk(finish="stop"))]
     bed.channel.read_raises = ConnectionResetError("the editor went away mid-read")
     with pytest.raises(_TurnFailed) as failed:
-        await bed.session.run_prompt("Read my notes")
+        await bed.run_prompt("Read my notes")
     assert failed.value.data["details"] == "the turn failed: ConnectionResetError"
     assert bed.channel.statuses("c1")[-1] == "failed"
     bed.channel.read_raises = None
-    assert (await bed.session.prompt("Again")).stop_reason == "end_turn"
+    assert (await bed.prompt("Again")).stop_reason == "end_turn"
     assert bed.server.refusals == []
     assert tool_messages(bed.server.requests[1]) == [("c1", TOOL_FAILED_RESULT), ("c2", TOOL_FAILED_RESULT)]
 
@@ -193,19 +216,13 @@ async def test_a_cut_stream_is_an_error_its_text_is_dropped_and_the_steer_held(b
         Reply(chunk("Half an ans"), gate, done=False),
         Reply(chunk("Whole"), chunk(finish="stop")),
     ]
-    failures: list[_TurnFailed] = []
-
-    async def prompt() -> None:
-        with pytest.raises(_TurnFailed) as failed:
-            await bed.session.run_prompt("Answer")
-        failures.append(failed.value)
-
-    bed.tg.start_soon(prompt)
+    failures = bed.start(bed.run_prompt, "Answer")
     await gate.wait_reached()
     steer = await bed.send("Shorter please")
     assert steer.outcome is SteerOutcome.INJECTED
     gate.release()
-    await bed.session.wait_idle()
+    await bed.idle()
+    assert isinstance(failures[0], _TurnFailed), failures
     data = failures[0].data
     assert data["details"] == TRUNCATED_STREAM_MESSAGE
     assert data["liveSteering"]["heldInputIds"] == [steer.input_id]
@@ -214,7 +231,7 @@ async def test_a_cut_stream_is_an_error_its_text_is_dropped_and_the_steer_held(b
     assert (receipt.disposition, receipt.reason) == (Disposition.HELD, "generation-failed")
     assert {"inputId": steer.input_id, "turnId": "s1-turn-1", "disposition": "held",
             "reason": "generation-failed"} in bed.channel.settled()  # fmt: skip
-    await bed.session.prompt("Try again")
+    await bed.prompt("Try again")
     messages = bed.server.requests[1]["messages"]
     assert [m["role"] for m in messages] == ["user", "user"]  # no half answer kept as the reply
     assert "Half an ans" not in str(messages)
@@ -223,7 +240,7 @@ async def test_a_cut_stream_is_an_error_its_text_is_dropped_and_the_steer_held(b
 async def test_a_finish_reason_without_done_is_a_whole_reply(bed: Bed) -> None:
     """A stream that sent its finish_reason but no [DONE] (some servers) is a complete reply."""
     bed.server.replies.append(Reply(chunk("Done"), chunk(finish="stop"), done=False))
-    assert (await bed.session.prompt("Hi")).stop_reason == "end_turn"
+    assert (await bed.prompt("Hi")).stop_reason == "end_turn"
 
 
 async def test_a_follow_up_runs_as_the_next_turn_reported_as_started(bed: Bed) -> None:
@@ -234,12 +251,7 @@ async def test_a_follow_up_runs_as_the_next_turn_reported_as_started(bed: Bed) -
         Reply(chunk("Fixed"), gate, chunk(finish="stop")),
         Reply(chunk("Suite passes"), chunk(finish="stop")),
     ]
-    results: list[Any] = []
-
-    async def prompt() -> None:
-        results.append(await bed.session.prompt("Fix the test"))
-
-    bed.tg.start_soon(prompt)
+    results = bed.start(bed.prompt, "Fix the test")
     await gate.wait_reached()
     follow_up = await bed.send("Then run the whole suite", kind="follow_up")
     assert follow_up.outcome is SteerOutcome.INJECTED
@@ -275,16 +287,17 @@ async def test_cancel_holds_the_follow_up_and_starts_no_turn(bed: Bed) -> None:
     """session/cancel of the turn a follow-up waits for holds it: no next turn, nothing sent for it."""
     gate = Gate()
     bed.server.replies.append(Reply(chunk("Working"), gate, chunk(finish="stop")))
-    bed.tg.start_soon(bed.session.run_prompt, "Fix the test")
+    results = bed.start(bed.run_prompt, "Fix the test")
     await gate.wait_reached()
     follow_up = await bed.send("Then run the whole suite", kind="follow_up")
     bed.session.cancel()
     gate.release()
-    await bed.session.wait_idle()
+    await bed.idle()
     receipt = bed.session.runtime.receipt(follow_up.input_id)
     assert receipt is not None
     assert receipt.disposition is Disposition.HELD
     assert [t["id"] for kind, t in bed.channel.log if kind == "turn"] == ["s1-turn-1", "s1-turn-1"]
+    assert results[0].stop_reason == "cancelled"
     assert bed.session.turns[-1].held_input_ids == (follow_up.input_id,)
     assert len(bed.server.requests) == 1
 
@@ -308,4 +321,4 @@ async def test_the_same_id_as_another_kind_is_an_identity_conflict(bed: Bed) -> 
     assert repeat.repeated
     with pytest.raises(SteerRejected, match="other content"):
         await bed.session.steer(SteerRequest("s1", "Run the suite", False, "x-1", kind="steer"))
-    await bed.session.wait_idle()
+    await bed.idle()
