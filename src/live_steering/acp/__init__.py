@@ -165,8 +165,9 @@ def _request_error(error: SteerRejected) -> acp.RequestError:
 class SteeringAgent:
     """An ACP agent whose turns are ``run_turn(turn)`` and that answers ``_session/steering``.
 
-    ``run_turn`` is called once per turn (a ``session/prompt``, or an idle steer
-    that starts one) with a ``Turn`` whose generation is open. ``max_requests``:
+    ``run_turn`` is called once per turn (a ``session/prompt``, an idle steer
+    that starts one, or the follow-ups a turn finished with: ``turn.origin ==
+    "follow_up"``, an empty ``turn.prompt``) with a ``Turn`` whose generation is open. ``max_requests``:
     boundaries per turn before it ends with ``max_turn_requests``.
     ``max_text_chars``: the longest steer admitted (the runtime's C7 default,
     16,000). ``image``/``audio``: what ``promptCapabilities`` advertises (your

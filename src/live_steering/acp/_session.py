@@ -241,9 +241,18 @@ class SteeringSession:
                     await self._report(turn, result, info, failed=error is not None)
             finally:
                 if following is not None:  # started after the report: its updates come after
-                    self._tg.start_soon(self._run_detached, following, "", ())
+                    self._start_follow_ups(following)
         assert result is not None  # the generation opened: it has a terminal event
         return result
+
+    def _start_follow_ups(self, following: _TurnRecord) -> None:
+        try:
+            self._tg.start_soon(self._run_detached, following, "", ())
+        except RuntimeError:  # the task group is closed (shutdown): the turn never runs
+            if self._turn is following:
+                self._turn = None
+            following.opened.set()
+            following.done.set()  # nobody waits for it; the runtime's close holds its follow-ups
 
     def _claim_follow_ups(self, record: _TurnRecord, result: TurnResult) -> _TurnRecord | None:
         """Claim the turn that runs the follow-ups ``record`` finished with (C29), synchronously.
@@ -256,6 +265,9 @@ class SteeringSession:
         following = self._begin("follow_up")
         following.after = record.id
         following.follow_ups = result.follow_up_input_ids
+        # A session/cancel that came after the generation finished, before this claim, still
+        # stops the plan: the turn starts cancelled and its follow-ups are held.
+        following.cancelled = record.cancelled
         return following
 
     async def _report(
