@@ -322,3 +322,21 @@ async def test_the_same_id_as_another_kind_is_an_identity_conflict(bed: Bed) -> 
     with pytest.raises(SteerRejected, match="other content"):
         await bed.session.steer(SteerRequest("s1", "Run the suite", False, "x-1", kind="steer"))
     await bed.idle()
+
+
+async def test_a_turn_cut_at_max_tokens_still_runs_its_follow_up(bed: Bed) -> None:
+    """finish_reason "length" ends the turn max_tokens, a stop reason like end_turn: the follow-up runs
+    as the next turn (only a cancel, a failure or an exhausted budget holds it)."""
+    gate = Gate()
+    bed.server.replies += [
+        Reply(chunk("Long"), gate, chunk(finish="length")),
+        Reply(chunk("Next"), chunk(finish="stop")),
+    ]
+    results = bed.start(bed.prompt, "Explain")
+    await gate.wait_reached()
+    follow_up = await bed.send("Then shorter", kind="follow_up")
+    gate.release()
+    ended = await bed.channel.wait_turn("s1-turn-2", "ended")
+    assert ended["appliedInputIds"] == [follow_up.input_id]
+    assert results[0].stop_reason == "max_tokens"
+    assert bed.server.requests[1]["messages"][-1] == {"role": "user", "content": "Then shorter"}
