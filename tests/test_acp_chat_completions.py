@@ -604,7 +604,10 @@ async def test_example_agent_is_steerable(server: ChatServer) -> None:
         process,
     ):
         init = await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
-        assert init.field_meta == {"steering": {"supported": True}}
+        assert init.field_meta == {
+            "steering": {"supported": True},
+            "liveSteering": {"kinds": ["steer", "follow_up"]},
+        }
         agent = Agent(conn, client, process)
         sid = await agent.session()
         results: list[Any] = []

@@ -134,7 +134,10 @@ class RawAgent:
     async def start(self) -> str:
         """initialize + session/new; returns the session id."""
         init = await self.request(1, "initialize", {"protocolVersion": 1})
-        assert init["result"]["_meta"] == {"steering": {"supported": True}}
+        assert init["result"]["_meta"] == {
+            "steering": {"supported": True},
+            "liveSteering": {"kinds": ["steer", "follow_up"]},
+        }
         return str(
             (await self.request(2, "session/new", {"cwd": "/", "mcpServers": []}))["result"]["sessionId"]
         )

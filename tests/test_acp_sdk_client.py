@@ -65,6 +65,7 @@ async def run_scenario(server: ChatServer, scenario: str) -> dict[str, Any]:
     result: dict[str, Any] = json.loads(done.stdout.decode().strip().splitlines()[-1])
     assert result["agentExit"] == 0
     assert result["steeringSupported"] is True
+    assert result["kinds"] == ["steer", "follow_up"]
     return result
 
 
