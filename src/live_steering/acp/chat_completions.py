@@ -9,9 +9,13 @@ session's directory is read only after the user allows it
 (``session/request_permission``). A steer sent while the model streams or while
 the tool runs is written before the next request of the same turn.
 
-An endpoint error (connection refused, HTTP 4xx/5xx, a timeout, malformed JSON)
-ends the turn with a JSON-RPC error whose ``data.details`` says what happened;
-the steers it had not written are held. The API key is sent only as the
+An endpoint error (connection refused, HTTP 4xx/5xx, a timeout, malformed JSON, a
+stream that ends without ``[DONE]`` or a ``finish_reason``) ends the turn with a
+JSON-RPC error whose ``data.details`` says what happened; the steers it had not
+written are held, and a reply cut short is not kept in the conversation. Every
+tool call the model asked for gets a tool message whatever ends the turn
+(``TOOL_CANCELLED_RESULT``, ``TOOL_FAILED_RESULT``), so the session's next
+prompt is a conversation OpenAI-compatible servers accept. The API key is sent only as the
 ``Authorization`` header and is never logged or shown (it is redacted from
 every message the client sees).
 
@@ -87,8 +91,8 @@ _ALLOW, _REJECT = "allow-once", "reject-once"
 #: conversation in which an assistant's tool call has no tool message, so every call gets one.
 TOOL_CANCELLED_RESULT: Final = "Cancelled: the turn was cancelled before this tool returned a result."
 
-#: The tool result a tool call gets when the turn fails (an endpoint error, a tool that raised,
-#: the client gone) before it returned; for the same reason as ``TOOL_CANCELLED_RESULT``.
+#: The tool result a tool call gets when the turn fails (a tool that raised, the client gone)
+#: before it returned; for the same reason as ``TOOL_CANCELLED_RESULT``.
 TOOL_FAILED_RESULT: Final = "Failed: the turn ended with an error before this tool returned a result."
 
 #: ``error.data.details`` of the turn whose reply stream ended without ``data: [DONE]`` and
