@@ -19,7 +19,8 @@ MODEL = os.environ.get("MODEL", "local")
 
 async def run_turn(turn: Turn) -> None:
     messages = turn.state.setdefault("messages", [])  # the conversation, kept across turns
-    messages.append({"role": "user", "content": turn.prompt})
+    if turn.prompt:  # empty in a turn that runs follow-ups: they arrive through add_steer
+        messages.append({"role": "user", "content": turn.prompt})
 
     async def add_steer(steer: Input, metadata: Mapping[str, Any]) -> None:
         messages.append({"role": "user", "content": steer.text})

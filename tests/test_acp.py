@@ -147,7 +147,10 @@ def _details(result: dict[str, Any]) -> dict[str, Any]:
 async def test_initialize_advertises_steering(agent: Agent) -> None:
     """initialize answers with _meta.steering.supported = true and no image input."""
     wire = agent.init.model_dump(mode="json", by_alias=True, exclude_none=True)
-    assert wire["_meta"] == {"steering": {"supported": True}}
+    assert wire["_meta"] == {
+        "steering": {"supported": True},
+        "liveSteering": {"kinds": ["steer", "follow_up"]},
+    }
     assert wire["agentCapabilities"]["promptCapabilities"]["image"] is False
     assert wire["agentInfo"]["name"] == "live-steering"
 

@@ -40,18 +40,22 @@ from acp.schema import (
     ToolCallStart,
 )
 
-from live_steering.acp.chat_completions import DEFAULT_SYSTEM_PROMPT, api_key_from_env
+from acp_chat_server import WAIT, ChatServer, Reply, chunk, serving
+from live_steering.acp.chat_completions import (
+    DEFAULT_SYSTEM_PROMPT,
+    TOOL_CANCELLED_RESULT,
+    TRUNCATED_STREAM_MESSAGE,
+    api_key_from_env,
+)
 from live_steering.testing import Gate
 
 pytestmark = pytest.mark.anyio
 
-WAIT = 20  # seconds: a hang becomes a failure; never an ordering tool
 #: The agent's endpoint timeout (``--timeout``) in the one test of that timeout. Every other test
 #: shares an agent with the default (120 s): a gated reply is held while the test makes round
 #: trips to the agent process, which a loaded machine stretches, and a short timeout raced them.
 IMPATIENT = 5
 KEY = "sk-test-secret-4f1c"
-MAX_HEAD = 65_536  # bytes of request head the loopback server reads at most
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -61,127 +65,20 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-# -- the loopback server ---------------------------------------------------------------------
-
-
-def chunk(content: str | None = None, *, finish: str | None = None, calls: Any = None) -> dict[str, Any]:
-    """One ``chat.completion.chunk`` as OpenAI-compatible servers stream them."""
-    delta: dict[str, Any] = {}
-    if content is not None:
-        delta["content"] = content
-    if calls is not None:
-        delta["tool_calls"] = calls
-    choice = {"index": 0, "delta": delta, "finish_reason": finish}
-    return {"id": "c1", "object": "chat.completion.chunk", "choices": [choice]}
-
-
-class Reply:
-    """A scripted answer: a status, then SSE events (dicts, raw bytes, or a Gate to stop at)."""
-
-    def __init__(
-        self,
-        *events: Any,
-        status: int = 200,
-        body: bytes | None = None,
-        hang: bool = False,
-        gate: Gate | None = None,
-    ) -> None:
-        self.gate = gate
-        """Held here, before anything is sent, until the test releases it."""
-        self.events = events
-        self.status = status
-        self.body = body
-        self.hang = hang
-
-
-class ChatServer:
-    """Answers each POST /v1/chat/completions with the next ``Reply``; records every request."""
-
-    def __init__(self) -> None:
-        self.replies: list[Reply] = []
-        self.requests: list[dict[str, Any]] = []
-        self.headers: list[dict[str, str]] = []
-        self.changed = anyio.Event()
-        self.port = 0
-
-    async def serve(self, listener: anyio.abc.Listener[anyio.abc.SocketStream]) -> None:
-        await listener.serve(self._handle)
-
-    async def _handle(self, stream: anyio.abc.SocketStream) -> None:
-        # The agent may hang up at any point (a cancel, its own timeout): that ends this
-        # exchange quietly, never the server.
-        with contextlib.suppress(anyio.EndOfStream, anyio.BrokenResourceError, ConnectionError):
-            async with stream:
-                await self._exchange(stream)
-
-    async def _exchange(self, stream: anyio.abc.SocketStream) -> None:
-        data = b""
-        while b"\r\n\r\n" not in data:
-            if len(data) > MAX_HEAD:
-                raise ConnectionError("request head too long")
-            data += await stream.receive()
-        head, _, body = data.partition(b"\r\n\r\n")
-        lines = head.decode().split("\r\n")
-        headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
-        length = int(headers.get("content-length", "0"))
-        while len(body) < length:  # bounded: each receive brings at least one byte
-            body += await stream.receive()
-        self.headers.append(headers)
-        self.requests.append(json.loads(body))
-        reply = self.replies.pop(0)
-        self.changed.set()
-        self.changed = anyio.Event()
-        if reply.gate is not None:
-            await reply.gate.passage()
-        if reply.hang:
-            await stream.receive()  # say nothing until the agent gives up and hangs up
-            return
-        if reply.status != 200 or reply.body is not None:
-            payload = reply.body or b'{"error": {"message": "scripted failure"}}'
-            status_line = (
-                f"HTTP/1.1 {reply.status} X\r\nContent-Type: application/json\r\n"
-                f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n"
-            )
-            await stream.send(status_line.encode() + payload)
-            return
-        await stream.send(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
-        for event in reply.events:
-            if isinstance(event, Gate):
-                await event.passage()
-            elif isinstance(event, bytes):
-                await stream.send(event)
-            else:
-                await stream.send(b"data: " + json.dumps(event).encode() + b"\n\n")
-        await stream.send(b"data: [DONE]\n\n")
-
-    async def request(self, n: int) -> dict[str, Any]:
-        """The ``n``-th request (1-based), waiting for it."""
-        with anyio.fail_after(WAIT):
-            while len(self.requests) < n:
-                await self.changed.wait()
-        return self.requests[n - 1]
+# -- the loopback server (tests/acp_chat_server.py) ------------------------------------------
 
 
 @pytest.fixture(scope="module")
 async def chat_server() -> AsyncIterator[ChatServer]:
     """One loopback server for the module (each test resets it through ``server``)."""
-    chat = ChatServer()
-    async with (
-        await anyio.create_tcp_listener(local_host="127.0.0.1") as listener,
-        anyio.create_task_group() as tg,
-    ):
-        chat.port = listener.extra(anyio.abc.SocketAttribute.local_port)
-        tg.start_soon(chat.serve, listener)
+    async with serving() as chat:
         yield chat
-        tg.cancel_scope.cancel()
 
 
 @pytest.fixture
 def server(chat_server: ChatServer) -> ChatServer:
     """The loopback server with no requests recorded and no replies left over."""
-    chat_server.replies.clear()
-    chat_server.requests.clear()
-    chat_server.headers.clear()
+    chat_server.reset()
     return chat_server
 
 
@@ -244,8 +141,10 @@ class Agent:
     async def session(self) -> str:
         return cast("str", (await self.conn.new_session(cwd="/project", mcp_servers=[])).session_id)
 
-    async def steer(self, session_id: str, text: str) -> dict[str, Any]:
-        params = {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
+    async def steer(self, session_id: str, text: str, *, kind: str | None = None) -> dict[str, Any]:
+        params: dict[str, Any] = {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
+        if kind is not None:
+            params["_meta"] = {"liveSteering": {"kind": kind}}
         return cast("dict[str, Any]", await self.conn.ext_method("session/steering", params))
 
 
@@ -489,6 +388,124 @@ async def _an_endpoint_error_ends_the_turn_and_holds(
     assert settled in [_settled(u) for u in agent.client.updates]
 
 
+async def test_cancel_during_the_clients_file_read_leaves_a_conversation_the_next_prompt_can_send(
+    server: ChatServer, agent: Agent
+) -> None:
+    """session/cancel while the client serves fs/read_text_file: the call is answered with the pinned
+    cancelled result, the client's tool call ends failed, and the next prompt is not refused (issue 21)."""
+    server.replies += [
+        Reply(chunk(calls=[{"index": 0, "id": "call-9", "function": {
+            "name": "read_file", "arguments": '{"path": "notes.txt"}'}}]), chunk(finish="tool_calls")),
+        Reply(chunk("Hello"), chunk(finish="stop")),
+    ]  # fmt: skip
+    agent.client.read_gate = gate = Gate()
+    sid = await agent.session()
+    results: list[Any] = []
+    async with anyio.create_task_group() as tg:
+
+        async def prompt() -> None:
+            results.append(await agent.conn.prompt(session_id=sid, prompt=[acp.text_block("Read")]))
+
+        tg.start_soon(prompt)
+        await gate.wait_reached()
+        await agent.conn.cancel(session_id=sid)
+        await agent.client.wait_for(lambda u: isinstance(u, ToolCallProgress) and u.status == "failed")
+        gate.release()
+    assert results[0].stop_reason == "cancelled"
+    statuses = [u.status for u in agent.client.updates if isinstance(u, ToolCallProgress)]
+    assert statuses[-1] == "failed"
+    again = await agent.conn.prompt(session_id=sid, prompt=[acp.text_block("Say hello")])
+    assert again.stop_reason == "end_turn"
+    assert server.refusals == []
+    assert server.requests[1]["messages"][-2:] == [
+        {"role": "tool", "tool_call_id": "call-9", "content": TOOL_CANCELLED_RESULT},
+        {"role": "user", "content": "Say hello"},
+    ]
+
+
+async def test_a_stream_cut_short_is_an_internal_error_and_holds_the_steer(
+    server: ChatServer, agent: Agent
+) -> None:
+    """A body that ends without [DONE] or a finish_reason: -32603 with the pinned message, the steer
+    sent meanwhile held generation-failed, the half reply not kept (issue 21)."""
+    gate = Gate()
+    server.replies += [Reply(chunk("Half"), gate, done=False), Reply(chunk("Whole"), chunk(finish="stop"))]
+    sid = await agent.session()
+    errors: list[acp.RequestError] = []
+    async with anyio.create_task_group() as tg:
+
+        async def prompt() -> None:
+            with pytest.raises(acp.RequestError) as caught:
+                await agent.conn.prompt(session_id=sid, prompt=[acp.text_block("Answer")])
+            errors.append(caught.value)
+
+        tg.start_soon(prompt)
+        await gate.wait_reached()
+        steer = await agent.steer(sid, "Shorter")
+        gate.release()
+    error = errors[0]
+    assert error.code == -32603
+    assert isinstance(error.data, dict)
+    assert error.data["details"] == TRUNCATED_STREAM_MESSAGE
+    input_id = steer["_meta"]["liveSteering"]["inputId"]
+    assert error.data["liveSteering"]["heldInputIds"] == [input_id]
+    held = {
+        "inputId": input_id,
+        "turnId": f"{sid}-turn-1",
+        "disposition": "held",
+        "reason": "generation-failed",
+    }
+    assert held in [_settled(u) for u in agent.client.updates]
+    await agent.conn.prompt(session_id=sid, prompt=[acp.text_block("Again")])
+    assert [m["role"] for m in server.requests[1]["messages"]] == ["system", "user", "user"]
+
+
+def _turn(update: Any) -> dict[str, Any] | None:
+    if isinstance(update, SessionInfoUpdate) and update.field_meta:
+        return cast("dict[str, Any] | None", update.field_meta["liveSteering"].get("turn"))
+    return None
+
+
+async def test_a_follow_up_through_the_sdk_client_runs_as_the_next_turn(
+    server: ChatServer, agent: Agent
+) -> None:
+    """_meta.liveSteering.kind "follow_up": injected for after the turn; the prompt answers with the next
+    turn's id, which the client is told started (startedNewTurn) and where the follow-up is written."""
+    gate = Gate()
+    server.replies += [
+        Reply(chunk("Fixed"), gate, chunk(finish="stop")),
+        Reply(chunk("All green"), chunk(finish="stop")),
+    ]
+    sid = await agent.session()
+    results: list[Any] = []
+    async with anyio.create_task_group() as tg:
+
+        async def prompt() -> None:
+            results.append(await agent.conn.prompt(session_id=sid, prompt=[acp.text_block("Fix it")]))
+
+        tg.start_soon(prompt)
+        await gate.wait_reached()
+        follow_up = await agent.steer(sid, "Then run the suite", kind="follow_up")
+        gate.release()
+    details = follow_up["_meta"]["liveSteering"]
+    assert (follow_up["outcome"], details["kind"], details["receipt"]["disposition"]) == (
+        "injected", "follow_up", "queued"
+    )  # fmt: skip
+    meta = results[0].field_meta["liveSteering"]
+    assert (results[0].stop_reason, meta["followUpInputIds"]) == ("end_turn", [details["inputId"]])
+    following = meta["nextTurnId"]
+    assert following == f"{sid}-turn-2"
+    ended = await agent.client.wait_for(lambda u: (_turn(u) or {}).get("state") == "ended"
+                                        and (_turn(u) or {}).get("id") == following)  # fmt: skip
+    turn = _turn(ended)
+    assert turn is not None
+    assert (turn["origin"], turn["outcome"], turn["appliedInputIds"]) == (
+        "follow_up", "startedNewTurn", [details["inputId"]]
+    )  # fmt: skip
+    assert server.requests[1]["messages"][-1] == {"role": "user", "content": "Then run the suite"}
+    assert [m["role"] for m in server.requests[0]["messages"]] == ["system", "user"]
+
+
 async def test_connection_refused_is_a_clear_error_and_the_key_never_shows(server: ChatServer) -> None:
     """No server at the URL: the prompt fails 'cannot connect'; the API key is in no output of the agent."""
     with anyio.fail_after(WAIT):
@@ -587,7 +604,10 @@ async def test_example_agent_is_steerable(server: ChatServer) -> None:
         process,
     ):
         init = await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
-        assert init.field_meta == {"steering": {"supported": True}}
+        assert init.field_meta == {
+            "steering": {"supported": True},
+            "liveSteering": {"kinds": ["steer", "follow_up"]},
+        }
         agent = Agent(conn, client, process)
         sid = await agent.session()
         results: list[Any] = []

@@ -134,7 +134,10 @@ class RawAgent:
     async def start(self) -> str:
         """initialize + session/new; returns the session id."""
         init = await self.request(1, "initialize", {"protocolVersion": 1})
-        assert init["result"]["_meta"] == {"steering": {"supported": True}}
+        assert init["result"]["_meta"] == {
+            "steering": {"supported": True},
+            "liveSteering": {"kinds": ["steer", "follow_up"]},
+        }
         return str(
             (await self.request(2, "session/new", {"cwd": "/", "mcpServers": []}))["result"]["sessionId"]
         )
@@ -269,6 +272,7 @@ async def test_hostile_corpus_never_kills_the_agent(raw: RawAgent) -> None:
             {"sessionId": "no-such-session", "prompt": [{"type": "text", "text": "y" * 10**7}]},
         ),
         (27, "__session/steering", _steer(sid, "x")),  # ext_method("_session/steering") from the SDK
+        (28, "session/steering", _steer(sid, "x")),  # the extension method without its underscore
     ]
     await raw.send_lines(*(_line(i, m, p) for i, m, p in requests))
     await raw.send_lines(
@@ -289,6 +293,9 @@ async def test_hostile_corpus_never_kills_the_agent(raw: RawAgent) -> None:
     assert (await raw.answer(31))["error"]["code"] == -32600
     hint = (await raw.answer(27))["error"]["data"]["hint"]
     assert 'ext_method("session/steering"' in hint
+    misspelt = (await raw.answer(28))["error"]
+    assert (misspelt["code"], misspelt["data"]["method"]) == (-32601, "session/steering")
+    assert misspelt["data"]["hint"].startswith("did you mean _session/steering?")
     assert (await raw.answer(30))["error"]["code"] == -32600  # the batch element, answered by its id
     null_answers = [m for m in raw.messages if "method" not in m and m.get("id") is None]
     assert {a["error"]["code"] for a in null_answers} <= {-32600, -32700}

@@ -68,6 +68,18 @@ VALID = [
         {"sessionId": "s", "prompt": _text("go"), "_meta": {"steering": {"id": "a1"}, "other": 1}},
         SteerRequest("s", "go", False, "a1"),
     ),
+    (
+        {"sessionId": "s", "prompt": _text("go"), "_meta": {"liveSteering": {"kind": "follow_up"}}},
+        SteerRequest("s", "go", False, None, kind="follow_up"),
+    ),
+    (
+        {"sessionId": "s", "prompt": _text("go"), "_meta": {"liveSteering": {"kind": None}}},
+        SteerRequest("s", "go", False, None, kind="steer"),
+    ),
+    (
+        {"sessionId": "s", "prompt": _text("go"), "_meta": {"liveSteering": None, "steering": {"id": "b"}}},
+        SteerRequest("s", "go", False, "b"),
+    ),
 ]
 
 
@@ -109,6 +121,17 @@ INVALID = [
     ({"sessionId": "s", "prompt": [{"type": "video"}]}, ErrorKind.INVALID_PARAMS),
     ({"sessionId": "s", "prompt": [{"type": "text", "text": 3}]}, ErrorKind.INVALID_PARAMS),
     ({"sessionId": "s", "prompt": ["go"]}, ErrorKind.INVALID_PARAMS),
+    ({"sessionId": "s", "prompt": _text("go"), "_meta": {"liveSteering": 1}}, ErrorKind.INVALID_PARAMS),
+    ({"sessionId": "s", "prompt": _text("go"), "_meta": {"liveSteering": {"kind": "later"}}}, "bad-kind"),
+    ({"sessionId": "s", "prompt": _text("go"), "_meta": {"liveSteering": {"kind": ["x"]}}}, "bad-kind"),
+    (
+        {
+            "sessionId": "s",
+            "prompt": _text("go"),
+            "_meta": {"steering": {"kind": "follow_up"}, "liveSteering": {"kind": "followUp"}},
+        },
+        "bad-kind",
+    ),
 ]
 
 
@@ -120,6 +143,9 @@ def test_invalid_steer_requests_are_rejected(params: Any, expected: Any) -> None
     if expected == "bad-idle":
         assert caught.value.kind is ErrorKind.INVALID_PARAMS
         assert "idleBehavior" in caught.value.data
+    elif expected == "bad-kind":
+        assert caught.value.kind is ErrorKind.INVALID_PARAMS
+        assert "_meta.liveSteering.kind" in caught.value.data["details"]
     elif expected == "invalid-request":
         assert caught.value.kind is ErrorKind.INVALID_REQUEST
     else:
@@ -244,9 +270,9 @@ class Harness:
         self.tg = tg
 
     async def steer(
-        self, text: str, *, prompt_required: bool = False, steer_id: str | None = None
+        self, text: str, *, prompt_required: bool = False, steer_id: str | None = None, kind: str = "steer"
     ) -> SteerResult:
-        return await self.session.steer(SteerRequest("s1", text, prompt_required, steer_id))
+        return await self.session.steer(SteerRequest("s1", text, prompt_required, steer_id, kind=kind))
 
     def steers_in(self, request: int) -> list[str]:
         return [e.text for e in self.model.requests[request - 1] if e.role == "steer"]
@@ -776,3 +802,57 @@ def test_public_names_of_live_steering_acp() -> None:
     }  # fmt: skip
     assert all(getattr(public, name) is not None for name in public.__all__)
     assert public.STEER_METHOD == "_session/steering"
+
+
+# -- follow-ups (C29) -------------------------------------------------------------------------
+
+
+async def test_follow_ups_chain_turn_after_turn_with_the_scripted_model(harness: Harness) -> None:
+    """A follow-up sent during the follow-ups' turn runs after that one: turn 1, then 2, then 3, each
+    written as the user's request of its turn (the scripted model's context), never in the turn before."""
+    await harness.running()
+    first = await harness.steer("Then run the suite", kind="follow_up")
+    assert first.outcome is SteerOutcome.INJECTED
+    harness.pace.release(3)  # turn 1's three requests
+    started = await harness.channel.wait_turn("s1-turn-2", "running")
+    assert (started["origin"], started["followUpInputIds"]) == ("follow_up", [first.input_id])
+    second = await harness.steer("Then tidy up", kind="follow_up")
+    assert second.turn_id == "s1-turn-2"
+    harness.pace.release(100)
+    third = await harness.channel.wait_turn("s1-turn-3", "ended")
+    assert third["appliedInputIds"] == [second.input_id]
+    assert [t.turn_id for t in harness.session.turns] == ["s1-turn-1", "s1-turn-2", "s1-turn-3"]
+    assert harness.session.turns[0].next_turn_id == "s1-turn-2"
+    assert harness.session.turns[1].follow_up_input_ids == (second.input_id,)
+    users = [[e.text for e in request if e.role == "user"] for request in harness.model.requests]
+    assert users[2] == ["Go"]  # turn 1's last request: no follow-up in it
+    assert users[3] == ["Go", "Then run the suite"]
+    assert users[-1] == ["Go", "Then run the suite", "Then tidy up"]
+
+
+async def test_an_idle_follow_up_with_prompt_required_starts_nothing(harness: Harness) -> None:
+    """Idle, with idleBehavior promptRequired, a follow-up is promptRequired like a steer."""
+    result = await harness.steer("Later", prompt_required=True, kind="follow_up")
+    assert (result.outcome, result.reason) == (SteerOutcome.PROMPT_REQUIRED, "noRunningTurn")
+    assert harness.session.running_turn is None
+
+
+async def test_a_turn_out_of_requests_holds_its_follow_up(task_group: anyio.abc.TaskGroup) -> None:
+    """max_turn_requests is not a normal finish: the follow-up is held budget-exhausted, no turn follows."""
+    harness: Harness
+    follow_ups: list[SteerResult] = []
+
+    async def run_turn(turn: Turn) -> None:
+        while True:
+            await turn.boundary(lambda steer, metadata: None)
+            if not follow_ups:
+                follow_ups.append(await harness.steer("Afterwards", kind="follow_up"))
+
+    harness = Harness(task_group, run_turn=run_turn)
+    harness.session.max_requests = 2
+    result = await harness.session.prompt("Go")
+    assert result.stop_reason == "max_turn_requests"
+    assert result.held_input_ids == (follow_ups[0].input_id,)
+    assert result.next_turn_id is None
+    assert harness.channel.settled()[-1]["reason"] == "budget-exhausted"
+    assert harness.session.running_turn is None

@@ -57,6 +57,8 @@ from ._session import DEFAULT_MAX_REQUESTS, SteeringSession, _TurnFailed
 from ._transport import REQUEST_ID, GuardedTransport, open_stdio
 from ._turn import RunTurn, Turn, TurnError, TurnResult
 from ._wire import (
+    FOLLOW_UP_KIND,
+    STEER_KIND,
     ErrorKind,
     SteerOutcome,
     SteerRejected,
@@ -90,6 +92,9 @@ STEER_METHOD: Final = "_session/steering"
 
 #: Where a steer's final disposition is, in the ``_meta`` of a ``session_info_update``.
 DISPOSITION_META: Final = "liveSteering"
+
+#: The kinds ``initialize`` advertises in ``_meta.liveSteering.kinds``.
+_KINDS: Final = (STEER_KIND, FOLLOW_UP_KIND)
 
 #: Seconds ``serve_stdio`` gives running turns to answer after SIGTERM/SIGINT.
 SHUTDOWN_GRACE: Final = 5.0
@@ -165,8 +170,9 @@ def _request_error(error: SteerRejected) -> acp.RequestError:
 class SteeringAgent:
     """An ACP agent whose turns are ``run_turn(turn)`` and that answers ``_session/steering``.
 
-    ``run_turn`` is called once per turn (a ``session/prompt``, or an idle steer
-    that starts one) with a ``Turn`` whose generation is open. ``max_requests``:
+    ``run_turn`` is called once per turn (a ``session/prompt``, an idle steer
+    that starts one, or the follow-ups a turn finished with: ``turn.origin ==
+    "follow_up"``, an empty ``turn.prompt``) with a ``Turn`` whose generation is open. ``max_requests``:
     boundaries per turn before it ends with ``max_turn_requests``.
     ``max_text_chars``: the longest steer admitted (the runtime's C7 default,
     16,000). ``image``/``audio``: what ``promptCapabilities`` advertises (your
@@ -258,7 +264,9 @@ class SteeringAgent:
                 prompt_capabilities=PromptCapabilities(image=self._image, audio=self._audio)
             ),
             agent_info=self._info,
-            field_meta={"steering": {"supported": True}},
+            # The protocol's steering flag, and this library's own: the kinds a
+            # _session/steering request may carry in _meta.liveSteering.kind.
+            field_meta={"steering": {"supported": True}, DISPOSITION_META: {"kinds": list(_KINDS)}},
         )
 
     async def new_session(self, cwd: str, **kwargs: Any) -> NewSessionResponse:

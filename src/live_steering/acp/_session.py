@@ -17,6 +17,16 @@ arrival order (anyio locks are FIFO):
   by the runtime's own admission rules (C7) and becomes the prompt of a new
   turn, answered once that turn's generation is open.
 
+A follow-up (``_meta.liveSteering.kind: "follow_up"``) takes the same path as a
+steer, as the runtime input kind ``follow_up`` (C29): into a running turn it is
+kept for after it; idle, it starts a turn as a steer does (there is nothing to
+come after). When a turn finishes normally with follow-ups kept, the session
+claims the next turn for them at once (no await between the end and the claim,
+so no prompt or steer slips in between) and runs it as a turn of origin
+``"follow_up"``, reported to the client with ``outcome: "startedNewTurn"``;
+its first boundary writes the follow-ups. A cancel, stop or failure of the
+turn holds them instead (the core decides).
+
 When a turn ends, every steer it admitted is settled (applied, held or unknown)
 and each final disposition is sent to the client once (``steer_settled``).
 
@@ -100,6 +110,10 @@ class _TurnRecord:
     turn: Turn | None = None
     cancelled: bool = False
     """``session/cancel`` (or shutdown) asked for it, possibly before the generation opened."""
+    after: str | None = None
+    """For a follow-ups' turn: the turn whose follow-ups it runs."""
+    follow_ups: tuple[str, ...] = ()
+    """For a follow-ups' turn: the follow-ups carried into it, in order."""
 
 
 class SteeringSession:
@@ -146,6 +160,7 @@ class SteeringSession:
         self._lock = anyio.Lock()
         self._turn: _TurnRecord | None = None
         self._started: dict[str, tuple[str, SteerResult]] = {}
+        """Steers (and idle follow-ups) that started a turn: their text and answer, by input id."""
 
     # -- turns ---------------------------------------------------------------------------------
 
@@ -173,6 +188,12 @@ class SteeringSession:
 
     async def _run(self, record: _TurnRecord, text: str, blocks: tuple[Mapping[str, Any], ...]) -> TurnResult:
         info: dict[str, Any] = {"id": record.id, "origin": record.origin}
+        if record.after is not None:  # a follow-ups' turn: told as a steer's startedNewTurn is
+            info.update(
+                outcome=SteerOutcome.STARTED_NEW_TURN.value,
+                afterTurnId=record.after,
+                followUpInputIds=list(record.follow_ups),
+            )
         gen = record.generation
         turn: Turn | None = None
         error: BaseException | None = None
@@ -204,16 +225,50 @@ class SteeringSession:
             error = exc
             raise
         finally:
+            result = self._result(record, gen, returned)
+            following: _TurnRecord | None = None
             if self._turn is record:
                 self._turn = None
+                if result is not None and result.follow_up_input_ids:
+                    following = self._claim_follow_ups(record, result)
+                    if following is not None:
+                        result = attrs.evolve(result, next_turn_id=following.id)
             record.opened.set()
             record.done.set()
-            result = self._result(record, gen, returned)
-            if result is not None:
-                self.turns.append(result)
-                await self._report(turn, result, info, failed=error is not None)
+            try:
+                if result is not None:
+                    self.turns.append(result)
+                    await self._report(turn, result, info, failed=error is not None)
+            finally:
+                if following is not None:  # started after the report: its updates come after
+                    self._start_follow_ups(following)
         assert result is not None  # the generation opened: it has a terminal event
         return result
+
+    def _start_follow_ups(self, following: _TurnRecord) -> None:
+        try:
+            self._tg.start_soon(self._run_detached, following, "", ())
+        except RuntimeError:  # the task group is closed (shutdown): the turn never runs
+            if self._turn is following:
+                self._turn = None
+            following.opened.set()
+            following.done.set()  # nobody waits for it; the runtime's close holds its follow-ups
+
+    def _claim_follow_ups(self, record: _TurnRecord, result: TurnResult) -> _TurnRecord | None:
+        """Claim the turn that runs the follow-ups ``record`` finished with (C29), synchronously.
+
+        Its generation, opened next, is the one the core carries them into. None when
+        the runtime closed meanwhile (then the core holds them, ``runtime-closed``).
+        """
+        if self.runtime.closed or not self.runtime.pending_follow_ups:
+            return None
+        following = self._begin("follow_up")
+        following.after = record.id
+        following.follow_ups = result.follow_up_input_ids
+        # A session/cancel that came after the generation finished, before this claim, still
+        # stops the plan: the turn starts cancelled and its follow-ups are held.
+        following.cancelled = record.cancelled
+        return following
 
     async def _report(
         self, turn: Turn | None, result: TurnResult, info: dict[str, Any], *, failed: bool
@@ -246,10 +301,13 @@ class SteeringSession:
             return None
         held: list[str] = []
         unknown: list[str] = []
+        carried: list[str] = []
         for input_id in terminal["accepted_input_ids"]:
             receipt = self.runtime.receipt(input_id)
             if receipt is not None and receipt.disposition is Disposition.UNKNOWN:
                 unknown.append(input_id)
+            elif receipt is not None and receipt.disposition is Disposition.QUEUED:
+                carried.append(input_id)  # a follow-up, kept for the next turn (C29)
             else:
                 held.append(input_id)
         reason = terminal.get("reason")
@@ -264,7 +322,13 @@ class SteeringSession:
         else:  # run_turn returned without the checkpoint decision: what was pending is held
             stop = "end_turn"
         return TurnResult(
-            record.id, record.origin, stop, tuple(terminal["input_ids"]), tuple(held), tuple(unknown)
+            record.id,
+            record.origin,
+            stop,
+            tuple(terminal["input_ids"]),
+            tuple(held),
+            tuple(unknown),
+            follow_up_input_ids=tuple(carried),
         )
 
     async def _settle_all(self, turn: Turn | None, result: TurnResult) -> None:
@@ -301,7 +365,8 @@ class SteeringSession:
     async def _run_detached(
         self, record: _TurnRecord, text: str, blocks: tuple[Mapping[str, Any], ...]
     ) -> None:
-        """A steer-started turn: nobody awaits it, so its failure is reported, not raised."""
+        """A turn started by a steer or by follow-ups: nobody awaits it, so its failure is
+        reported, not raised."""
         try:
             await self._run(record, text, blocks)
         except Exception as exc:  # _run already sent the "failed" turn update
@@ -373,13 +438,14 @@ class SteeringSession:
         return SteerResult(SteerOutcome.FAILED, input_id, reason=answer)
 
     async def _decide(self, request: SteerRequest, input_id: str) -> SteerResult:
-        steer = Input("steer", request.text, id=input_id)
+        steer = Input(request.kind, request.text, id=input_id)
+        kind = request.kind
         door = internals(self.runtime)
         # A retry of a steer that started a turn: a retained identity of this session, answered
         # from the record in the core's one order (C7): closed, repeat, invalid-input, conflict.
         if (record := self._started.get(input_id)) is not None:
             text, result = record
-            same = text == request.text
+            same = text == request.text and result.kind == kind
             problem = None if same else door.input_problem(steer)
             answer = admission.decide(closed=self.runtime.closed, known=True, same=same, problem=problem)
             if answer == admission.REPEAT:
@@ -391,7 +457,12 @@ class SteeringSession:
             if not receipt.accepted:
                 return _refused(input_id, receipt)  # identity-conflict (other text) raises invalidParams
             return SteerResult(
-                SteerOutcome.INJECTED, input_id, receipt=receipt, turn_id=receipt.generation_id, repeated=True
+                SteerOutcome.INJECTED,
+                input_id,
+                receipt=receipt,
+                turn_id=receipt.generation_id,
+                repeated=True,
+                kind=kind,
             )
         while (turn := self._turn) is not None:
             if not turn.opened.is_set():  # a set anyio Event still yields in wait(): skip it
@@ -400,13 +471,15 @@ class SteeringSession:
             if generation is not None and generation["id"] == turn.id:
                 receipt = self.runtime.submit_steering_nowait(steer, turn.id)
                 if receipt.accepted:
-                    return SteerResult(SteerOutcome.INJECTED, input_id, receipt=receipt, turn_id=turn.id)
+                    return SteerResult(
+                        SteerOutcome.INJECTED, input_id, receipt=receipt, turn_id=turn.id, kind=kind
+                    )
                 if receipt.reason not in (RefusalReason.FINISHING, RefusalReason.STALE_GENERATION):
                     return _refused(input_id, receipt)
             # The turn closed admission in the race: once it has wound down, this steer is idle.
             await turn.done.wait()
         if request.prompt_required:
-            return SteerResult(SteerOutcome.PROMPT_REQUIRED, input_id, reason="noRunningTurn")
+            return SteerResult(SteerOutcome.PROMPT_REQUIRED, input_id, reason="noRunningTurn", kind=kind)
         # The same order as a steer into a running turn (C7): a steer that would be refused
         # there never becomes a new turn's prompt here.
         problem = door.input_problem(steer)
@@ -419,12 +492,15 @@ class SteeringSession:
         self._tg.start_soon(self._run_detached, turn, request.text, request.blocks)
         # Recorded before the wait: if this request is cancelled while the turn starts,
         # the client's retry is still a repeat of this steer, not a second turn.
-        result = SteerResult(SteerOutcome.STARTED_NEW_TURN, input_id, turn_id=turn.id)
+        # An idle follow-up starts a turn as a steer does: no turn runs that it could come after.
+        result = SteerResult(SteerOutcome.STARTED_NEW_TURN, input_id, turn_id=turn.id, kind=kind)
         self._started[input_id] = (request.text, result)
         await turn.opened.wait()
         if turn.failed and turn.turn is None:
             del self._started[input_id]  # nothing of it ran: a retry may try again
-            return SteerResult(SteerOutcome.FAILED, input_id, reason="turn-failed", turn_id=turn.id)
+            return SteerResult(
+                SteerOutcome.FAILED, input_id, reason="turn-failed", turn_id=turn.id, kind=kind
+            )
         return result
 
 

@@ -109,6 +109,26 @@ def top_level_scalars(line: bytes) -> dict[str, object]:
     return found
 
 
+#: Method names a client may send meaning ``_session/steering`` (extension methods start with ``_``).
+MISSPELT_METHODS: Final = frozenset({"session/steering", "session/steer"})
+
+#: The ``hint`` of the error a misspelt steering method gets.
+STEER_METHOD_HINT: Final = (
+    "did you mean _session/steering? ACP extension methods start with an underscore; from the "
+    'Python SDK\'s client: ext_method("session/steering", ...) (it adds the underscore), from '
+    'the TypeScript SDK\'s: request("_session/steering", ...)'
+)
+
+METHOD_NOT_FOUND: Final = -32601
+
+
+def misspelt_method_error(request_id: object, method: str) -> dict[str, Any]:
+    """The ``-32601`` answer to ``session/steering`` (no ``_``), with a hint naming the method."""
+    answer = error_response(request_id, METHOD_NOT_FOUND, "Method not found", STEER_METHOD_HINT)
+    answer["error"]["data"] = {"method": method, "hint": STEER_METHOD_HINT}
+    return answer
+
+
 def error_response(request_id: object, code: int, message: str, details: str) -> dict[str, Any]:
     """A JSON-RPC error response."""
     return {
@@ -233,6 +253,10 @@ class GuardedTransport:
             if not passed:
                 continue
             is_request = "method" in message and "id" in message
+            if is_request and message["method"] in MISSPELT_METHODS:
+                # The SDK would answer a bare "Method not found": say which name was meant.
+                await self._answer(misspelt_method_error(message["id"], message["method"]))
+                continue
             if is_request:
                 self._pending.add(_key(message["id"]))
             REQUEST_ID.set(message["id"] if is_request else None)

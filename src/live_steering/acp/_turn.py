@@ -111,9 +111,11 @@ class Turn:
         self.id: Final = turn_id
         """The turn's id, also its generation's id (``<session>-turn-<n>``)."""
         self.origin: Final = origin
-        """``"prompt"`` (a ``session/prompt``) or ``"steer"`` (an idle ``_session/steering``)."""
+        """``"prompt"`` (a ``session/prompt``), ``"steer"`` (an idle ``_session/steering``) or
+        ``"follow_up"`` (a turn that runs the follow-ups the turn before left, C29)."""
         self.prompt: Final = prompt
-        """The prompt's content blocks as one text (see ``prompt_text``)."""
+        """The prompt's content blocks as one text (see ``prompt_text``); ``""`` in a follow-ups'
+        turn, whose follow-ups the first ``boundary`` writes (``metadata["kind"] == "follow_up"``)."""
         self.blocks: Final = blocks
         """The prompt's content blocks as the client sent them (JSON objects)."""
         self.generation: Final = generation
@@ -241,7 +243,8 @@ class TurnResult:
 
     turn_id: str
     origin: str
-    """``"prompt"`` (a ``session/prompt``) or ``"steer"`` (an idle ``_session/steering``)."""
+    """``"prompt"`` (a ``session/prompt``), ``"steer"`` (an idle ``_session/steering``) or
+    ``"follow_up"`` (the follow-ups of the turn before)."""
     stop_reason: str
     """ACP stop reason: ``end_turn``, ``cancelled``, ``max_turn_requests`` (or what ``run_turn`` said)."""
     applied_input_ids: tuple[str, ...]
@@ -250,12 +253,22 @@ class TurnResult:
     """Steers admitted into this turn but never written (held, C17)."""
     unknown_input_ids: tuple[str, ...]
     """Steers whose write was interrupted (unknown, C15)."""
+    follow_up_input_ids: tuple[str, ...] = ()
+    """Follow-ups this turn finished with, kept for the next turn (C29), in order."""
+    next_turn_id: str | None = None
+    """The turn started to run ``follow_up_input_ids`` (None when there are none)."""
 
     def to_meta(self) -> dict[str, Any]:
-        """``{"turnId", "appliedInputIds", "heldInputIds", "unknownInputIds"}``."""
-        return {
+        """``{"turnId", "appliedInputIds", "heldInputIds", "unknownInputIds"}``, and
+        ``"followUpInputIds"`` / ``"nextTurnId"`` when the turn left follow-ups."""
+        meta: dict[str, Any] = {
             "turnId": self.turn_id,
             "appliedInputIds": list(self.applied_input_ids),
             "heldInputIds": list(self.held_input_ids),
             "unknownInputIds": list(self.unknown_input_ids),
         }
+        if self.follow_up_input_ids:
+            meta["followUpInputIds"] = list(self.follow_up_input_ids)
+        if self.next_turn_id is not None:
+            meta["nextTurnId"] = self.next_turn_id
+        return meta

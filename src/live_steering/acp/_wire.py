@@ -23,7 +23,10 @@ from .._types import Receipt
 from .._validate import MAX_ID_CHARS, id_problem
 
 __all__ = [
+    "FOLLOW_UP_KIND",
     "IDLE_PROMPT_REQUIRED",
+    "KIND_META",
+    "STEER_KIND",
     "ErrorKind",
     "SteerOutcome",
     "SteerRejected",
@@ -37,6 +40,16 @@ __all__ = [
 
 #: The only ``_meta.steering.idleBehavior`` value the protocol defines.
 IDLE_PROMPT_REQUIRED: Final = "promptRequired"
+
+#: This library's own ``_meta`` key on a ``_session/steering`` request: ``{"kind": ...}``. Its own
+#: namespace (the one its answers already use), not a field of ``_meta.steering``, whose names
+#: belong to the steering proposal: ACP lets implementations put custom data in ``_meta`` and
+#: never at the root of a protocol type (agentclientprotocol.com/protocol/extensibility).
+KIND_META: Final = "liveSteering"
+#: ``_meta.liveSteering.kind`` of a steer: written at the running turn's next boundary (the default).
+STEER_KIND: Final = "steer"
+#: ``_meta.liveSteering.kind`` of a follow-up: run as the next turn once the running one ends (C29).
+FOLLOW_UP_KIND: Final = "follow_up"
 
 
 class SteerOutcome(enum.StrEnum):
@@ -81,6 +94,8 @@ class SteerRequest:
     """The client's own ``_meta.steering.id``, if it sent one (see ``steer_input_id``)."""
     blocks: tuple[Mapping[str, Any], ...] = attrs.field(default=(), eq=False)
     """The prompt's content blocks as sent (a steer that starts a turn hands them to it)."""
+    kind: str = STEER_KIND
+    """``"steer"`` or ``"follow_up"`` (``_meta.liveSteering.kind``): the runtime input's kind."""
 
 
 @attrs.frozen
@@ -95,9 +110,11 @@ class SteerResult:
     receipt: Receipt | None = None
     """The runtime receipt of an injected steer (``None`` for the other outcomes)."""
     turn_id: str | None = None
-    """The turn the steer joined or started."""
+    """The turn the steer joined or started (a follow-up's: the turn it runs after)."""
     repeated: bool = False
     """True when this answers a retry of a steer already decided (nothing new happened)."""
+    kind: str = STEER_KIND
+    """The request's kind; ``"follow_up"`` is said in ``_meta.liveSteering.kind``."""
 
     def to_wire(self) -> dict[str, Any]:
         """``{"outcome", "reason"?, "_meta": {"liveSteering": {...}}}``."""
@@ -105,6 +122,8 @@ class SteerResult:
         if self.reason is not None:
             wire["reason"] = self.reason
         details: dict[str, Any] = {"inputId": self.input_id, "repeated": self.repeated}
+        if self.kind != STEER_KIND:
+            details["kind"] = self.kind
         if self.turn_id is not None:
             details["turnId"] = self.turn_id
         if self.receipt is not None:
@@ -157,6 +176,7 @@ def parse_steer_request(params: object) -> SteerRequest:
     ``_meta`` and ``_meta.steering`` may be absent or null. ``idleBehavior`` may be
     absent, null or ``"promptRequired"``; any other value is ``invalidParams``.
     ``_meta.steering.id``, when given, must be an id by the runtime's rules (``_validate``).
+    ``_meta.liveSteering.kind`` may be absent, null, ``"steer"`` or ``"follow_up"``.
     """
     if not isinstance(params, Mapping):
         raise SteerRejected(ErrorKind.INVALID_PARAMS, "params must be an object")
@@ -183,9 +203,21 @@ def parse_steer_request(params: object) -> SteerRequest:
             ErrorKind.INVALID_PARAMS,
             f"_meta.steering.id must be a string of 1-{MAX_ID_CHARS} characters, without NUL, valid UTF-8",
         )
+    ours = None if meta is None else meta.get(KIND_META)
+    if ours is not None and not isinstance(ours, Mapping):
+        raise SteerRejected(ErrorKind.INVALID_PARAMS, f"_meta.{KIND_META} must be an object or null")
+    kind = (ours or {}).get("kind")
+    if kind is None:
+        kind = STEER_KIND
+    elif kind not in (STEER_KIND, FOLLOW_UP_KIND):
+        shown = repr(kind[:40]) if isinstance(kind, str) else f"of type {type(kind).__name__}"
+        raise SteerRejected(
+            ErrorKind.INVALID_PARAMS,
+            f"unknown _meta.{KIND_META}.kind {shown}; it is {STEER_KIND!r} or {FOLLOW_UP_KIND!r}",
+        )
     text = prompt_text(params.get("prompt"))
     blocks = tuple(cast("list[Mapping[str, Any]]", params.get("prompt")))  # checked by prompt_text
-    return SteerRequest(session_id, text, idle == IDLE_PROMPT_REQUIRED, steer_id, blocks)
+    return SteerRequest(session_id, text, idle == IDLE_PROMPT_REQUIRED, steer_id, blocks, kind)
 
 
 def steer_input_id(session_id: str, *, steer_id: str | None, request_id: object) -> str | None:

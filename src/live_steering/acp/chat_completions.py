@@ -9,9 +9,13 @@ session's directory is read only after the user allows it
 (``session/request_permission``). A steer sent while the model streams or while
 the tool runs is written before the next request of the same turn.
 
-An endpoint error (connection refused, HTTP 4xx/5xx, a timeout, malformed JSON)
-ends the turn with a JSON-RPC error whose ``data.details`` says what happened;
-the steers it had not written are held. The API key is sent only as the
+An endpoint error (connection refused, HTTP 4xx/5xx, a timeout, malformed JSON, a
+stream that ends without ``[DONE]`` or a ``finish_reason``) ends the turn with a
+JSON-RPC error whose ``data.details`` says what happened; the steers it had not
+written are held, and a reply cut short is not kept in the conversation. Every
+tool call the model asked for gets a tool message whatever ends the turn
+(``TOOL_CANCELLED_RESULT``, ``TOOL_FAILED_RESULT``), so the session's next
+prompt is a conversation OpenAI-compatible servers accept. The API key is sent only as the
 ``Authorization`` header and is never logged or shown (it is redacted from
 every message the client sees).
 
@@ -21,13 +25,15 @@ Needs ``httpx`` (in the ``acp`` extra).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import posixpath
-from collections.abc import Mapping
-from typing import Any, Final
+from collections.abc import AsyncGenerator, Mapping
+from typing import Any, Final, cast
 
 import acp
+import anyio
 import attrs
 from acp.schema import ContentToolCallContent, PermissionOption, TextContentBlock
 
@@ -44,6 +50,9 @@ __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
     "READ_FILE_TOOL",
     "REPLY_SEPARATOR",
+    "TOOL_CANCELLED_RESULT",
+    "TOOL_FAILED_RESULT",
+    "TRUNCATED_STREAM_MESSAGE",
     "ChatCompletionsAgent",
     "ChatCompletionsConfig",
     "api_key_from_env",
@@ -76,6 +85,25 @@ MAX_FILE_CHARS: Final = 100_000
 MAX_ERROR_BODY: Final = 500
 
 _ALLOW, _REJECT = "allow-once", "reject-once"
+
+#: The tool result a tool call gets when the turn is cancelled (``session/cancel``, shutdown)
+#: before it returned: OpenAI-compatible endpoints refuse (HTTP 400) every later request of a
+#: conversation in which an assistant's tool call has no tool message, so every call gets one.
+TOOL_CANCELLED_RESULT: Final = "Cancelled: the turn was cancelled before this tool returned a result."
+
+#: The tool result a tool call gets when the turn fails (a tool that raised, the client gone)
+#: before it returned; for the same reason as ``TOOL_CANCELLED_RESULT``.
+TOOL_FAILED_RESULT: Final = "Failed: the turn ended with an error before this tool returned a result."
+
+#: ``error.data.details`` of the turn whose reply stream ended without ``data: [DONE]`` and
+#: without a ``finish_reason``: the reply was cut short, so it is not kept as an answer.
+TRUNCATED_STREAM_MESSAGE: Final = (
+    "the model endpoint's stream ended before the reply was complete (no finish_reason and no "
+    "[DONE]); the partial reply was discarded"
+)
+
+#: Seconds the ``failed`` tool call updates may take while a cancelled or failed turn winds down.
+_FAREWELL_SECONDS: Final = 1.0
 
 
 def api_key_from_env(variable: str) -> str:
@@ -143,7 +171,8 @@ class ChatCompletionsAgent(SteeringAgent):
         messages: list[dict[str, Any]] = turn.state.setdefault("messages", [])
         if not messages and self.config.system_prompt:
             messages.append({"role": "system", "content": self.config.system_prompt})
-        messages.append({"role": "user", "content": turn.prompt})
+        if turn.prompt:  # a follow-ups' turn has none: its follow-ups arrive through add_steer
+            messages.append({"role": "user", "content": turn.prompt})
 
         async def add_steer(steer: Input, metadata: Mapping[str, Any]) -> None:
             messages.append({"role": "user", "content": steer.text})
@@ -155,9 +184,7 @@ class ChatCompletionsAgent(SteeringAgent):
             said = said or bool(reply.text)
             messages.append(reply.message())
             if reply.tool_calls:
-                for call in reply.tool_calls:
-                    result = await self._run_tool(turn, call)
-                    messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+                await self._run_tools(turn, reply.tool_calls, messages)
                 continue
             if reply.finish_reason == "length":
                 return "max_tokens"
@@ -179,13 +206,23 @@ class ChatCompletionsAgent(SteeringAgent):
                         status=response.status_code,
                     )
                 if "text/event-stream" in response.headers.get("content-type", ""):
-                    async for line in response.aiter_lines():
-                        if not line.startswith("data:"):
-                            continue  # SSE comments, event names, keep-alives
-                        data = line[5:].strip()
-                        if data == "[DONE]":
-                            break
-                        await reply.add_chunk(turn, self._json(data))
+                    done = False
+                    # Closed here, not by the garbage collector: on trio an unfinished
+                    # async generator left to it is a ResourceWarning (a [DONE], a cancel).
+                    lines = cast("AsyncGenerator[str, None]", response.aiter_lines())  # it is one
+                    async with contextlib.aclosing(lines):
+                        async for line in lines:
+                            if not line.startswith("data:"):
+                                continue  # SSE comments, event names, keep-alives
+                            data = line[5:].strip()
+                            if data == "[DONE]":
+                                done = True
+                                break
+                            await reply.add_chunk(turn, self._json(data))
+                    if not done and reply.finish_reason is None:
+                        # A body without a length ends when the connection closes: a cut stream
+                        # looks like a short one, and only the end markers tell them apart.
+                        raise self._fail(TRUNCATED_STREAM_MESSAGE, truncated=True)
                 else:  # a server that ignores "stream": one JSON completion
                     await reply.add_completion(
                         turn, self._json((await response.aread()).decode("utf-8", "replace"))
@@ -215,7 +252,37 @@ class ChatCompletionsAgent(SteeringAgent):
 
     # -- the tool ------------------------------------------------------------------------------
 
-    async def _run_tool(self, turn: Turn, call: _ToolCall) -> str:
+    async def _run_tools(self, turn: Turn, calls: list[_ToolCall], messages: list[dict[str, Any]]) -> None:
+        """Run a reply's tool calls in order, each result appended as its tool message.
+
+        Whatever ends the turn meanwhile (a cancel, a tool that raised), every call of the
+        batch still gets its tool message (``TOOL_CANCELLED_RESULT`` / ``TOOL_FAILED_RESULT``),
+        so the conversation stays valid for the session's next prompt, and each call the client
+        was shown is set ``failed`` (shielded and bounded: the client may be gone).
+        """
+        started: set[str] = set()
+        done = 0
+        try:
+            for call in calls:
+                result = await self._run_tool(turn, call, started)
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+                done += 1
+        except BaseException as exc:
+            cancelled = isinstance(exc, anyio.get_cancelled_exc_class())
+            text = TOOL_CANCELLED_RESULT if cancelled else TOOL_FAILED_RESULT
+            rest = calls[done:]
+            messages.extend({"role": "tool", "tool_call_id": c.id, "content": text} for c in rest)
+            with anyio.CancelScope(shield=True), anyio.move_on_after(_FAREWELL_SECONDS):
+                for call in rest:
+                    if call.id not in started:
+                        continue  # never shown to the client: nothing to update
+                    try:
+                        await turn.update(acp.update_tool_call(call.id, status="failed", raw_output=text))
+                    except Exception:  # the client is gone, or refused: the turn's own error stands
+                        break
+            raise
+
+    async def _run_tool(self, turn: Turn, call: _ToolCall, started: set[str]) -> str:
         if call.name != "read_file" or not turn.can_read_files:
             return f"error: there is no tool named {call.name!r}"
         try:
@@ -227,6 +294,7 @@ class ChatCompletionsAgent(SteeringAgent):
             return "error: read_file needs a 'path' string"
         cwd = turn.session.cwd
         resolved = posixpath.normpath(posixpath.join(cwd, path))
+        started.add(call.id)  # before the await: a cancel during it still updates the call
         await turn.update(acp.start_read_tool_call(call.id, f"Read {resolved}", resolved))
         inside = resolved == cwd or resolved.startswith(cwd.rstrip("/") + "/")
         if not inside:

@@ -84,11 +84,13 @@ class ScriptedModel:
         self._step = 0
 
     async def add_steer(self, steer: Input, metadata: Mapping[str, Any]) -> None:
-        """The boundary's writer."""
-        self.context.append(Entry("steer", steer.text, metadata["input_id"]))
+        """The boundary's writer: a follow-up is the user's next request (C29), a steer a steer."""
+        role = "user" if metadata.get("kind") == "follow_up" else "steer"
+        self.context.append(Entry(role, steer.text, metadata["input_id"]))
 
     async def run_turn(self, turn: Turn) -> None:
-        self.context.append(Entry("user", turn.prompt))
+        if turn.prompt:  # a follow-ups' turn has none: its follow-ups come through add_steer
+            self.context.append(Entry("user", turn.prompt))
         while True:
             await turn.boundary(self.add_steer)
             done = await self._request(turn)
