@@ -21,7 +21,7 @@ async def main() -> None:
         gen = runtime.open_generation("run-1")
 
         async def engine() -> None:
-            async with gen:  # the loop of CONTRACT.md, as written
+            async with gen:  # the loop of docs/embedding.md, as written
                 while True:
                     await gen.boundary(add_steer)  # raises GenerationStopped once stopped
                     tool_running.set()

@@ -53,7 +53,7 @@ FOLLOW_UP_KIND: Final = "follow_up"
 
 
 class SteerOutcome(enum.StrEnum):
-    """The ``outcome`` of a ``_session/steering`` response (the product contract's rule C25)."""
+    """The ``outcome`` of a ``_session/steering`` response (rule C25, docs/rules.md)."""
 
     INJECTED = "injected"
     STARTED_NEW_TURN = "startedNewTurn"
