@@ -155,6 +155,9 @@ SUBPACKAGE_EXPORTS: dict[str, set[str]] = {
     "live_steering.integrations.amplifier": {
         "CAPABILITY",
         "MODULE_NAME",
+        "RUNTIME_CAPABILITY",
+        "SKIPPED_TOOL_RESULT",
+        "STOPPED_TOOL_RESULT",
         "LiveSteeringOrchestrator",
         "mount",
     },
