@@ -850,6 +850,30 @@ async def test_a_registry_listing_its_handlers_gets_only_the_events_someone_list
     assert "orchestrator:complete" in names  # Amplifier's lifecycle events: all of them
 
 
+class DenyingHooks(EventRecorder):  # type: ignore[misc]
+    """A hook registry whose prompt:submit handler denies the prompt."""
+
+    async def emit(self, event: str, data: dict[str, Any]) -> HookResult:
+        await super().emit(event, data)
+        if event == "prompt:submit":
+            return HookResult(action="deny", reason="not today")
+        return HookResult(action="continue")
+
+
+@pytest.mark.anyio
+async def test_a_denied_prompt_ends_the_generation_stopped_without_a_provider_call() -> None:
+    """A hook denying prompt:submit: "Operation denied: ...", no provider call, the generation stopped."""
+    rig = Rig(Provider([text("unused")]))
+    rig.hooks = DenyingHooks()
+    await rig.mount()
+    await rig.execute()
+    assert rig.results == ["Operation denied: not today"]
+    assert rig.provider.requests == []
+    assert rig.context.messages == []  # the prompt was not added
+    assert rig.history.events[-1]["type"] == "generation.stopped"
+    rig.history.check(require_final=True).assert_ok()
+
+
 # -- a real AmplifierSession, mounted from a mount plan -------------------------------------
 
 
