@@ -103,6 +103,11 @@ def _amplifier() -> tuple[Run, Run]:
 
 def _pydantic_ai() -> tuple[Run, Run]:
     from pydantic_ai import Agent
+    from pydantic_ai.capabilities import AbstractCapability
+
+    class _NoSteering(AbstractCapability[Any]):
+        """A capability that changes nothing: the pydantic-ai figure's floor."""
+
     from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
     from pydantic_ai.models.function import AgentInfo, FunctionModel
 
@@ -119,7 +124,10 @@ def _pydantic_ai() -> tuple[Run, Run]:
         return "12 passed"
 
     steered_agent = Agent(FunctionModel(model), tools=[run_tests], capabilities=[LiveSteering(LiveRuntime())])
-    plain_agent = Agent(FunctionModel(model), tools=[run_tests])
+    # The floor has a capability too, one that does nothing: pydantic-ai hands every hook of every
+    # capability a copy of the run context, whatever it does, so a steered agent pays that with any
+    # capability; what is measured is what the integration adds to it.
+    plain_agent = Agent(FunctionModel(model), tools=[run_tests], capabilities=[_NoSteering()])
 
     async def steered() -> None:
         await steered_agent.run(PROMPT)
