@@ -253,9 +253,25 @@ def test_resumed_claude_session_opens_a_new_epoch(store: HookWhere) -> None:
     assert "x.claude-code.session.resumed" in types
 
 
-@pytest.mark.parametrize("vendor", ["codex", "vscode"])
+def test_codex_session_end_drops_the_queue_and_a_resume_reopens(store: HookWhere) -> None:
+    """Codex fires SessionEnd (0.171.0): what is queued is dropped, audited; `codex resume` reopens."""
+    session = session_of("codex")
+    instruct(session, "t", id="c", vendor="codex", store=store.path, dsn=store.dsn)
+    out, _ = hook(store, "codex", fixture("codex", "SessionEnd"))
+    assert out == b""
+    with store.open() as s:
+        dropped = [e for e in s.events(session_id=session) if e["type"] == "instruction.dropped"]
+    assert [(e["command_id"], e["reason"]) for e in dropped] == [("c", "session-ended")]
+    assert instruct(session, "t", id="c", store=store.path, dsn=store.dsn).disposition is Disposition.HELD
+    resumed = {**fixture("codex", "SessionStart"), "source": "resume"}
+    instruct(session, "after resume", id="c2", vendor="codex", store=store.path, dsn=store.dsn)
+    out, _ = hook(store, "codex", resumed)
+    assert json.loads(out)["hookSpecificOutput"]["additionalContext"] == "after resume"
+
+
+@pytest.mark.parametrize("vendor", ["vscode"])
 def test_vendor_without_session_end_keeps_its_queue(store: HookWhere, vendor: str) -> None:
-    """Codex and the VS Code agent have no session-end moment: the queue waits for the next eligible one."""
+    """The VS Code agent has no session-end moment: the queue waits for the next eligible one."""
     session = session_of(vendor)
     instruct(session, "t", id="c", vendor=vendor, store=store.path, dsn=store.dsn)
     for name in ("Stop", "SessionEnd"):  # moments these vendors do not offer, or offer with no surface
@@ -553,7 +569,7 @@ def test_session_id_sqlite_cannot_store_is_a_value_error(store: HookWhere) -> No
 def test_install_hermes_yaml_appends_once_and_refuses_a_section_of_the_users(
     tmp_path: pathlib.Path, path: str
 ) -> None:
-    """Hermes' config.yaml gets our hooks: section once; a hooks: section of the user's is left alone."""
+    """Hermes' config.yaml gets our hooks once; an event the user wired themselves is left alone."""
     config = tmp_path / "config.yaml"
     config.write_text("model: anthropic/claude-sonnet-4\n")
     _install.merge_into(str(config), "hermes", path)
@@ -563,10 +579,33 @@ def test_install_hermes_yaml_appends_once_and_refuses_a_section_of_the_users(
     assert not _install.merge_into(str(config), "hermes", path).changed  # ours already: idempotent
     assert config.read_text() == text
     users = tmp_path / "users.yaml"
-    users.write_text('hooks:\n  post_tool_call:\n    - command: "notify-send done"\n')
-    with pytest.raises(_install.InstallError, match="already has a hooks: section of its own"):
+    own = 'hooks:\n  pre_llm_call:\n    - command: "my-context-script"\n'
+    users.write_text(own)
+    with pytest.raises(_install.InstallError, match="already wires the Hermes event 'pre_llm_call'"):
         _install.merge_into(str(users), "hermes", path)
-    assert users.read_text() == 'hooks:\n  post_tool_call:\n    - command: "notify-send done"\n'
+    assert users.read_text() == own
+
+
+def test_install_hermes_yaml_keeps_the_users_cap_setting_and_other_events(
+    tmp_path: pathlib.Path, path: str
+) -> None:
+    """A hooks: section with Hermes's own output_spill cap and a hook of the user's is merged, both kept."""
+    config = tmp_path / "config.yaml"
+    users = (
+        "model: x\nhooks:\n  output_spill:\n    max_chars: 20000\n"
+        '  post_tool_call:\n    - command: "notify-send done"\nagent:\n  max_turns: 5\n'
+    )
+    config.write_text(users)
+    assert _install.merge_into(str(config), "hermes", path).changed
+    text = config.read_text()
+    assert "  output_spill:\n    max_chars: 20000\n" in text
+    assert '  post_tool_call:\n    - command: "notify-send done"\n' in text
+    assert text.endswith("agent:\n  max_turns: 5\n")
+    for moment in _install.moments("hermes"):
+        assert f"  {moment}:\n    - command: " in text
+    assert text.count("hooks:") == 1
+    assert not _install.merge_into(str(config), "hermes", path).changed  # idempotent with the user's keys
+    assert (tmp_path / "config.yaml.bak").read_text() == users
 
 
 def test_open_store_picks_path_then_dsn_then_the_environment(
