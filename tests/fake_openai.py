@@ -48,6 +48,8 @@ class FakeOpenAI:
         self.model = model
         self.requests: list[dict[str, Any]] = []
         """Every model request body, in arrival order (``/responses`` and ``/chat/completions``)."""
+        self.headers: list[dict[str, str]] = []
+        """The headers of each model request, in the same order."""
         self.paths: list[str] = []
         self.errors: list[str] = []
         self._lock = threading.Lock()
@@ -82,10 +84,11 @@ class FakeOpenAI:
 
     # -- the HTTP side ----------------------------------------------------------------------
 
-    def _turn(self, body: dict[str, Any]) -> tuple[int, Turn]:
+    def _turn(self, body: dict[str, Any], headers: dict[str, str]) -> tuple[int, Turn]:
         with self._lock:
             index = len(self.requests)
             self.requests.append(body)
+            self.headers.append(headers)
             turn = self.script[index] if index < len(self.script) else Turn("done")
         if self.on_request is not None:
             try:
@@ -128,9 +131,9 @@ class FakeOpenAI:
                     body = {"_raw": raw.decode("utf-8", "replace")}
                 path = self.path.split("?")[0].rstrip("/")
                 if path.endswith("/responses"):
-                    self._stream(_responses_events(*fake._turn(body), fake.model))
+                    self._stream(_responses_events(*fake._turn(body, dict(self.headers)), fake.model))
                 elif path.endswith("/chat/completions"):
-                    _, turn = fake._turn(body)
+                    _, turn = fake._turn(body, dict(self.headers))
                     if body.get("stream"):
                         self._stream(_chat_chunks(turn, fake.model), done=True)
                     else:

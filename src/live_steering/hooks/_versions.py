@@ -61,14 +61,18 @@ class Wiring:
         return f"Wiring({'.'.join(map(str, self.minimum))}+)"
 
 
-#: Per vendor, rows oldest first; the last row is the version the real-client tests run. A
+#: What delivery needs, no more (every hook moment is a process): an instruction queued at any
+#: time reaches the next model request through UserPromptSubmit (a turn's start, a resume) or
+#: PostToolUse (after each tool). SessionStart and PreToolUse also carry context on these
+#: vendors but always fire right before one of those two, so wiring them adds processes, not
+#: delivery. Per vendor, rows oldest first; the last row is the version the real-client tests run. A
 #: version older than it gets the row for its range (the first row below the first minimum)
 #: and ``hooks doctor`` calls it older than tested; a newer one gets the last row, "newer".
 TABLES: dict[str, tuple[Wiring, ...]] = {
     "codex": (
         Wiring(
             (0, 171, 0),
-            ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "SessionEnd"),
+            ("UserPromptSubmit", "PostToolUse", "SessionEnd"),
             source=(
                 "codex 0.171.0: the hook JSON schemas embedded in the binary (*.command.output: "
                 "additionalContext on SessionStart, UserPromptSubmit, PreToolUse, PostToolUse, "
@@ -83,13 +87,13 @@ TABLES: dict[str, tuple[Wiring, ...]] = {
         # Before 0.24: timeout in milliseconds (the legacy reading 0.24.4 keeps for values >= 1000).
         Wiring(
             (0, 0, 0),
-            ("SessionStart", "UserPromptSubmit", "PostToolUse", "PostToolUseFailure", "SessionEnd"),
+            ("UserPromptSubmit", "PostToolUse", "PostToolUseFailure", "SessionEnd"),
             source="qwen-code before 0.24: timeouts in milliseconds",
             timeout_ms=True,
         ),
         Wiring(
             (0, 24, 4),
-            ("SessionStart", "UserPromptSubmit", "PostToolUse", "PostToolUseFailure", "SessionEnd"),
+            ("UserPromptSubmit", "PostToolUse", "PostToolUseFailure", "SessionEnd"),
             source=(
                 "qwen-code 0.24.4: HookEventName (22 moments) and packages/core/src/hooks/hook-timeout.ts "
                 "(timeouts in seconds, default 60) in its bundled chunks"
