@@ -343,7 +343,39 @@ def merge_into(
     return Merged(target, backup, True)
 
 
-HERMES_PLUGIN_DIR = "~/.hermes/plugins/live-steering"
+_HERMES_PROFILE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+
+
+def hermes_home(profile: str | None = None) -> str:
+    """The Hermes home a plugin goes into, as Hermes 0.19.0 resolves it.
+
+    ``$HERMES_HOME``, else ``~/.hermes`` (``hermes_constants.get_hermes_home``); with
+    ``profile`` (``hermes -p NAME``) or a sticky ``active_profile`` file in the root,
+    ``<root>/profiles/NAME``, the root being ``~/.hermes`` or the ``$HERMES_HOME`` that is
+    not itself a profile (``hermes_cli/profiles.py``). ``default`` is the root.
+    """
+    env = os.environ.get("HERMES_HOME", "").strip()
+    if profile is None and env:
+        return os.path.abspath(os.path.expanduser(env))
+    root = os.path.abspath(os.path.expanduser(env)) if env else os.path.expanduser("~/.hermes")
+    if env and os.path.basename(os.path.dirname(root)) == "profiles":
+        root = os.path.dirname(os.path.dirname(root))
+    if profile is None:
+        try:
+            with open(os.path.join(root, "active_profile"), encoding="utf-8") as f:
+                profile = f.read().strip() or None
+        except OSError:
+            profile = None
+    if profile is None or profile == "default":
+        return root
+    if not _HERMES_PROFILE.fullmatch(profile):
+        raise ValueError(f"{profile!r} is not a Hermes profile name ([a-z0-9][a-z0-9_-]{{0,63}})")
+    return os.path.join(root, "profiles", profile)
+
+
+def hermes_plugin_dir(profile: str | None = None) -> str:
+    """Where ``hooks install hermes --plugin`` writes the plugin: ``<hermes home>/plugins/live-steering``."""
+    return os.path.join(hermes_home(profile), "plugins", "live-steering")
 
 
 def write_hermes_plugin(directory: str, store: str | None) -> list[str]:
@@ -366,6 +398,7 @@ def write_hermes_plugin(directory: str, store: str | None) -> list[str]:
         "dropped at on_session_finalize)\n"
         "provides_hooks:\n"
         "  - pre_llm_call\n"
+        "  - on_session_start\n"
         "  - on_session_finalize\n"
     )
     store_repr = repr(os.path.abspath(store)) if store is not None else "None"
@@ -373,9 +406,7 @@ def write_hermes_plugin(directory: str, store: str | None) -> list[str]:
         '"""live-steering for Hermes: written by `live-steering hooks install hermes --plugin`."""\n\n'
         "from live_steering.hooks.hermes import HermesSteering\n\n\n"
         "def register(ctx):\n"
-        f"    steering = HermesSteering({store_repr})\n"
-        '    ctx.register_hook("pre_llm_call", steering.pre_llm_call)\n'
-        '    ctx.register_hook("on_session_finalize", steering.on_session_finalize)\n'
+        f"    HermesSteering({store_repr}).register(ctx)\n"
     )
     written = []
     for name, text in (("plugin.yaml", manifest), ("__init__.py", init)):

@@ -47,13 +47,23 @@ class HermesSteering:
         """Return ``{"context": <queued instructions>}`` for this turn, or ``None``."""
         return self._moment("pre_llm_call", kwargs)
 
+    def on_session_start(self, **kwargs: Any) -> None:
+        """A session starts (or a finalized one comes back): reopen it, so it can be steered at once."""
+        self._moment("on_session_start", kwargs)
+
     def on_session_finalize(self, **kwargs: Any) -> None:
         """The session ended for good: drop its queued instructions (audited)."""
         self._moment("on_session_finalize", kwargs)
 
+    def register(self, ctx: Any) -> None:
+        """Register the three callbacks with a Hermes plugin context."""
+        ctx.register_hook("pre_llm_call", self.pre_llm_call)
+        ctx.register_hook("on_session_start", self.on_session_start)
+        ctx.register_hook("on_session_finalize", self.on_session_finalize)
+
 
 def register(ctx: Any) -> None:
-    """The Hermes plugin entry point: register ``pre_llm_call`` and ``on_session_finalize``."""
+    """The Hermes plugin entry point: ``pre_llm_call``, ``on_session_start``, ``on_session_finalize``."""
     store: object = None
     get_config = getattr(ctx, "get_config", None)
     if callable(get_config):
@@ -61,6 +71,4 @@ def register(ctx: Any) -> None:
             store = get_config("store")
         except Exception:
             store = None
-    steering = HermesSteering(store if isinstance(store, str) and store else None)
-    ctx.register_hook("pre_llm_call", steering.pre_llm_call)
-    ctx.register_hook("on_session_finalize", steering.on_session_finalize)
+    HermesSteering(store if isinstance(store, str) and store else None).register(ctx)
