@@ -63,7 +63,7 @@ class Wiring:
 
 #: What delivery needs, no more (every hook moment is a process): an instruction queued at any
 #: time reaches the next model request through UserPromptSubmit (a turn's start, a resume) or
-#: PostToolUse (after each tool). SessionStart and PreToolUse also carry context on these
+#: PostToolUse (after each tool; Qwen Code: PostToolBatch, after each round). SessionStart and PreToolUse also carry context on these
 #: vendors but always fire right before one of those two, so wiring them adds processes, not
 #: delivery. Per vendor, rows oldest first; the last row is the version the real-client tests run. A
 #: version older than it gets the row for its range (the first row below the first minimum)
@@ -84,16 +84,20 @@ TABLES: dict[str, tuple[Wiring, ...]] = {
         ),
     ),
     "qwen-code": (
-        # Before 0.24: timeout in milliseconds (the legacy reading 0.24.4 keeps for values >= 1000).
+        # Before 0.24: timeout in milliseconds (the legacy reading 0.24.4 keeps for values >= 1000);
+        # not run here: the moments every Qwen Code hooks release documents.
         Wiring(
             (0, 0, 0),
             ("UserPromptSubmit", "PostToolUse", "PostToolUseFailure", "SessionEnd"),
             source="qwen-code before 0.24: timeouts in milliseconds",
             timeout_ms=True,
         ),
+        # 0.24.4: PostToolBatch fires once per tool round, after failed calls too (a read_file that
+        # failed validation fired no PostToolUse nor PostToolUseFailure, but PostToolBatch): one
+        # process per round instead of one per call.
         Wiring(
             (0, 24, 4),
-            ("UserPromptSubmit", "PostToolUse", "PostToolUseFailure", "SessionEnd"),
+            ("UserPromptSubmit", "PostToolBatch", "SessionEnd"),
             source=(
                 "qwen-code 0.24.4: HookEventName (22 moments) and packages/core/src/hooks/hook-timeout.ts "
                 "(timeouts in seconds, default 60) in its bundled chunks"
