@@ -191,7 +191,10 @@ def _responses_events(index: int, turn: Turn, model: str) -> list[tuple[str | No
     base = {"id": response_id, "object": "response", "model": model, "status": "in_progress", "output": []}
     events: list[tuple[str | None, dict[str, Any]]] = [
         ("response.created", {"type": "response.created", "response": base}),
-        ("response.output_item.added", {"type": "response.output_item.added", "output_index": 0, "item": item}),
+        (
+            "response.output_item.added",
+            {"type": "response.output_item.added", "output_index": 0, "item": item},
+        ),
     ]
     if turn.tool is None:
         events.append(
@@ -242,7 +245,10 @@ def _chat_chunks(turn: Turn, model: str) -> list[tuple[str | None, dict[str, Any
             "type": "function",
             "function": {"name": turn.tool, "arguments": json.dumps(turn.arguments)},
         }
-        parts = [chunk({"role": "assistant", "content": None, "tool_calls": [call]}), chunk({}, "tool_calls", True)]
+        parts = [
+            chunk({"role": "assistant", "content": None, "tool_calls": [call]}),
+            chunk({}, "tool_calls", True),
+        ]
     else:
         parts = [chunk({"role": "assistant", "content": turn.text or ""}), chunk({}, "stop", True)]
     return [(None, p) for p in parts]

@@ -74,8 +74,9 @@ class Codex:
 
     def install(self) -> str:
         """``hooks install codex --write`` (the real install path); returns what it printed."""
-        done = self.cli("hooks", "install", "codex", "--write", str(self.codex_home / "hooks.json"),
-                        "--store", self.store)
+        done = self.cli(
+            "hooks", "install", "codex", "--write", str(self.codex_home / "hooks.json"), "--store", self.store
+        )
         assert done.returncode == 0, done.stderr
         return done.stdout
 
@@ -119,7 +120,11 @@ def trust_hooks(codex: str, *, env: dict[str, str], cwd: str) -> None:
     ``[hooks.state."KEY"] trusted_hash`` table per hook, the hash as ``hooks/list`` reports it."""
     lines = []
     for hook in hooks_list(codex, env=env, cwd=cwd):
-        lines += ["", f"[hooks.state.{toml_string(hook['key'])}]", f"trusted_hash = {toml_string(hook['currentHash'])}"]
+        lines += [
+            "",
+            f"[hooks.state.{toml_string(hook['key'])}]",
+            f"trusted_hash = {toml_string(hook['currentHash'])}",
+        ]
     config = pathlib.Path(env["CODEX_HOME"]) / "config.toml"
     with config.open("a", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
@@ -131,7 +136,9 @@ def in_request(fake: FakeOpenAI, index: int, text: str) -> int:
 
 
 def delivered(events: list[dict[str, Any]], command_id: str) -> list[dict[str, Any]]:
-    return [e for e in events if e["type"] == "x.codex.instruction.delivered" and e["command_id"] == command_id]
+    return [
+        e for e in events if e["type"] == "x.codex.instruction.delivered" and e["command_id"] == command_id
+    ]
 
 
 def shell(command: str) -> Turn:
@@ -144,21 +151,24 @@ def test_install_prints_the_trust_step_and_untrusted_hooks_never_run(tmp_path: p
     with FakeOpenAI([Turn("hello")]) as fake:
         codex = Codex(tmp_path, fake)
         printed = codex.install()
-        assert "trust" in printed and "/hooks" in printed
+        assert "trust" in printed
+        assert "/hooks" in printed
         assert {h["trustStatus"] for h in hooks_list(codex.bin, env=codex.env, cwd=str(codex.work))} == {
             "untrusted"
         }
         codex.exec("say hello")
         assert codex.events() == []  # not one hook process ran
         doctor = codex.cli("hooks", "doctor", "codex", check=False)
-        assert doctor.returncode == 1 and "untrusted" in doctor.stdout
+        assert doctor.returncode == 1
+        assert "untrusted" in doctor.stdout
         codex.trust()
         assert {h["trustStatus"] for h in hooks_list(codex.bin, env=codex.env, cwd=str(codex.work))} == {
             "trusted"
         }
         codex.exec("say hello again")
         types = [e["type"] for e in codex.events()]
-        assert "x.codex.session.seen" in types and "x.codex.session.ended" in types
+        assert "x.codex.session.seen" in types
+        assert "x.codex.session.ended" in types
         doctor = codex.cli("hooks", "doctor", "codex", check=False)
         assert doctor.returncode == 0, doctor.stdout
 
@@ -173,8 +183,20 @@ def test_instruction_queued_mid_run_reaches_the_next_request_once_at_post_tool_u
     def on_request(index: int, body: dict[str, Any]) -> None:
         if index == 0:  # the agent is mid-turn: the model is about to ask for a tool
             box["receipt"] = json.loads(
-                box["codex"].cli("instruct", box["codex"].session(), text, "--id", "mid-1",
-                                 "--vendor", "codex", "--store", box["codex"].store, "--json").stdout
+                box["codex"]
+                .cli(
+                    "instruct",
+                    box["codex"].session(),
+                    text,
+                    "--id",
+                    "mid-1",
+                    "--vendor",
+                    "codex",
+                    "--store",
+                    box["codex"].store,
+                    "--json",
+                )
+                .stdout
             )
 
     with FakeOpenAI([shell("echo hi"), Turn("all done")], on_request=on_request) as fake:
@@ -183,7 +205,7 @@ def test_instruction_queued_mid_run_reaches_the_next_request_once_at_post_tool_u
         codex.trust()
         codex.exec("run echo hi")
     assert fake.errors == []
-    assert box["receipt"]["disposition"] == "queued" and box["receipt"]["seen"] is True
+    assert (box["receipt"]["disposition"], box["receipt"]["seen"]) == ("queued", True)
     assert len(fake.requests) == 2
     assert (in_request(fake, 0, text), in_request(fake, 1, text)) == (0, 1)
     events = codex.events()
@@ -199,14 +221,15 @@ def test_instruction_queued_mid_run_reaches_the_next_request_once_at_post_tool_u
 def test_instruction_to_an_unseen_session_is_accepted_and_rides_user_prompt_submit(
     tmp_path: pathlib.Path,
 ) -> None:
-    """Queued (seen: false) by a hook of the user's at SessionStart: UserPromptSubmit carries it into request 1."""
+    """Queued (seen: false) by a hook of the user's at SessionStart: UserPromptSubmit carries it in."""
     text = "STEER-codex-userpromptsubmit: answer in French"
     queue = tmp_path / "queue.py"
     receipt = tmp_path / "receipt.json"
     queue.write_text(
         "import json, subprocess, sys\n"
         "session = json.load(sys.stdin)['session_id']\n"
-        f"done = subprocess.run({CLI!r} + ['instruct', session, {text!r}, '--id', 'ups-1', '--vendor', 'codex',"
+        f"done = subprocess.run({CLI!r} + ['instruct', session, {text!r}, '--id', 'ups-1',"
+        " '--vendor', 'codex',"
         " '--store', sys.argv[1], '--json'], capture_output=True, text=True)\n"
         f"open({str(receipt)!r}, 'w').write(done.stdout)\n",
         encoding="utf-8",
@@ -220,7 +243,8 @@ def test_instruction_to_an_unseen_session_is_accepted_and_rides_user_prompt_subm
     answer = json.loads(receipt.read_text(encoding="utf-8"))
     assert (answer["accepted"], answer["disposition"], answer["seen"]) == (True, "queued", False)
     counts = [in_request(fake, i, text) for i in range(len(fake.requests))]
-    assert counts[0] == 1 and all(n <= 1 for n in counts), counts
+    assert counts[0] == 1, counts
+    assert all(n <= 1 for n in counts), counts
     (event,) = delivered(codex.events(), "ups-1")
     assert event["moment"] == "UserPromptSubmit"
 
@@ -234,8 +258,9 @@ def test_session_end_drops_what_is_still_queued_and_refuses_later_instructions(
 
     def on_request(index: int, body: dict[str, Any]) -> None:
         if index == 0:
-            box["codex"].cli("instruct", box["codex"].session(), text, "--id", "late-1",
-                             "--store", box["codex"].store)
+            box["codex"].cli(
+                "instruct", box["codex"].session(), text, "--id", "late-1", "--store", box["codex"].store
+            )
 
     with FakeOpenAI([Turn("done already")], on_request=on_request) as fake:
         codex = box["codex"] = Codex(tmp_path, fake)
@@ -250,9 +275,9 @@ def test_session_end_drops_what_is_still_queued_and_refuses_later_instructions(
     ]
     session = codex.session()
     after = codex.cli("instruct", session, "after the end", "--store", codex.store, "--json")
-    assert after.returncode == 1 and json.loads(after.stdout)["reason"] == "session-ended"
+    assert (after.returncode, json.loads(after.stdout)["reason"]) == (1, "session-ended")
     typo = codex.cli("instruct", session[:-1] + "x", "hello?", "--store", codex.store, "--json")
-    assert typo.returncode == 0 and json.loads(typo.stdout)["seen"] is False
+    assert (typo.returncode, json.loads(typo.stdout)["seen"]) == (0, False)
     strict = codex.cli("instruct", session[:-1] + "y", "hello?", "--store", codex.store, "--require-seen")
     assert strict.returncode == 1
     assert all(e["type"] != "hook.failed" and not e["type"].endswith(".hook.failed") for e in events)

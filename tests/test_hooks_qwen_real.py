@@ -28,11 +28,30 @@ CLI = [sys.executable, "-m", "live_steering._cli"]
 BOUND = 150.0
 #: Every moment Qwen Code 0.24.4 has (``HookEventName`` in its bundled core).
 ALL_MOMENTS = (
-    "PreToolUse PostToolUse PostToolUseFailure PostToolBatch Notification UserPromptSubmit "
-    "UserPromptExpansion SessionStart Stop MessageDisplay SubagentStart SubagentStop PreCompact "
-    "PostCompact SessionEnd SessionDelete PermissionRequest PermissionDenied StopFailure TodoCreated "
-    "TodoCompleted InstructionsLoaded"
-).split()
+)
+    "PreToolUse",
+    "PostToolUse",
+    "PostToolUseFailure",
+    "PostToolBatch",
+    "Notification",
+    "UserPromptSubmit",
+    "UserPromptExpansion",
+    "SessionStart",
+    "Stop",
+    "MessageDisplay",
+    "SubagentStart",
+    "SubagentStop",
+    "PreCompact",
+    "PostCompact",
+    "SessionEnd",
+    "SessionDelete",
+    "PermissionRequest",
+    "PermissionDenied",
+    "StopFailure",
+    "TodoCreated",
+    "TodoCompleted",
+    "InstructionsLoaded",
+]
 
 
 class Qwen:
@@ -98,8 +117,18 @@ class Qwen:
             return store.events(show_text=True, limit=10_000)
 
     def instruct(self, session: str, text: str, command_id: str) -> dict[str, Any]:
-        done = self.cli("instruct", session, text, "--id", command_id, "--vendor", "qwen-code",
-                        "--store", self.store, "--json")
+        done = self.cli(
+            "instruct",
+            session,
+            text,
+            "--id",
+            command_id,
+            "--vendor",
+            "qwen-code",
+            "--store",
+            self.store,
+            "--json",
+        )
         answer: dict[str, Any] = json.loads(done.stdout)
         return answer
 
@@ -131,7 +160,7 @@ def shell(command: str) -> Turn:
 
 
 def test_install_wires_only_what_0_24_4_needs_in_seconds(tmp_path: pathlib.Path) -> None:
-    """install detects 0.24.4 (`qwen --version`): UserPromptSubmit, PostToolBatch, SessionEnd, timeout 10 s."""
+    """install detects 0.24.4 (`qwen --version`): UserPromptSubmit, PostToolBatch, SessionEnd; 10 s."""
     with FakeOpenAI() as fake:
         qwen = Qwen(tmp_path, fake)
         qwen.install()
@@ -166,7 +195,7 @@ def test_instruction_queued_mid_run_reaches_the_next_request_once_at_post_tool_b
 
 
 def test_a_failed_tool_call_still_carries_it(tmp_path: pathlib.Path) -> None:
-    """A tool call Qwen Code refuses fires neither PostToolUse nor its Failure, but PostToolBatch: delivered."""
+    """A refused tool call fires neither PostToolUse nor PostToolUseFailure, but PostToolBatch: delivered."""
     text = "STEER-qwen-failed-tool: the file moved"
     session = str(uuid.uuid4())
     box: dict[str, Any] = {}
@@ -186,7 +215,7 @@ def test_a_failed_tool_call_still_carries_it(tmp_path: pathlib.Path) -> None:
 
 
 def test_unseen_session_id_is_accepted_and_delivered_at_user_prompt_submit(tmp_path: pathlib.Path) -> None:
-    """A host that picks the id (`--session-id`) instructs before the start: seen false, then request 1 has it."""
+    """A host that picks the id (`--session-id`) instructs before the start: seen false, then delivered."""
     text = "STEER-qwen-userpromptsubmit: answer in French"
     session = str(uuid.uuid4())
     with FakeOpenAI([Turn("bonjour")]) as fake:
@@ -201,7 +230,7 @@ def test_unseen_session_id_is_accepted_and_delivered_at_user_prompt_submit(tmp_p
 
 
 def test_a_p_run_fires_no_session_end_and_its_queue_waits_for_the_resume(tmp_path: pathlib.Path) -> None:
-    """`qwen -p` ends without SessionEnd: an instruction queued after it waits, then `--resume` delivers it."""
+    """`qwen -p` ends without SessionEnd: what is queued after it waits, then `--resume` delivers it."""
     text = "STEER-qwen-after-exit: pick up where you left off"
     session = str(uuid.uuid4())
     with FakeOpenAI([Turn("first"), Turn("second")]) as fake:
@@ -219,7 +248,7 @@ def test_a_p_run_fires_no_session_end_and_its_queue_waits_for_the_resume(tmp_pat
 
 
 def test_every_moment_wired_is_known_and_delivers_once(tmp_path: pathlib.Path) -> None:
-    """All 22 moments wired: no hook.failed, PreToolUse (whose context Qwen drops) never claims, one delivery."""
+    """All 22 moments wired: no hook.failed, PreToolUse (its context dropped) never claims, one delivery."""
     text = "STEER-qwen-every-moment"
     session = str(uuid.uuid4())
     box: dict[str, Any] = {}

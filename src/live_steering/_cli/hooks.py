@@ -81,7 +81,9 @@ def register(subparsers: Any) -> None:
     doctor.add_argument(
         "vendor", metavar="VENDOR", nargs="?", choices=VENDORS, help="one of " + ", ".join(VENDORS)
     )
-    doctor.add_argument("--config", metavar="PATH", help="the vendor config file to check (default: its user config)")
+    doctor.add_argument(
+        "--config", metavar="PATH", help="the vendor config file to check (default: its user config)"
+    )
     doctor.set_defaults(handler=run_doctor)
 
     sessions = commands.add_parser("sessions", help="list the sessions the store knows (ids to instruct)")
@@ -171,7 +173,10 @@ def _wiring_for(args: argparse.Namespace) -> tuple[Any, list[str]] | None:
     if args.vendor_version is not None:
         version = _versions.parse_version(args.vendor_version)
         if version is None:
-            print(f"live-steering hooks install: --vendor-version {args.vendor_version!r} is not X.Y.Z", file=sys.stderr)
+            print(
+                f"live-steering hooks install: --vendor-version {args.vendor_version!r} is not X.Y.Z",
+                file=sys.stderr,
+            )
             return None
         how = f"--vendor-version {args.vendor_version}"
     else:
@@ -185,9 +190,9 @@ def _wiring_for(args: argparse.Namespace) -> tuple[Any, list[str]] | None:
     elif support == "supported":
         notes.append(f"{how}: wiring {', '.join(row.moments)}")
     else:
+        newest = ".".join(map(str, _versions.TABLES[args.vendor][-1].minimum))
         notes.append(
-            f"{how}: {support} than the newest version verified ({'.'.join(map(str, _versions.TABLES[args.vendor][-1].minimum))}); "
-            f"wiring {', '.join(row.moments)}"
+            f"{how}: {support} than the newest version verified ({newest}); wiring {', '.join(row.moments)}"
         )
     if row.trust_required:
         notes += CODEX_TRUST_STEP
@@ -204,7 +209,13 @@ CODEX_TRUST_STEP = [
 
 
 def run_install(args: argparse.Namespace) -> int:
-    from ..hooks._install import InstallError, config_block, hermes_plugin_dir, merge_into, write_hermes_plugin
+    from ..hooks._install import (
+        InstallError,
+        config_block,
+        hermes_plugin_dir,
+        merge_into,
+        write_hermes_plugin,
+    )
 
     if args.dsn is not None and args.plugin is not None:
         print(
@@ -237,7 +248,8 @@ def run_install(args: argparse.Namespace) -> int:
             print(f"wrote {path}")
         if not written:
             print(f"the plugin in {directory} is already up to date; nothing was changed")
-        config = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(os.path.expanduser(directory)))), "config.yaml")
+        home = os.path.dirname(os.path.dirname(os.path.abspath(os.path.expanduser(directory))))
+        config = os.path.join(home, "config.yaml")
         print(f"enable it in {config}:  plugins: {{enabled: [live-steering]}}")
         return 0
     wiring = _wiring_for(args)
@@ -258,7 +270,8 @@ def run_install(args: argparse.Namespace) -> int:
     if not merged.changed:
         print(f"{args.write} already has these {args.vendor} hooks; nothing was changed")
     else:
-        where = args.write if merged.path == os.path.abspath(args.write) else f"{args.write} (-> {merged.path})"
+        same = merged.path == os.path.abspath(args.write)
+        where = args.write if same else f"{args.write} (-> {merged.path})"
         saved = f"; the previous file is in {merged.backup}" if merged.backup else ""
         print(f"wrote the {args.vendor} hooks into {where}{saved}")
     for note in notes:
@@ -276,7 +289,8 @@ def run_doctor(args: argparse.Namespace) -> int:
         # every vendor whose user config exists; none: say so
         vendors = [v for v in VENDORS if v != "vscode" and os.path.exists(config_path(v))]
         if not vendors:
-            print("no vendor config found (checked " + ", ".join(config_path(v) for v in VENDORS if v != "vscode") + ")")
+            checked = ", ".join(config_path(v) for v in VENDORS if v != "vscode")
+            print(f"no vendor config found (checked {checked})")
             return 1
     else:
         vendors = [args.vendor]

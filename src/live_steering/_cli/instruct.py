@@ -63,8 +63,8 @@ def run(args: argparse.Namespace) -> int:
             seen = store.seen(args.session)
             if args.require_seen and not seen:
                 print(
-                    f"live-steering instruct: no hook of session {args.session!r} has run against this store; "
-                    "nothing was queued (see `live-steering hooks sessions`)",
+                    f"live-steering instruct: no hook of session {args.session!r} has run against this "
+                    "store; nothing was queued (see `live-steering hooks sessions`)",
                     file=sys.stderr,
                 )
                 return 1

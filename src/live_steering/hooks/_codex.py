@@ -14,6 +14,7 @@ answer the TUI reads. Standard library only; a bounded wait; never raises past `
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import selectors
@@ -45,7 +46,8 @@ def hooks_list(
         )
     except OSError as exc:
         raise CodexError(f"cannot run {codex} app-server: {exc}") from exc
-    assert proc.stdin is not None and proc.stdout is not None
+    assert proc.stdin is not None
+    assert proc.stdout is not None
     deadline = time.monotonic() + timeout
     buffer = b""
     selector = selectors.DefaultSelector()
@@ -76,7 +78,13 @@ def hooks_list(
             buffer += chunk
 
     try:
-        send({"id": 1, "method": "initialize", "params": {"clientInfo": {"name": "live-steering", "version": "0"}}})
+        send(
+            {
+                "id": 1,
+                "method": "initialize",
+                "params": {"clientInfo": {"name": "live-steering", "version": "0"}},
+            }
+        )
         answer(1)
         send({"method": "initialized"})
         send({"id": 2, "method": "hooks/list", "params": {"cwds": [cwd or os.getcwd()]}})
@@ -85,10 +93,8 @@ def hooks_list(
         raise CodexError(f"{codex} app-server: {exc}") from exc
     finally:
         selector.close()
-        try:
+        with contextlib.suppress(OSError):
             proc.stdin.close()
-        except OSError:
-            pass
         try:
             proc.wait(timeout=5)
         except subprocess.TimeoutExpired:

@@ -118,11 +118,14 @@ def _resolves_here(command: str) -> Check:
     if head == ours:
         return Check(True, "command", f"{program} is this installation")
     if not (os.path.isfile(program) and os.access(program, os.X_OK)):
-        return Check(False, "command", f"{program} does not exist or is not executable: run `hooks install` again")
+        return Check(
+            False, "command", f"{program} does not exist or is not executable: run `hooks install` again"
+        )
     return Check(
         False,
         "command",
-        f"{program} is another installation than this one ({ours[0]}): run `hooks install` again from this one",
+        f"{program} is another installation than this one ({ours[0]}): "
+        "run `hooks install` again from this one",
     )
 
 
@@ -138,7 +141,9 @@ def _store_check(store: str | None, dsn: str | None) -> Check:
         path = getattr(opened, "path", None)
         if dsn is None and isinstance(path, str) and os.path.exists(path) and not os.access(path, os.W_OK):
             return Check(False, "store", f"{path} is not writable by this user")
-        return Check(True, "store", f"{path if dsn is None else 'the PostgreSQL store'} opens and is writable")
+        return Check(
+            True, "store", f"{path if dsn is None else 'the PostgreSQL store'} opens and is writable"
+        )
     finally:
         opened.close()
 
@@ -155,7 +160,9 @@ def _codex_trust(wired: dict[str, list[str]], path: str) -> Check:
         return Check(None, "trust", str(exc))
     ours = [h for h in hooks if any(m in str(h.get("command", "")) for m in _install.MARKERS)]
     if not ours:
-        return Check(False, "trust", "codex lists none of our hooks (is the hooks feature on? `codex features list`)")
+        return Check(
+            False, "trust", "codex lists none of our hooks (is the hooks feature on? `codex features list`)"
+        )
     states = sorted({str(h.get("trustStatus")) for h in ours})
     if states == ["trusted"] or set(states) <= {"trusted", "managed"}:
         return Check(True, "trust", f"codex trusts all {len(ours)} of our hooks")
@@ -178,7 +185,11 @@ def diagnose(vendor: str, *, path: str | None = None) -> Iterator[Check]:
         with open(path, encoding="utf-8") as f:
             text = f.read()
     except OSError as exc:
-        yield Check(False, "config", f"{path}: {exc.strerror or exc}; run `live-steering hooks install {vendor} --write {path}`")
+        yield Check(
+            False,
+            "config",
+            f"{path}: {exc.strerror or exc}; run `live-steering hooks install {vendor} --write {path}`",
+        )
         text = None
     wired: dict[str, list[str]] = {}
     if text is not None:
@@ -191,14 +202,20 @@ def diagnose(vendor: str, *, path: str | None = None) -> Iterator[Check]:
         extra = [m for m in wired if m not in want]
         unknown = [m for m in wired if m not in _vendors.FACTS[vendor].known_moments]
         if not wired:
-            yield Check(False, "config", f"{path} runs no live-steering hook; run `hooks install {vendor} --write {path}`")
+            yield Check(
+                False,
+                "config",
+                f"{path} runs no live-steering hook; run `hooks install {vendor} --write {path}`",
+            )
         elif missing or unknown:
             problems = []
             if missing:
                 problems.append(f"missing {', '.join(missing)}")
             if unknown:
                 problems.append(f"moments {vendor} does not have: {', '.join(unknown)}")
-            yield Check(False, "config", f"{path}: {'; '.join(problems)}; run `hooks install {vendor} --write {path}`")
+            yield Check(
+                False, "config", f"{path}: {'; '.join(problems)}; run `hooks install {vendor} --write {path}`"
+            )
         else:
             more = f" (and {', '.join(extra)}, more than needed)" if extra else ""
             yield Check(True, "config", f"{path} wires {', '.join(m for m in want)}{more}")

@@ -321,7 +321,13 @@ _QWEN_CODE = VendorFacts(
     # hook's additionalContext into the next model request (seen with the real CLI, and in its
     # source: SessionStart's ``hook_context``, UserPromptSubmit's wrapped prompt part, the
     # functionResponse parts of PostToolUse / PostToolBatch, PostToolUseFailure's error text).
-    context_moments=("SessionStart", "UserPromptSubmit", "PostToolUse", "PostToolUseFailure", "PostToolBatch"),
+    context_moments=(
+        "SessionStart",
+        "UserPromptSubmit",
+        "PostToolUse",
+        "PostToolUseFailure",
+        "PostToolBatch",
+    ),
     held_moments=("PermissionRequest",),
     # Read and thrown away: PreToolUse's additionalContext only reaches a debug log and Stop's
     # output has no context surface (neither reached the model with the real CLI); Notification's

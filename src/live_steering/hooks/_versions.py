@@ -25,7 +25,11 @@ Version = tuple[int, int, int]
 #: The command that reports each vendor's version (``VENDOR --version``); env overrides it.
 COMMANDS = {"codex": "codex", "qwen-code": "qwen", "hermes": "hermes"}
 #: ``LIVE_STEERING_CODEX``, ... : the CLI to ask instead of the one on PATH.
-ENV_OVERRIDE = {"codex": "LIVE_STEERING_CODEX", "qwen-code": "LIVE_STEERING_QWEN", "hermes": "LIVE_STEERING_HERMES"}
+ENV_OVERRIDE = {
+    "codex": "LIVE_STEERING_CODEX",
+    "qwen-code": "LIVE_STEERING_QWEN",
+    "hermes": "LIVE_STEERING_HERMES",
+}
 VERSION_TIMEOUT = 20.0
 
 
@@ -61,13 +65,14 @@ class Wiring:
         return f"Wiring({'.'.join(map(str, self.minimum))}+)"
 
 
-#: What delivery needs, no more (every hook moment is a process): an instruction queued at any
-#: time reaches the next model request through UserPromptSubmit (a turn's start, a resume) or
-#: PostToolUse (after each tool; Qwen Code: PostToolBatch, after each round). SessionStart and PreToolUse also carry context on these
-#: vendors but always fire right before one of those two, so wiring them adds processes, not
-#: delivery. Per vendor, rows oldest first; the last row is the version the real-client tests run. A
-#: version older than it gets the row for its range (the first row below the first minimum)
-#: and ``hooks doctor`` calls it older than tested; a newer one gets the last row, "newer".
+#: What delivery needs, no more (every hook moment is a process): an instruction queued at
+#: any time reaches the next model request through UserPromptSubmit (a turn's start, a
+#: resume) or PostToolUse (after each tool; Qwen Code: PostToolBatch, after each round).
+#: SessionStart and PreToolUse also carry context on these vendors but always fire right
+#: before one of those two, so wiring them adds processes, not delivery. Per vendor, rows
+#: oldest first; the last row is the version the real-client tests run. An older version
+#: gets the row of its range and ``hooks doctor`` calls it older than verified; a newer one
+#: gets the last row, "newer".
 TABLES: dict[str, tuple[Wiring, ...]] = {
     "codex": (
         Wiring(

@@ -17,18 +17,49 @@ or the plugin setting ``store``.
 
 from __future__ import annotations
 
-from typing import Any
+import os
+from typing import IO, Any, cast
 
 from ._command import deliver_in_process, record_failure
 
 __all__ = ["HermesSteering", "register"]
 
 
-class HermesSteering:
-    """The two hook callbacks, bound to one store path (``None``: the default store)."""
+class _Log:
+    """A stderr stand-in that appends to a log file: Hermes's terminal is the user's, not ours."""
 
-    def __init__(self, store_path: str | None = None) -> None:
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def write(self, text: str) -> int:
+        try:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(text)
+        except OSError:
+            pass  # nowhere to say it: never break Hermes over a log line
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+def default_log_path() -> str:
+    """``$HERMES_HOME/logs/live-steering.log`` (``~/.hermes`` without ``HERMES_HOME``)."""
+    home = os.environ.get("HERMES_HOME", "").strip() or os.path.expanduser("~/.hermes")
+    return os.path.join(home, "logs", "live-steering.log")
+
+
+class HermesSteering:
+    """The hook callbacks, bound to one store path (``None``: the default store).
+
+    What the relay cannot record in the store (the store itself unusable) goes to
+    ``log_path`` (default ``default_log_path()``), never to Hermes's terminal.
+    """
+
+    def __init__(self, store_path: str | None = None, *, log_path: str | None = None) -> None:
         self.store_path = store_path
+        self.log = cast(IO[str], _Log(log_path or default_log_path()))
 
     def _moment(self, moment: str, kwargs: dict[str, Any]) -> dict[str, object] | None:
         session_id = kwargs.get("session_id")
@@ -39,9 +70,10 @@ class HermesSteering:
                 "missing-session-id",
                 f"Hermes called {moment} with {got} (keyword arguments: {', '.join(sorted(kwargs))[:300]})",
                 store_path=self.store_path,
+                stderr=self.log,
             )
             return None
-        return deliver_in_process("hermes", session_id, moment, store_path=self.store_path)
+        return deliver_in_process("hermes", session_id, moment, store_path=self.store_path, stderr=self.log)
 
     def pre_llm_call(self, **kwargs: Any) -> dict[str, object] | None:
         """Return ``{"context": <queued instructions>}`` for this turn, or ``None``."""
