@@ -28,7 +28,6 @@ CLI = [sys.executable, "-m", "live_steering._cli"]
 BOUND = 150.0
 #: Every moment Qwen Code 0.24.4 has (``HookEventName`` in its bundled core).
 ALL_MOMENTS = (
-)
     "PreToolUse",
     "PostToolUse",
     "PostToolUseFailure",
@@ -51,7 +50,7 @@ ALL_MOMENTS = (
     "TodoCreated",
     "TodoCompleted",
     "InstructionsLoaded",
-]
+)
 
 
 class Qwen:
