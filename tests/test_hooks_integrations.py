@@ -51,7 +51,7 @@ def test_hermes_plugin_returns_context_at_pre_llm_call(store: str) -> None:
     """pre_llm_call returns {"context": ...} with the queued instructions; the next call returns None."""
     ctx = FakeHermesContext({"store": store})
     hermes.register(ctx)
-    assert set(ctx.hooks) == {"pre_llm_call", "on_session_finalize"}
+    assert set(ctx.hooks) == {"pre_llm_call", "on_session_start", "on_session_finalize"}
     instruct("20261201_141502_a1b2c3", "Use the corrected path", id="c1", store=store)
     (pre_llm_call,) = ctx.hooks["pre_llm_call"]
     kwargs = {"session_id": "20261201_141502_a1b2c3", "user_message": "go on", "is_first_turn": False}
@@ -88,7 +88,7 @@ def test_written_hermes_plugin_is_loadable_and_registers(tmp_path: pathlib.Path,
     files = write_hermes_plugin(str(tmp_path / "live-steering"), store)
     manifest = (tmp_path / "live-steering" / "plugin.yaml").read_text()
     assert "name: live-steering\n" in manifest
-    assert "  - pre_llm_call\n  - on_session_finalize\n" in manifest
+    assert "  - pre_llm_call\n  - on_session_start\n  - on_session_finalize\n" in manifest
     spec = importlib.util.spec_from_file_location("hermes_plugin_under_test", files[1])
     assert spec is not None
     assert spec.loader is not None

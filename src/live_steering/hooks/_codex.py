@@ -22,12 +22,14 @@ import subprocess
 import time
 from typing import Any
 
+from .._errors import LiveSteeringError
+
 __all__ = ["CodexError", "hooks_list"]
 
 LIST_TIMEOUT = 30.0
 
 
-class CodexError(Exception):
+class CodexError(LiveSteeringError):
     """``codex app-server`` could not answer ``hooks/list`` (not installed, too old, timed out)."""
 
 
