@@ -133,3 +133,31 @@ def test_a_z_session_is_steered_mid_run_and_its_queue_survives_to_the_resume(tmp
     refusal = json.loads(too_long.stdout)
     assert (too_long.returncode, refusal["reason"]) == (1, "invalid-input")
     assert "10,000 characters" in refusal["detail"]
+
+
+def test_a_mistyped_resume_id_neither_ends_a_session_nor_drops_its_queue(tmp_path: pathlib.Path) -> None:
+    """`hermes chat --resume TYPO` says "Session not found" and finalizes TYPO: nothing is dropped."""
+    with FakeOpenAI() as fake:
+        hermes = Hermes(tmp_path, fake)
+        hermes.cli("hooks", "install", "hermes", "--plugin", "--store", hermes.store)
+        typo = "20261202_000000_abcdef"
+        queued = json.loads(
+            hermes.cli("instruct", typo, "for later", "--id", "t-1", "--store", hermes.store, "--json").stdout
+        )
+        assert (queued["disposition"], queued["seen"]) == ("queued", False)
+        done = subprocess.run(
+            [hermes.bin, "chat", "--resume", typo, "-Q", "-q", "hello"],
+            env=hermes.env,
+            cwd=hermes.work,
+            capture_output=True,
+            text=True,
+            timeout=BOUND,
+            stdin=subprocess.DEVNULL,
+        )
+        assert "Session not found" in done.stdout + done.stderr
+    assert fake.requests == []
+    assert [e["type"] for e in hermes.events()] == ["control.accepted"]
+    again = json.loads(
+        hermes.cli("instruct", typo, "for later", "--id", "t-1", "--store", hermes.store, "--json").stdout
+    )
+    assert again["disposition"] == "queued"

@@ -62,14 +62,27 @@ def test_hermes_plugin_returns_context_at_pre_llm_call(store: str) -> None:
 
 
 def test_hermes_plugin_drops_at_on_session_finalize(store: str) -> None:
-    """on_session_finalize drops what is queued (audited) and later instructions are refused."""
+    """on_session_finalize of a session that ran drops what is queued (audited); later ones are refused."""
     ctx = FakeHermesContext({"store": store})
     hermes.register(ctx)
+    (start,) = ctx.hooks["on_session_start"]
+    start(session_id="s", model="m", platform="cli")  # the session ran: a hook of it is recorded
     instruct("s", "Too late", id="c1", store=store)
     (finalize,) = ctx.hooks["on_session_finalize"]
     assert finalize(session_id="s", platform="cli", reason="shutdown") is None
     assert instruct("s", "Too late", id="c1", store=store).disposition is Disposition.HELD
     assert instruct("s", "Later", id="c2", store=store).reason == "session-ended"
+
+
+def test_hermes_finalize_of_a_session_that_never_ran_drops_nothing(store: str) -> None:
+    """A mistyped `hermes chat --resume ID` finalizes an id no hook ran for: its queue stays, live."""
+    ctx = FakeHermesContext({"store": store})
+    hermes.register(ctx)
+    instruct("typo", "Kept", id="c1", store=store)
+    (finalize,) = ctx.hooks["on_session_finalize"]
+    assert finalize(session_id="typo", platform="cli", reason="shutdown") is None
+    assert instruct("typo", "Kept", id="c1", store=store).disposition is Disposition.QUEUED
+    assert instruct("typo", "More", id="c2", store=store).accepted
 
 
 def test_hermes_plugin_never_raises_into_hermes(tmp_path: pathlib.Path) -> None:

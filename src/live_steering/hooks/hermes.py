@@ -84,8 +84,33 @@ class HermesSteering:
         self._moment("on_session_start", kwargs)
 
     def on_session_finalize(self, **kwargs: Any) -> None:
-        """The session ended for good: drop its queued instructions (audited)."""
+        """The session ended for good: drop its queued instructions (audited).
+
+        Hermes also finalizes a session it never ran: ``hermes chat --resume ID`` with an id
+        that does not exist prints "Session not found" and fires ``on_session_finalize`` for
+        that id. A session no hook has ever been recorded for (``HookStore.seen``) is left
+        alone, so a mistyped resume neither ends a session nor drops what a host queued.
+        """
+        session_id = kwargs.get("session_id")
+        if isinstance(session_id, str) and session_id and not self._seen(session_id):
+            return
         self._moment("on_session_finalize", kwargs)
+
+    def _seen(self, session_id: str) -> bool:
+        """Whether a hook of the session ran before; True when the store cannot say (then as before)."""
+        from ._open import open_store
+        from ._store import HOOK_BUSY_TIMEOUT
+
+        try:
+            store = open_store(self.store_path, busy_timeout=HOOK_BUSY_TIMEOUT)
+        except Exception:
+            return True
+        try:
+            return store.seen(session_id)
+        except Exception:
+            return True
+        finally:
+            store.close()
 
     def register(self, ctx: Any) -> None:
         """Register the three callbacks with a Hermes plugin context."""
