@@ -92,6 +92,9 @@ def test_fixtures_cover_every_eligible_and_end_moment() -> None:
 def test_each_fixture_gets_the_reply_its_profile_promises(store: HookWhere, vendor: str, moment: str) -> None:
     """An eligible moment replies with the queued text in the vendor's shape, byte for byte; others: none."""
     session = session_of(vendor)
+    facts = _vendors.FACTS[vendor]
+    if moment == facts.session_end_moment:  # a session that ran (Hermes finalizes ids it never ran)
+        assert hook(store, vendor, fixture(vendor, sorted(facts.context_moments)[0]))[0] == b""
     assert instruct(
         session, "Use the corrected path", id="cmd-1", vendor=vendor, store=store.path, dsn=store.dsn
     ).accepted
@@ -222,8 +225,10 @@ def test_wrong_types_raise_type_error(store: HookWhere) -> None:
 def test_session_end_drops_each_queued_instruction_audited(store: HookWhere, vendor: str) -> None:
     """At the session-end moment every queued instruction is dropped {reason: session-ended}, cause-linked."""
     session = session_of(vendor)
-    end = _vendors.FACTS[vendor].session_end_moment
+    facts = _vendors.FACTS[vendor]
+    end = facts.session_end_moment
     assert end is not None
+    hook(store, vendor, fixture(vendor, sorted(facts.context_moments)[0]))  # the session runs
     for n in range(3):
         instruct(session, f"t{n}", id=f"c{n}", vendor=vendor, store=store.path, dsn=store.dsn)
     out, _ = hook(store, vendor, fixture(vendor, end))
@@ -252,6 +257,16 @@ def test_resumed_claude_session_opens_a_new_epoch(store: HookWhere) -> None:
         types = [e["type"] for e in s.events(session_id=session)]
     assert row["epoch"] == 2
     assert "x.claude-code.session.resumed" in types
+
+
+def test_hermes_shell_hook_finalize_of_a_session_that_never_ran_drops_nothing(store: HookWhere) -> None:
+    """`live-steering hook hermes` at on_session_finalize for an id no hook ran for (a mistyped resume)."""
+    instruct("typo", "kept", id="c", vendor="hermes", store=store.path, dsn=store.dsn)
+    out, _ = hook(store, "hermes", {"session_id": "typo", "hook_event_name": "on_session_finalize"})
+    assert out == b""
+    assert instruct("typo", "kept", id="c", store=store.path, dsn=store.dsn).disposition is Disposition.QUEUED
+    with store.open() as s:
+        assert [e["type"] for e in s.events()] == ["control.accepted", "control.repeated"]
 
 
 def test_codex_session_end_drops_the_queue_and_a_resume_reopens(store: HookWhere) -> None:
