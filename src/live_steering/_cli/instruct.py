@@ -52,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
     from ..hooks._open import open_store
     from ..hooks._relay import instruct
     from ..hooks._store import StoreError
+    from ..hooks._vendors import session_id_problem
 
     text = args.text
     if text == "-":  # stdin, less one trailing newline (what `echo` and heredocs add)
@@ -60,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         store = open_store(args.store, dsn=args.dsn)
         try:
-            seen = store.seen(args.session)
+            # an id outside the id rules is the ValueError instruct raises below, before any query
+            seen = session_id_problem(args.session) is not None or store.seen(args.session)
             if args.require_seen and not seen:
                 print(
                     f"live-steering instruct: no hook of session {args.session!r} has run against this "
