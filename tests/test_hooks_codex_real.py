@@ -281,3 +281,50 @@ def test_session_end_drops_what_is_still_queued_and_refuses_later_instructions(
     strict = codex.cli("instruct", session[:-1] + "y", "hello?", "--store", codex.store, "--require-seen")
     assert strict.returncode == 1
     assert all(e["type"] != "hook.failed" and not e["type"].endswith(".hook.failed") for e in events)
+
+
+#: Every event name Codex 0.171.0 fires (its app-server protocol's ``HookEventName``).
+ALL_MOMENTS = (
+    "SessionStart",
+    "SessionEnd",
+    "UserPromptSubmit",
+    "PreToolUse",
+    "PostToolUse",
+    "PermissionRequest",
+    "PreCompact",
+    "PostCompact",
+    "Stop",
+    "SubagentStart",
+    "SubagentStop",
+    "Interrupt",
+    "PreModelRequest",
+    "PostModelRequest",
+)
+
+
+def test_every_moment_wired_is_known_and_delivers_once(tmp_path: pathlib.Path) -> None:
+    """All 14 event names wired: no hook.failed; queued mid-run, delivered once, at PreToolUse."""
+    text = "STEER-codex-every-moment"
+    box: dict[str, Any] = {}
+
+    def on_request(index: int, body: dict[str, Any]) -> None:
+        if index == 0:
+            box["codex"].cli(
+                "instruct", box["codex"].session(), text, "--id", "all-1", "--store", box["codex"].store
+            )
+
+    with FakeOpenAI([shell("echo hi"), Turn("all done")], on_request=on_request) as fake:
+        codex = box["codex"] = Codex(tmp_path, fake)
+        codex.install()
+        path = codex.codex_home / "hooks.json"
+        config = json.loads(path.read_text(encoding="utf-8"))
+        (entry,) = config["hooks"]["PostToolUse"]
+        config["hooks"] = {m: [entry] for m in ALL_MOMENTS}
+        path.write_text(json.dumps(config), encoding="utf-8")
+        codex.trust()
+        codex.exec("run echo hi")
+    events = codex.events()
+    assert [e for e in events if str(e["type"]).endswith("hook.failed")] == []
+    (event,) = delivered(events, "all-1")
+    assert event["moment"] == "PreToolUse"
+    assert [in_request(fake, i, text) for i in range(len(fake.requests))] == [0, 1]
