@@ -266,3 +266,22 @@ def test_doctor_without_vendor_checks_every_config_present(
     assert code == 1
     assert out.startswith("no vendor config found")
     assert _doctor.config_path("codex") == str(tmp_path / ".codex" / "hooks.json")
+
+
+def test_doctor_accepts_the_hermes_plugin_route(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plugin installed but not enabled: FAIL saying so; enabled: ok, and its baked store is checked."""
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path / "hh"))
+    monkeypatch.setenv("LIVE_STEERING_HERMES", fake_cli(tmp_path, "hermes", "Hermes Agent v0.19.0"))
+    store = str(tmp_path / "plugin-store.db")
+    assert cli(capsys, "hooks", "install", "hermes", "--plugin", "--store", store)[0] == 0
+    config = tmp_path / "hh" / "config.yaml"
+    config.write_text("model: x\n", encoding="utf-8")
+    code, out, _ = cli(capsys, "hooks", "doctor", "hermes")
+    assert code == 1
+    assert "installed but not enabled" in out
+    config.write_text("model: x\nplugins:\n  enabled: [live-steering]\n", encoding="utf-8")
+    code, out, _ = cli(capsys, "hooks", "doctor", "hermes")
+    assert code == 0, out
+    assert f"{store} opens and is writable" in out

@@ -87,6 +87,35 @@ def _commands_hermes(text: str) -> dict[str, list[str]]:
     return found
 
 
+def _hermes_plugin(path: str, text: str) -> Check | None:
+    """The Hermes plugin route: our plugin beside ``config.yaml``, named under ``plugins: enabled:``."""
+    init = os.path.join(os.path.dirname(path), "plugins", "live-steering", "__init__.py")
+    if not os.path.isfile(init):
+        return None
+    block = re.search(r"^plugins:.*(?:\n[ \t]+.*)*", text, re.M)
+    if block is None or not re.search(r"enabled:[\s\S]*live-steering", block[0]):
+        return Check(
+            False,
+            "config",
+            f"{init} is installed but not enabled: add live-steering to plugins: enabled: in {path}",
+        )
+    return Check(True, "config", f"the live-steering plugin ({init}) is enabled in {path}")
+
+
+def _plugin_store(path: str) -> str | None:
+    """The store baked into the Hermes plugin beside ``path`` (``HermesSteering('...')``), if any."""
+    import ast
+
+    init = os.path.join(os.path.dirname(path), "plugins", "live-steering", "__init__.py")
+    try:
+        with open(init, encoding="utf-8") as f:
+            match = re.search(r"HermesSteering\((.*?)\)\.register", f.read())
+        value = ast.literal_eval(match[1]) if match else None
+    except (OSError, ValueError, SyntaxError):
+        return None
+    return value if isinstance(value, str) else None
+
+
 def _store_of(command: str) -> tuple[str | None, str | None]:
     """The ``--store`` and ``--dsn`` a hook command names (``None``: the default)."""
     try:
@@ -201,7 +230,10 @@ def diagnose(vendor: str, *, path: str | None = None) -> Iterator[Check]:
         missing = [m for m in want if m not in wired]
         extra = [m for m in wired if m not in want]
         unknown = [m for m in wired if m not in _vendors.FACTS[vendor].known_moments]
-        if not wired:
+        plugin = _hermes_plugin(path, text) if vendor == "hermes" and not wired else None
+        if plugin is not None:
+            yield plugin
+        elif not wired:
             yield Check(
                 False,
                 "config",
@@ -224,7 +256,7 @@ def diagnose(vendor: str, *, path: str | None = None) -> Iterator[Check]:
         yield _resolves_here(command)
     if not commands:
         yield Check(None, "command", "nothing wired to check")
-    stores = sorted({_store_of(c) for c in commands}, key=str) or [(None, None)]
+    stores = sorted({_store_of(c) for c in commands}, key=str) or [(_plugin_store(path), None)]
     for store, dsn in stores:
         yield _store_check(store, dsn)
     if vendor in _versions.TABLES:
