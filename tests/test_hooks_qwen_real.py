@@ -267,3 +267,58 @@ def test_every_moment_wired_is_known_and_delivers_once(tmp_path: pathlib.Path) -
     (event,) = delivered(events, "all-1")
     assert event["moment"] in ("PostToolUse", "PostToolBatch")
     reached_once_at(fake, text, 1)
+
+
+def test_interactive_quit_fires_session_end_and_drops_what_is_queued(tmp_path: pathlib.Path) -> None:
+    """Interactive `qwen -i` on a pty: `/quit` fires SessionEnd; what is queued is dropped, once."""
+    import pty
+    import select
+    import signal
+    import time
+
+    text = "STEER-qwen-interactive-too-late"
+    session = str(uuid.uuid4())
+    box: dict[str, Any] = {}
+
+    def on_request(index: int, body: dict[str, Any]) -> None:
+        if index == 0:
+            box["qwen"].instruct(session, text, "quit-1")
+
+    with FakeOpenAI([Turn("hello from the fake")], on_request=on_request) as fake:
+        qwen = box["qwen"] = Qwen(tmp_path, fake)
+        qwen.install()
+        env = {**qwen.env, "TERM": "xterm-256color"}
+        pid, fd = pty.fork()
+        if pid == 0:  # the child: Qwen Code's interactive UI on the pty
+            os.chdir(qwen.work)
+            os.execve(qwen.bin, [qwen.bin, "-i", "say hi", "--yolo", "--session-id", session], env)
+        screen = b""
+        try:
+            deadline = time.monotonic() + BOUND
+            typed = quit_sent = False
+            seen_at = 0
+            while time.monotonic() < deadline:
+                if select.select([fd], [], [], 0.2)[0]:
+                    try:
+                        screen += os.read(fd, 1 << 16)
+                    except OSError:
+                        break
+                if not typed and b"hello from the fake" in screen:
+                    os.write(fd, b"/quit")
+                    typed, seen_at = True, len(screen)
+                if typed and not quit_sent and b"/quit" in screen[seen_at:]:  # echoed: now its Enter
+                    os.write(fd, b"\r")
+                    quit_sent = True
+                if quit_sent and any(e["type"] == "x.qwen-code.session.ended" for e in qwen.events()):
+                    break
+        finally:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            os.close(fd)
+    events = qwen.events()
+    dropped = [e for e in events if e["type"] == "x.qwen-code.instruction.dropped"]
+    assert [(e["command_id"], e["reason"], e["moment"]) for e in dropped] == [
+        ("quit-1", "session-ended", "SessionEnd")
+    ]
+    assert fake.count(text) == 0
+    assert failures(events) == []
