@@ -51,7 +51,7 @@ def test_hermes_plugin_returns_context_at_pre_llm_call(store: str) -> None:
     """pre_llm_call returns {"context": ...} with the queued instructions; the next call returns None."""
     ctx = FakeHermesContext({"store": store})
     hermes.register(ctx)
-    assert set(ctx.hooks) == {"pre_llm_call", "on_session_finalize"}
+    assert set(ctx.hooks) == {"pre_llm_call", "on_session_start", "on_session_finalize"}
     instruct("20261201_141502_a1b2c3", "Use the corrected path", id="c1", store=store)
     (pre_llm_call,) = ctx.hooks["pre_llm_call"]
     kwargs = {"session_id": "20261201_141502_a1b2c3", "user_message": "go on", "is_first_turn": False}
@@ -62,14 +62,27 @@ def test_hermes_plugin_returns_context_at_pre_llm_call(store: str) -> None:
 
 
 def test_hermes_plugin_drops_at_on_session_finalize(store: str) -> None:
-    """on_session_finalize drops what is queued (audited) and later instructions are refused."""
+    """on_session_finalize of a session that ran drops what is queued (audited); later ones are refused."""
     ctx = FakeHermesContext({"store": store})
     hermes.register(ctx)
+    (start,) = ctx.hooks["on_session_start"]
+    start(session_id="s", model="m", platform="cli")  # the session ran: a hook of it is recorded
     instruct("s", "Too late", id="c1", store=store)
     (finalize,) = ctx.hooks["on_session_finalize"]
     assert finalize(session_id="s", platform="cli", reason="shutdown") is None
     assert instruct("s", "Too late", id="c1", store=store).disposition is Disposition.HELD
     assert instruct("s", "Later", id="c2", store=store).reason == "session-ended"
+
+
+def test_hermes_finalize_of_a_session_that_never_ran_drops_nothing(store: str) -> None:
+    """A mistyped `hermes chat --resume ID` finalizes an id no hook ran for: its queue stays, live."""
+    ctx = FakeHermesContext({"store": store})
+    hermes.register(ctx)
+    instruct("typo", "Kept", id="c1", store=store)
+    (finalize,) = ctx.hooks["on_session_finalize"]
+    assert finalize(session_id="typo", platform="cli", reason="shutdown") is None
+    assert instruct("typo", "Kept", id="c1", store=store).disposition is Disposition.QUEUED
+    assert instruct("typo", "More", id="c2", store=store).accepted
 
 
 def test_hermes_plugin_never_raises_into_hermes(tmp_path: pathlib.Path) -> None:
@@ -88,7 +101,7 @@ def test_written_hermes_plugin_is_loadable_and_registers(tmp_path: pathlib.Path,
     files = write_hermes_plugin(str(tmp_path / "live-steering"), store)
     manifest = (tmp_path / "live-steering" / "plugin.yaml").read_text()
     assert "name: live-steering\n" in manifest
-    assert "  - pre_llm_call\n  - on_session_finalize\n" in manifest
+    assert "  - pre_llm_call\n  - on_session_start\n  - on_session_finalize\n" in manifest
     spec = importlib.util.spec_from_file_location("hermes_plugin_under_test", files[1])
     assert spec is not None
     assert spec.loader is not None

@@ -20,6 +20,7 @@ from live_steering.hooks import (
     Vendor,
     _install,
     _vendors,
+    _versions,
     instruct,
     instruct_async,
 )
@@ -91,6 +92,9 @@ def test_fixtures_cover_every_eligible_and_end_moment() -> None:
 def test_each_fixture_gets_the_reply_its_profile_promises(store: HookWhere, vendor: str, moment: str) -> None:
     """An eligible moment replies with the queued text in the vendor's shape, byte for byte; others: none."""
     session = session_of(vendor)
+    facts = _vendors.FACTS[vendor]
+    if moment == facts.session_end_moment:  # a session that ran (Hermes finalizes ids it never ran)
+        assert hook(store, vendor, fixture(vendor, sorted(facts.context_moments)[0]))[0] == b""
     assert instruct(
         session, "Use the corrected path", id="cmd-1", vendor=vendor, store=store.path, dsn=store.dsn
     ).accepted
@@ -221,8 +225,10 @@ def test_wrong_types_raise_type_error(store: HookWhere) -> None:
 def test_session_end_drops_each_queued_instruction_audited(store: HookWhere, vendor: str) -> None:
     """At the session-end moment every queued instruction is dropped {reason: session-ended}, cause-linked."""
     session = session_of(vendor)
-    end = _vendors.FACTS[vendor].session_end_moment
+    facts = _vendors.FACTS[vendor]
+    end = facts.session_end_moment
     assert end is not None
+    hook(store, vendor, fixture(vendor, sorted(facts.context_moments)[0]))  # the session runs
     for n in range(3):
         instruct(session, f"t{n}", id=f"c{n}", vendor=vendor, store=store.path, dsn=store.dsn)
     out, _ = hook(store, vendor, fixture(vendor, end))
@@ -253,9 +259,37 @@ def test_resumed_claude_session_opens_a_new_epoch(store: HookWhere) -> None:
     assert "x.claude-code.session.resumed" in types
 
 
-@pytest.mark.parametrize("vendor", ["codex", "vscode"])
+def test_hermes_shell_hook_finalize_of_a_session_that_never_ran_drops_nothing(store: HookWhere) -> None:
+    """`live-steering hook hermes` at on_session_finalize for an id no hook ran for (a mistyped resume)."""
+    instruct("typo", "kept", id="c", vendor="hermes", store=store.path, dsn=store.dsn)
+    out, _ = hook(store, "hermes", {"session_id": "typo", "hook_event_name": "on_session_finalize"})
+    assert out == b""
+    assert instruct("typo", "kept", id="c", store=store.path, dsn=store.dsn).disposition is Disposition.QUEUED
+    with store.open() as s:
+        assert [e["type"] for e in s.events()] == ["control.accepted", "control.repeated"]
+
+
+def test_codex_session_end_drops_the_queue_and_a_resume_reopens(store: HookWhere) -> None:
+    """Codex fires SessionEnd (0.171.0): what is queued is dropped, audited; `codex resume` reopens."""
+    session = session_of("codex")
+    instruct(session, "t", id="c", vendor="codex", store=store.path, dsn=store.dsn)
+    out, _ = hook(store, "codex", fixture("codex", "SessionEnd"))
+    assert out == b""
+    with store.open() as s:
+        dropped = [e for e in s.events(session_id=session) if e["type"] == "x.codex.instruction.dropped"]
+    assert [(e["command_id"], e["reason"]) for e in dropped] == [("c", "session-ended")]
+    assert instruct(session, "t", id="c", store=store.path, dsn=store.dsn).disposition is Disposition.HELD
+    late = instruct(session, "too late", id="c2", vendor="codex", store=store.path, dsn=store.dsn)
+    assert (late.accepted, late.reason) == (False, "session-ended")
+    hook(store, "codex", {**fixture("codex", "SessionStart"), "source": "resume"})  # `codex resume`
+    instruct(session, "after resume", id="c3", vendor="codex", store=store.path, dsn=store.dsn)
+    out, _ = hook(store, "codex", fixture("codex", "UserPromptSubmit"))
+    assert json.loads(out)["hookSpecificOutput"]["additionalContext"] == "after resume"
+
+
+@pytest.mark.parametrize("vendor", ["vscode"])
 def test_vendor_without_session_end_keeps_its_queue(store: HookWhere, vendor: str) -> None:
-    """Codex and the VS Code agent have no session-end moment: the queue waits for the next eligible one."""
+    """The VS Code agent has no session-end moment: the queue waits for the next eligible one."""
     session = session_of(vendor)
     instruct(session, "t", id="c", vendor=vendor, store=store.path, dsn=store.dsn)
     for name in ("Stop", "SessionEnd"):  # moments these vendors do not offer, or offer with no surface
@@ -433,8 +467,8 @@ def test_events_redact_text_unless_asked(store: HookWhere) -> None:
     with store.open() as s:
         redacted = s.events()
         shown = s.events(show_text=True)
-    assert {e["text"] for e in redacted} == {"[redacted]"}
-    assert {e["text"] for e in shown} == {"secret plan"}
+    assert {e["text"] for e in redacted if "text" in e} == {"[redacted]"}
+    assert {e["text"] for e in shown if "text" in e} == {"secret plan"}
     assert [e["sequence"] for e in redacted] == sorted(e["sequence"] for e in redacted)  # type: ignore[type-var]
 
 
@@ -453,11 +487,17 @@ def test_profiles_and_facts_are_one_table() -> None:
 
 @pytest.mark.parametrize("vendor", [v for v in ALL_VENDORS if v != "hermes"])
 def test_install_block_wires_every_eligible_moment_and_the_end(vendor: str, path: str) -> None:
-    """The printed config runs the hook command with --store at every eligible moment plus the session end."""
+    """The printed config runs the hook command with --store at eligible moments plus the session end."""
     block = _install.config_block(vendor, path)
     assert isinstance(block, dict)
     facts = _vendors.FACTS[vendor]
-    assert set(block["hooks"]) == set(facts.context_moments) | ({facts.session_end_moment} - {None})
+    wired = set(block["hooks"])
+    if vendor in _versions.TABLES:  # only what delivery needs, as the installed version accepts
+        assert wired == set(_versions.TABLES[vendor][-1].moments)
+        assert wired - {facts.session_end_moment} <= facts.context_moments
+    else:
+        assert wired == set(facts.context_moments) | ({facts.session_end_moment} - {None})
+    assert facts.session_end_moment is None or facts.session_end_moment in wired
     text = json.dumps(block)
     assert f"hook {vendor} --store {os.path.abspath(path)}" in text
 
@@ -553,7 +593,7 @@ def test_session_id_sqlite_cannot_store_is_a_value_error(store: HookWhere) -> No
 def test_install_hermes_yaml_appends_once_and_refuses_a_section_of_the_users(
     tmp_path: pathlib.Path, path: str
 ) -> None:
-    """Hermes' config.yaml gets our hooks: section once; a hooks: section of the user's is left alone."""
+    """Hermes' config.yaml gets our hooks once; an event the user wired themselves is left alone."""
     config = tmp_path / "config.yaml"
     config.write_text("model: anthropic/claude-sonnet-4\n")
     _install.merge_into(str(config), "hermes", path)
@@ -563,10 +603,33 @@ def test_install_hermes_yaml_appends_once_and_refuses_a_section_of_the_users(
     assert not _install.merge_into(str(config), "hermes", path).changed  # ours already: idempotent
     assert config.read_text() == text
     users = tmp_path / "users.yaml"
-    users.write_text('hooks:\n  post_tool_call:\n    - command: "notify-send done"\n')
-    with pytest.raises(_install.InstallError, match="already has a hooks: section of its own"):
+    own = 'hooks:\n  pre_llm_call:\n    - command: "my-context-script"\n'
+    users.write_text(own)
+    with pytest.raises(_install.InstallError, match="already wires the Hermes event 'pre_llm_call'"):
         _install.merge_into(str(users), "hermes", path)
-    assert users.read_text() == 'hooks:\n  post_tool_call:\n    - command: "notify-send done"\n'
+    assert users.read_text() == own
+
+
+def test_install_hermes_yaml_keeps_the_users_cap_setting_and_other_events(
+    tmp_path: pathlib.Path, path: str
+) -> None:
+    """A hooks: section with Hermes's own output_spill cap and a hook of the user's is merged, both kept."""
+    config = tmp_path / "config.yaml"
+    users = (
+        "model: x\nhooks:\n  output_spill:\n    max_chars: 20000\n"
+        '  post_tool_call:\n    - command: "notify-send done"\nagent:\n  max_turns: 5\n'
+    )
+    config.write_text(users)
+    assert _install.merge_into(str(config), "hermes", path).changed
+    text = config.read_text()
+    assert "  output_spill:\n    max_chars: 20000\n" in text
+    assert '  post_tool_call:\n    - command: "notify-send done"\n' in text
+    assert text.endswith("agent:\n  max_turns: 5\n")
+    for moment in _install.moments("hermes"):
+        assert f"  {moment}:\n    - command: " in text
+    assert text.count("hooks:") == 1
+    assert not _install.merge_into(str(config), "hermes", path).changed  # idempotent with the user's keys
+    assert (tmp_path / "config.yaml.bak").read_text() == users
 
 
 def test_open_store_picks_path_then_dsn_then_the_environment(

@@ -23,7 +23,7 @@ from collections import Counter
 import pytest
 
 from hooks_helpers import HookWhere
-from live_steering.hooks import SqliteHookStore, _vendors
+from live_steering.hooks import SqliteHookStore, _vendors, _versions
 from process_helpers import stopped
 
 FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures" / "hooks"
@@ -70,9 +70,9 @@ E2E = {
         b'"additionalContext":"Use the corrected path\\n\\nRun the tests before committing"}}\n',
     ),
     "qwen-code": (
-        "PermissionRequest",
-        "PreToolUse",
-        b'{"hookSpecificOutput":{"hookEventName":"PreToolUse",'
+        "PreToolUse",  # Qwen Code throws PreToolUse context away: never a delivery moment
+        "PostToolUse",
+        b'{"hookSpecificOutput":{"hookEventName":"PostToolUse",'
         b'"additionalContext":"Use the corrected path\\n\\nRun the tests before committing"}}\n',
     ),
     "vscode": (
@@ -461,7 +461,7 @@ def test_hooks_install_write_sessions_and_recover_commands(tmp_path: pathlib.Pat
     assert stop[0]["hooks"][0]["command"] == "./notify.sh"
     assert "hook claude-code --store" in stop[1]["hooks"][0]["command"]
     printed = run([*CLI, "hooks", "install", "codex", "--store", store])
-    assert set(json.loads(printed.stdout)["hooks"]) == set(_vendors.FACTS["codex"].context_moments)
+    assert set(json.loads(printed.stdout)["hooks"]) == set(_versions.TABLES["codex"][-1].moments)
     hook_cmd = stop[1]["hooks"][0]["command"].split()  # the installed command runs as written
     assert run(hook_cmd, fixture_bytes("claude-code", "SessionStart")).returncode == 0
     listed = run([*CLI, "hooks", "sessions", "--json", "--store", store])

@@ -54,23 +54,14 @@ CLAUDE_ELEVEN = frozenset(
 #: vendor -> (eligible moments, cap, session-end moment)
 ADOPTION_MAP: dict[Vendor, tuple[frozenset[str], int | None, str | None]] = {
     Vendor.CLAUDE_CODE: (CLAUDE_ELEVEN, 10_000, "SessionEnd"),
+    # Codex 0.171.0 and Qwen Code 0.24.4, as their real CLIs deliver (tests/test_hooks_*_real.py).
     Vendor.CODEX: (
-        frozenset({"SessionStart", "SubagentStart", "PreToolUse", "PostToolUse", "UserPromptSubmit"}),
+        frozenset({"SessionStart", "PreToolUse", "PostToolUse", "UserPromptSubmit"}),
         None,
-        None,
+        "SessionEnd",
     ),
     Vendor.QWEN_CODE: (
-        frozenset(
-            {
-                "SessionStart",
-                "UserPromptSubmit",
-                "PreToolUse",
-                "PostToolUse",
-                "Stop",
-                "SubagentStart",
-                "PreCompact",
-            }
-        ),
+        frozenset({"SessionStart", "UserPromptSubmit", "PostToolUse", "PostToolUseFailure", "PostToolBatch"}),
         None,
         "SessionEnd",
     ),
@@ -79,7 +70,7 @@ ADOPTION_MAP: dict[Vendor, tuple[frozenset[str], int | None, str | None]] = {
         None,
         None,
     ),
-    Vendor.HERMES: (frozenset({"pre_llm_call"}), None, "on_session_finalize"),
+    Vendor.HERMES: (frozenset({"pre_llm_call"}), 10_000, "on_session_finalize"),
 }
 
 #: Held loops: (moment, reply_would_be_empty). A held reply carries a decision, so a
@@ -92,7 +83,7 @@ HELD_LOOPS: dict[Vendor, list[tuple[str, bool]]] = {
         ("PreToolUse", False),
     ],
     Vendor.CODEX: [("PermissionRequest", True), ("PreToolUse", False)],
-    Vendor.QWEN_CODE: [("PermissionRequest", True), ("PreToolUse", False)],
+    Vendor.QWEN_CODE: [("PermissionRequest", True)],
     Vendor.VSCODE: [("PreToolUse", False)],
     Vendor.HERMES: [("pre_tool_call", True), ("pre_tool_call", False)],
 }
@@ -106,10 +97,19 @@ INELIGIBLE: dict[Vendor, list[tuple[str, SkipReason]]] = {
         ("StopFailure", SkipReason.NO_CONTEXT_SURFACE),
         ("PermissionDenied", SkipReason.NO_CONTEXT_SURFACE),
     ],
-    Vendor.CODEX: [("Stop", SkipReason.NO_CONTEXT_SURFACE), ("SessionEnd", SkipReason.NO_CONTEXT_SURFACE)],
+    Vendor.CODEX: [
+        ("Stop", SkipReason.NO_CONTEXT_SURFACE),
+        ("SubagentStart", SkipReason.NO_CONTEXT_SURFACE),
+        ("PreModelRequest", SkipReason.NO_CONTEXT_SURFACE),
+        ("PostModelRequest", SkipReason.NO_CONTEXT_SURFACE),
+        ("Interrupt", SkipReason.NO_CONTEXT_SURFACE),
+    ],
     Vendor.QWEN_CODE: [
-        ("Notification", SkipReason.NO_CONTEXT_SURFACE),
+        ("PreToolUse", SkipReason.CONTEXT_NOT_CONSUMED),
+        ("Stop", SkipReason.CONTEXT_NOT_CONSUMED),
+        ("Notification", SkipReason.CONTEXT_NOT_CONSUMED),
         ("SubagentStop", SkipReason.NO_CONTEXT_SURFACE),
+        ("MessageDisplay", SkipReason.NO_CONTEXT_SURFACE),
     ],
     Vendor.VSCODE: [
         ("PreCompact", SkipReason.NO_CONTEXT_SURFACE),
@@ -121,6 +121,11 @@ INELIGIBLE: dict[Vendor, list[tuple[str, SkipReason]]] = {
         ("post_tool_call", SkipReason.CONTEXT_NOT_CONSUMED),
         ("post_llm_call", SkipReason.CONTEXT_NOT_CONSUMED),
         ("on_session_end", SkipReason.CONTEXT_NOT_CONSUMED),
+        ("transform_llm_output", SkipReason.NO_CONTEXT_SURFACE),
+        ("pre_verify", SkipReason.NO_CONTEXT_SURFACE),
+        ("api_request_error", SkipReason.NO_CONTEXT_SURFACE),
+        ("subagent_start", SkipReason.NO_CONTEXT_SURFACE),
+        ("kanban_task_completed", SkipReason.NO_CONTEXT_SURFACE),
     ],
 }
 
@@ -738,7 +743,7 @@ async def test_subscription_streams_delivery_and_drop(anyio_backend: str) -> Non
             tg.start_soon(consume)
             await anyio.wait_all_tasks_blocked()
             session.enqueue("cmd-1", "a")
-            session.on_hook("Stop", reply_would_be_empty=True)
+            session.on_hook("PostToolUse", reply_would_be_empty=True)
             session.enqueue("cmd-2", "b")
             await anyio.wait_all_tasks_blocked()
             session.on_hook("SessionEnd", reply_would_be_empty=True)

@@ -7,6 +7,8 @@
   eligible moment plus its session-end moment), with ``--store`` (or ``--dsn``) baked in;
   ``--write`` merges it into PATH (the user's other hooks stay; the first backup goes to
   ``PATH.bak``, later ones to ``PATH.bak.1``, ...; an unchanged file is left alone).
+* ``hooks doctor [VENDOR] [--config PATH]``: is the vendor wired to this installation (config,
+  command, store, version, Codex's trust)? Exit 1 when a check fails.
 * ``hooks sessions [--json]``: the sessions the store has seen (the ids to instruct).
 * ``hooks recover [--session S]``: finalise ``unknown`` what dead hook processes left
   ``delivering``.
@@ -53,14 +55,36 @@ def register(subparsers: Any) -> None:
         help="merge the config into PATH (backup in PATH.bak, or PATH.bak.N if that exists)",
     )
     install.add_argument(
+        "--vendor-version",
+        metavar="X.Y.Z",
+        help="wire for this version of the vendor's CLI instead of the installed one (`VENDOR --version`)",
+    )
+    install.add_argument(
+        "--profile",
+        metavar="NAME",
+        help="hermes --plugin only: install into that Hermes profile (as `hermes -p NAME`)",
+    )
+    install.add_argument(
         "--plugin",
         metavar="DIR",
         nargs="?",
-        const="~/.hermes/plugins/live-steering",
-        help="hermes only: write the Hermes plugin into DIR (default ~/.hermes/plugins/live-steering)",
+        const="",
+        help="hermes only: write the Hermes plugin into DIR "
+        "(default $HERMES_HOME/plugins/live-steering, HERMES_HOME defaulting to ~/.hermes)",
     )
     store_options(install)
     install.set_defaults(handler=run_install)
+
+    doctor = commands.add_parser(
+        "doctor", help="check that a vendor's hooks are wired to this installation and can run"
+    )
+    doctor.add_argument(
+        "vendor", metavar="VENDOR", nargs="?", choices=VENDORS, help="one of " + ", ".join(VENDORS)
+    )
+    doctor.add_argument(
+        "--config", metavar="PATH", help="the vendor config file to check (default: its user config)"
+    )
+    doctor.set_defaults(handler=run_doctor)
 
     sessions = commands.add_parser("sessions", help="list the sessions the store knows (ids to instruct)")
     sessions.add_argument("--json", action="store_true", help="one JSON object per session")
@@ -137,8 +161,61 @@ def run_events(args: argparse.Namespace) -> int:
         store.close()
 
 
+def _wiring_for(args: argparse.Namespace) -> tuple[Any, list[str]] | None:
+    """The vendor version to wire for and the notes to print, or ``None`` after a usage error."""
+    from ..hooks import _versions
+
+    notes: list[str] = []
+    if args.vendor not in _versions.TABLES:
+        if args.vendor_version is not None:
+            notes.append(f"{args.vendor} has no version table; --vendor-version is ignored")
+        return None, notes
+    if args.vendor_version is not None:
+        version = _versions.parse_version(args.vendor_version)
+        if version is None:
+            print(
+                f"live-steering hooks install: --vendor-version {args.vendor_version!r} is not X.Y.Z",
+                file=sys.stderr,
+            )
+            return None
+        how = f"--vendor-version {args.vendor_version}"
+    else:
+        version, how = _versions.detect(args.vendor)
+    row = _versions.wiring(args.vendor, version)
+    assert row is not None
+    shown = ".".join(map(str, row.minimum))
+    support = _versions.support(args.vendor, version)
+    if version is None:
+        notes.append(f"{how}: wiring for {args.vendor} {shown}, the newest version verified")
+    elif support == "supported":
+        notes.append(f"{how}: wiring {', '.join(row.moments)}")
+    else:
+        newest = ".".join(map(str, _versions.TABLES[args.vendor][-1].minimum))
+        notes.append(
+            f"{how}: {support} than the newest version verified ({newest}); wiring {', '.join(row.moments)}"
+        )
+    if row.trust_required:
+        notes += CODEX_TRUST_STEP
+    return version, notes
+
+
+#: What a Codex user must do before any hook runs (Codex 0.171.0, see hooks/_codex.py).
+CODEX_TRUST_STEP = [
+    "Codex runs these hooks only once you trust them: start `codex` in a terminal and answer",
+    "  'Hooks need review' with 'Trust all and continue' (or review them in /hooks). Until then",
+    "  `codex exec` skips them without a word. Rewriting them (a new --store) asks again;",
+    "  `live-steering hooks doctor codex` says whether they are trusted.",
+]
+
+
 def run_install(args: argparse.Namespace) -> int:
-    from ..hooks._install import InstallError, config_block, merge_into, write_hermes_plugin
+    from ..hooks._install import (
+        InstallError,
+        config_block,
+        hermes_plugin_dir,
+        merge_into,
+        write_hermes_plugin,
+    )
 
     if args.dsn is not None and args.plugin is not None:
         print(
@@ -146,6 +223,9 @@ def run_install(args: argparse.Namespace) -> int:
             "config.yaml hooks (without --plugin) or $LIVE_STEERING_STORE_DSN",
             file=sys.stderr,
         )
+        return 2
+    if args.profile is not None and args.plugin is None:
+        print("live-steering hooks install: --profile is for hermes --plugin only", file=sys.stderr)
         return 2
     if args.plugin is not None:
         if args.vendor != "hermes":
@@ -159,32 +239,68 @@ def run_install(args: argparse.Namespace) -> int:
             )
             return 2
         try:
-            written = write_hermes_plugin(args.plugin, args.store)
-        except OSError as exc:
+            directory = args.plugin or hermes_plugin_dir(args.profile)
+            written = write_hermes_plugin(directory, args.store)
+        except (OSError, ValueError) as exc:
             print(f"live-steering hooks install: {exc}", file=sys.stderr)
             return 1
         for path in written:
             print(f"wrote {path}")
         if not written:
-            print(f"the plugin in {args.plugin} is already up to date; nothing was changed")
-        print("enable it in ~/.hermes/config.yaml:  plugins: {enabled: [live-steering]}")
+            print(f"the plugin in {directory} is already up to date; nothing was changed")
+        home = os.path.dirname(os.path.dirname(os.path.abspath(os.path.expanduser(directory))))
+        config = os.path.join(home, "config.yaml")
+        print(f"enable it in {config}:  plugins: {{enabled: [live-steering]}}")
         return 0
-    block = config_block(args.vendor, args.store, args.dsn)
+    wiring = _wiring_for(args)
+    if wiring is None:
+        return 2
+    version, notes = wiring
+    block = config_block(args.vendor, args.store, args.dsn, version=version)
     if args.write is None:
         sys.stdout.write(block if isinstance(block, str) else json.dumps(block, indent=2) + "\n")
+        for note in notes:
+            print(note, file=sys.stderr)
         return 0
     try:
-        merged = merge_into(args.write, args.vendor, args.store, args.dsn)
+        merged = merge_into(args.write, args.vendor, args.store, args.dsn, version=version)
     except (InstallError, OSError) as exc:
         print(f"live-steering hooks install: {exc}", file=sys.stderr)
         return 1
     if not merged.changed:
         print(f"{args.write} already has these {args.vendor} hooks; nothing was changed")
-        return 0
-    where = args.write if merged.path == os.path.abspath(args.write) else f"{args.write} (-> {merged.path})"
-    saved = f"; the previous file is in {merged.backup}" if merged.backup else ""
-    print(f"wrote the {args.vendor} hooks into {where}{saved}")
+    else:
+        same = merged.path == os.path.abspath(args.write)
+        where = args.write if same else f"{args.write} (-> {merged.path})"
+        saved = f"; the previous file is in {merged.backup}" if merged.backup else ""
+        print(f"wrote the {args.vendor} hooks into {where}{saved}")
+    for note in notes:
+        print(note)
     return 0
+
+
+def run_doctor(args: argparse.Namespace) -> int:
+    from ..hooks._doctor import config_path, diagnose
+
+    if args.vendor is None:
+        if args.config is not None:
+            print("live-steering hooks doctor: --config needs a VENDOR", file=sys.stderr)
+            return 2
+        # every vendor whose user config exists; none: say so
+        vendors = [v for v in VENDORS if v != "vscode" and os.path.exists(config_path(v))]
+        if not vendors:
+            checked = ", ".join(config_path(v) for v in VENDORS if v != "vscode")
+            print(f"no vendor config found (checked {checked})")
+            return 1
+    else:
+        vendors = [args.vendor]
+    failed = False
+    for vendor in vendors:
+        print(f"{vendor}:")
+        for check in diagnose(vendor, path=args.config):
+            print("  " + check.line())
+            failed = failed or check.ok is False
+    return 1 if failed else 0
 
 
 def run_sessions(args: argparse.Namespace) -> int:

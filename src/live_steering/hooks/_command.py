@@ -188,6 +188,8 @@ def _handle(
             _record(store, vendor, reason, detail, None, err)
         return
     session_id, moment = parsed
+    if vendor == "hermes" and moment == "on_session_finalize" and not store.seen(session_id):
+        return  # Hermes finalizes ids it never ran (a mistyped --resume): see hermes.py
     claim = store.claim(vendor, session_id, moment)
     if claim.reply is None:
         return

@@ -24,7 +24,7 @@ import tempfile
 from typing import Any
 
 from .._errors import LiveSteeringError
-from . import _vendors
+from . import _vendors, _versions
 
 __all__ = [
     "CONFIG_FILES",
@@ -53,8 +53,15 @@ class InstallError(LiveSteeringError, ValueError):
     """The config file cannot be merged safely (not JSON, not an object, YAML with hooks already)."""
 
 
-def moments(vendor: str) -> list[str]:
-    """The moments the config wires: the eligible ones, then the session-end moment, sorted."""
+def moments(vendor: str, version: _versions.Version | None = None) -> list[str]:
+    """The moments the config wires for ``version`` of the vendor (``None``: the newest verified).
+
+    A vendor with a version table (Codex, Qwen Code, Hermes: ``_versions.TABLES``) gets its
+    row's moments; the others every eligible moment, sorted, then the session-end moment.
+    """
+    row = _versions.wiring(vendor, version)
+    if row is not None:
+        return list(row.moments)
     facts = _vendors.FACTS[vendor]
     wired = sorted(facts.context_moments)
     if facts.session_end_moment is not None:
@@ -92,34 +99,47 @@ def hook_command(vendor: str, store: str | None, dsn: str | None = None) -> str:
     return shlex.join(argv)
 
 
-def _entry(vendor: str, command: str) -> dict[str, Any]:
-    if vendor == "qwen-code":  # Qwen Code's timeout is in milliseconds
-        return {
-            "type": "command",
-            "command": command,
-            "name": "live-steering",
-            "timeout": HOOK_TIMEOUT_SECONDS * 1000,
-        }
-    return {"type": "command", "command": command, "timeout": HOOK_TIMEOUT_SECONDS}
+def _timeout(vendor: str, moment: str, version: _versions.Version | None) -> int:
+    """The ``timeout`` value for one moment, in the unit that version of the vendor reads."""
+    row = _versions.wiring(vendor, version)
+    if row is None:
+        return HOOK_TIMEOUT_SECONDS
+    seconds = row.timeouts.get(moment, HOOK_TIMEOUT_SECONDS)
+    return seconds * 1000 if row.timeout_ms else seconds
 
 
-def config_block(vendor: str, store: str | None, dsn: str | None = None) -> dict[str, Any] | str:
-    """The vendor's config: a JSON object, or for Hermes the YAML text of its ``hooks:`` section."""
+def _entry(vendor: str, command: str, moment: str, version: _versions.Version | None) -> dict[str, Any]:
+    entry: dict[str, Any] = {"type": "command", "command": command}
+    if vendor == "qwen-code":
+        entry["name"] = "live-steering"
+    entry["timeout"] = _timeout(vendor, moment, version)
+    return entry
+
+
+def config_block(
+    vendor: str, store: str | None, dsn: str | None = None, *, version: _versions.Version | None = None
+) -> dict[str, Any] | str:
+    """The vendor's config: a JSON object, or for Hermes the YAML text of its ``hooks:`` section.
+
+    ``version``: the installed vendor version it is for (``_versions.detect``); ``None``, the
+    newest verified one.
+    """
     if vendor not in _vendors.FACTS:
         raise ValueError(f"unknown vendor {vendor!r}; expected one of {', '.join(_vendors.FACTS)}")
     command = hook_command(vendor, store, dsn)
+    wired = moments(vendor, version)
     if vendor == "hermes":
         lines = ["hooks:"]
-        for moment in moments(vendor):
+        for moment in wired:
             lines += [
                 f"  {moment}:",
                 f"    - command: {json.dumps(command)}",
-                f"      timeout: {HOOK_TIMEOUT_SECONDS}",
+                f"      timeout: {_timeout(vendor, moment, version)}",
             ]
         return "\n".join(lines) + "\n"
     if vendor == "vscode":  # VS Code: a flat list of commands per event, no matcher groups
-        return {"hooks": {m: [_entry(vendor, command)] for m in moments(vendor)}}
-    return {"hooks": {m: [{"hooks": [_entry(vendor, command)]}] for m in moments(vendor)}}
+        return {"hooks": {m: [_entry(vendor, command, m, version)] for m in wired}}
+    return {"hooks": {m: [{"hooks": [_entry(vendor, command, m, version)]}] for m in wired}}
 
 
 def _ours(entry: object) -> bool:
@@ -207,8 +227,8 @@ class Merged:
         return f"Merged({self.path!r}, backup={self.backup!r}, changed={self.changed!r})"
 
 
-# One line of the ``hooks:`` section ``config_block`` writes for Hermes.
-_OUR_HERMES_LINE = re.compile(r'hooks:|  [a-z_]+:|    - command: ".*"|      timeout: \d+')
+# One line of an event entry ``config_block`` writes for Hermes.
+_OUR_HERMES_LINE = re.compile(r'  [a-z_]+:|    - command: ".*"|      timeout: \d+')
 
 
 def _hermes_section(lines: list[str]) -> tuple[int, int] | None:
@@ -224,29 +244,70 @@ def _hermes_section(lines: list[str]) -> tuple[int, int] | None:
     return None
 
 
+def _hermes_children(body: list[str]) -> list[list[str]]:
+    """The section's children (a key at two spaces and the deeper lines under it), in order."""
+    children: list[list[str]] = []
+    for line in body:
+        if re.match(r"  [^\s#]", line) or not children:
+            children.append([line])
+        else:
+            children[-1].append(line)
+    return children
+
+
 def _merge_hermes(path: str, existing: str, block: str) -> str:
+    """Our event entries into ``hooks:``; the user's settings there (``output_spill``, ...) stay.
+
+    An event we wire that the user also wired with commands of their own is refused (their
+    list is theirs to edit); their other events and settings (``output_spill: {max_chars:
+    ...}``) are kept as they are.
+    """
     lines = existing.splitlines()
     section = _hermes_section(lines)
     if section is None:
         return existing + ("\n" if existing and not existing.endswith("\n") else "") + block
     start, end = section
-    body = lines[start:end]
-    if not (_ours(body) and all(_OUR_HERMES_LINE.fullmatch(line) for line in body)):
+    head = lines[start].split("#", 1)[0].strip()
+    if head not in ("hooks:", "hooks: {}"):
         raise InstallError(
-            f"{path} already has a hooks: section of its own; add the printed entries to it by hand "
-            "(or use the Hermes plugin, see docs/hooks.md); nothing was changed"
+            f"{path}: its hooks: section is written inline; write it as a block (one key a line) "
+            "or add the printed entries by hand; nothing was changed"
         )
-    merged = [*lines[:start], *block.splitlines(), *lines[end:]]  # ours: replaced in place
+    ours = block.splitlines()[1:]
+    ours_keys = {line.strip().rstrip(":") for line in ours if re.fullmatch(r"  [a-z_]+:", line)}
+    kept: list[str] = []
+    for child in _hermes_children(lines[start + 1 : end]):
+        key = child[0].strip().split(":", 1)[0]
+        if not child[0].strip() or child[0].lstrip().startswith("#"):
+            kept += child
+            continue
+        if _ours(child) and all(_OUR_HERMES_LINE.fullmatch(line) for line in child if line.strip()):
+            continue  # an entry of ours: replaced by the new block
+        if key in ours_keys:
+            raise InstallError(
+                f"{path} already wires the Hermes event {key!r} with hooks of its own; add the printed "
+                "entries to it by hand (or use the Hermes plugin, see docs/hooks.md); nothing was changed"
+            )
+        kept += child  # a setting of the user's (output_spill, ...): kept as it is
+    merged = [*lines[:start], "hooks:", *kept, *ours, *lines[end:]]
     return "\n".join(merged) + "\n"
 
 
-def merge_into(path: str, vendor: str, store: str | None, dsn: str | None = None) -> Merged:
+def merge_into(
+    path: str,
+    vendor: str,
+    store: str | None,
+    dsn: str | None = None,
+    *,
+    version: _versions.Version | None = None,
+) -> Merged:
     """Merge the vendor's block into the config file at ``path`` (symlinks followed).
 
     Raises ``InstallError`` (and changes nothing) when the file cannot be merged safely.
     A file that already holds exactly this config is left untouched (``changed=False``).
+    ``version``: as ``config_block``.
     """
-    block = config_block(vendor, store, dsn)
+    block = config_block(vendor, store, dsn, version=version)
     target = os.path.realpath(path)
     existing = ""
     if os.path.exists(target):
@@ -282,7 +343,39 @@ def merge_into(path: str, vendor: str, store: str | None, dsn: str | None = None
     return Merged(target, backup, True)
 
 
-HERMES_PLUGIN_DIR = "~/.hermes/plugins/live-steering"
+_HERMES_PROFILE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+
+
+def hermes_home(profile: str | None = None) -> str:
+    """The Hermes home a plugin goes into, as Hermes 0.19.0 resolves it.
+
+    ``$HERMES_HOME``, else ``~/.hermes`` (``hermes_constants.get_hermes_home``); with
+    ``profile`` (``hermes -p NAME``) or a sticky ``active_profile`` file in the root,
+    ``<root>/profiles/NAME``, the root being ``~/.hermes`` or the ``$HERMES_HOME`` that is
+    not itself a profile (``hermes_cli/profiles.py``). ``default`` is the root.
+    """
+    env = os.environ.get("HERMES_HOME", "").strip()
+    if profile is None and env:
+        return os.path.abspath(os.path.expanduser(env))
+    root = os.path.abspath(os.path.expanduser(env)) if env else os.path.expanduser("~/.hermes")
+    if env and os.path.basename(os.path.dirname(root)) == "profiles":
+        root = os.path.dirname(os.path.dirname(root))
+    if profile is None:
+        try:
+            with open(os.path.join(root, "active_profile"), encoding="utf-8") as f:
+                profile = f.read().strip() or None
+        except OSError:
+            profile = None
+    if profile is None or profile == "default":
+        return root
+    if not _HERMES_PROFILE.fullmatch(profile):
+        raise ValueError(f"{profile!r} is not a Hermes profile name ([a-z0-9][a-z0-9_-]{{0,63}})")
+    return os.path.join(root, "profiles", profile)
+
+
+def hermes_plugin_dir(profile: str | None = None) -> str:
+    """Where ``hooks install hermes --plugin`` writes the plugin: ``<hermes home>/plugins/live-steering``."""
+    return os.path.join(hermes_home(profile), "plugins", "live-steering")
 
 
 def write_hermes_plugin(directory: str, store: str | None) -> list[str]:
@@ -305,6 +398,7 @@ def write_hermes_plugin(directory: str, store: str | None) -> list[str]:
         "dropped at on_session_finalize)\n"
         "provides_hooks:\n"
         "  - pre_llm_call\n"
+        "  - on_session_start\n"
         "  - on_session_finalize\n"
     )
     store_repr = repr(os.path.abspath(store)) if store is not None else "None"
@@ -312,9 +406,7 @@ def write_hermes_plugin(directory: str, store: str | None) -> list[str]:
         '"""live-steering for Hermes: written by `live-steering hooks install hermes --plugin`."""\n\n'
         "from live_steering.hooks.hermes import HermesSteering\n\n\n"
         "def register(ctx):\n"
-        f"    steering = HermesSteering({store_repr})\n"
-        '    ctx.register_hook("pre_llm_call", steering.pre_llm_call)\n'
-        '    ctx.register_hook("on_session_finalize", steering.on_session_finalize)\n'
+        f"    HermesSteering({store_repr}).register(ctx)\n"
     )
     written = []
     for name, text in (("plugin.yaml", manifest), ("__init__.py", init)):

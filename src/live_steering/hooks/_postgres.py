@@ -147,6 +147,7 @@ STATEMENTS = {
     "reopen_session": "UPDATE ls_hook_sessions SET ended = 0, epoch = %s, updated_at = %s "
     "WHERE session_id = %s",
     "end_session": "UPDATE ls_hook_sessions SET ended = 1, updated_at = %s WHERE session_id = %s",
+    "hook_seen": "SELECT 1 FROM ls_hook_events WHERE session_id = %s AND type LIKE 'x.%%' LIMIT 1",
     "any_live": "SELECT 1 FROM ls_hook_instructions "
     "WHERE session_id = %s AND state IN ('queued', 'delivering') LIMIT 1",
     "open_claims": _OPEN_CLAIMS + " ORDER BY arrival FOR UPDATE SKIP LOCKED",

@@ -156,7 +156,7 @@ class VendorProfile:
 
     >>> PROFILES[Vendor.CLAUDE_CODE].cap
     10000
-    >>> PROFILES[Vendor.CODEX].session_end_moment is None
+    >>> PROFILES[Vendor.VSCODE].session_end_moment is None
     True
     """
 

@@ -118,6 +118,7 @@ STATEMENTS = {
     "revendor_queued": "UPDATE instructions SET vendor = ? WHERE session_id = ? AND state = 'queued'",
     "reopen_session": "UPDATE sessions SET ended = 0, epoch = ?, updated_at = ? WHERE session_id = ?",
     "end_session": "UPDATE sessions SET ended = 1, updated_at = ? WHERE session_id = ?",
+    "hook_seen": "SELECT 1 FROM events WHERE session_id = ? AND type LIKE 'x.%' LIMIT 1",
     "any_live": "SELECT 1 FROM instructions "
     "WHERE session_id = ? AND state IN ('queued', 'delivering') LIMIT 1",
     "open_claims": _OPEN_CLAIMS + " ORDER BY arrival",

@@ -132,6 +132,7 @@ STATEMENT_NAMES = frozenset(
         "revendor_queued",  # (vendor, session_id)
         "reopen_session",  # (epoch, now, session_id)
         "end_session",  # (now, session_id)
+        "hook_seen",  # (session_id) -> a row when a hook of the session was recorded (an x.* event)
         "any_live",  # (session_id) -> a row when anything is queued or delivering
         "open_claims",  # () -> arrival, session_id, command_id, vendor, claimant, claimed_at
         "open_claims_of_session",  # (session_id) -> as open_claims
@@ -304,6 +305,10 @@ class HookStore(abc.ABC):
     @abc.abstractmethod
     def sessions(self) -> list[dict[str, object]]:
         """Every session the store knows (id, vendor, epoch, ended, queued count, last event time)."""
+
+    def seen(self, session_id: str) -> bool:
+        """True once a hook moment of ``session_id`` has been recorded; a store that cannot tell: True."""
+        return True
 
     @abc.abstractmethod
     def close(self) -> None:
@@ -554,6 +559,13 @@ class RelayStore(HookStore):
         with self._transaction(session_id):
             self._point("claim")
             row = self._run("session", (session_id,)).fetchone()
+            # A hook of a session the audit stream has no hook event of yet: unless this claim
+            # delivers (its own events say so), record that the session is real (``seen``), so
+            # ``instruct`` can tell a typo from a session.
+            unseen = row is None or self._run("hook_seen", (session_id,)).fetchone() is None
+            if unseen and row is None:
+                self._emit(prefix + "session.seen", session_id, now, {"moment": moment})
+                unseen = False
             if row is None:
                 self._run("insert_session", (session_id, vendor, now))
                 ended, epoch = 0, 1
@@ -600,6 +612,8 @@ class RelayStore(HookStore):
                 reply_would_be_empty,
             )
             if skip is not None:
+                if unseen:
+                    self._emit(prefix + "session.seen", session_id, now, {"moment": moment})
                 return Claim(token, vendor, session_id, moment, skipped=skip, recovered=recovered)
             queued = self._run("queued_head", (session_id, self.capacity)).fetchall()
             if facts.cap is not None and any(_vendors.over_cap(r[2], facts) for r in queued):
@@ -608,6 +622,8 @@ class RelayStore(HookStore):
                 (_vendors.measure(r[2], facts.cap_counts_utf16) for r in queued), facts.cap
             )
             if count == 0:
+                if unseen:
+                    self._emit(prefix + "session.seen", session_id, now, {"moment": moment})
                 return Claim(
                     token, vendor, session_id, moment, skipped=_vendors.NOTHING_QUEUED, recovered=recovered
                 )
@@ -745,6 +761,10 @@ class RelayStore(HookStore):
             rows = self._run("instructions_of_session", (session_id,))
         keys = ("arrival", "session_id", "command_id", "state", "reason", "epoch", "vendor")
         return [dict(zip(keys, row, strict=True)) for row in rows]
+
+    def seen(self, session_id: str) -> bool:
+        """True once a hook moment of ``session_id`` has been recorded (``x.VENDOR.session.seen``). O(1)."""
+        return self._run("hook_seen", (session_id,)).fetchone() is not None
 
     def sessions(self) -> list[dict[str, object]]:
         """Every session the store knows: id, vendor, epoch, ended, queued count, last event time."""

@@ -290,26 +290,64 @@ _CLAUDE_CODE = VendorFacts(
 _CODEX = VendorFacts(
     "codex",
     "Codex",
-    context_moments=("SessionStart", "SubagentStart", "PreToolUse", "PostToolUse", "UserPromptSubmit"),
+    # The hook outputs that carry ``hookSpecificOutput.additionalContext`` in the JSON schemas
+    # Codex 0.171.0 embeds (``*.command.output``), each seen reaching the next model request with
+    # the real CLI (tests/test_hooks_codex_real.py). Not SubagentStart: its context goes to the
+    # subagent it starts, never to the main agent an instruction is for.
+    context_moments=("SessionStart", "PreToolUse", "PostToolUse", "UserPromptSubmit"),
     held_moments=("PermissionRequest",),
-    # openai/codex codex-rs/hooks/src/schema.rs ``HookEventNameWire`` (SubagentStop in later builds).
-    other_moments=("PreCompact", "PostCompact", "Stop", "SubagentStop"),
+    # The rest of the event names 0.171.0 fires (``HookEventName`` of its app-server protocol):
+    # no additionalContext surface (a Stop reply with one is refused as invalid output).
+    other_moments=(
+        "PreCompact",
+        "PostCompact",
+        "Stop",
+        "SubagentStart",
+        "SubagentStop",
+        "PreModelRequest",
+        "PostModelRequest",
+        "Interrupt",
+    ),
+    # ``codex exec`` and the TUI both fire SessionEnd (reason ``other``, ``clear``, ...) once a
+    # thread closes; a resumed thread fires SessionStart again with ``source: "resume"``.
+    session_end_moment="SessionEnd",
+    reopen_moments=("SessionStart", "UserPromptSubmit"),
 )
 
 _QWEN_CODE = VendorFacts(
     "qwen-code",
     "Qwen Code",
+    # Qwen Code 0.24.4 (``HookEventName`` in its bundled core, 22 moments). These four put the
+    # hook's additionalContext into the next model request (seen with the real CLI, and in its
+    # source: SessionStart's ``hook_context``, UserPromptSubmit's wrapped prompt part, the
+    # functionResponse parts of PostToolUse / PostToolBatch, PostToolUseFailure's error text).
     context_moments=(
         "SessionStart",
         "UserPromptSubmit",
-        "PreToolUse",
         "PostToolUse",
-        "Stop",
-        "SubagentStart",
-        "PreCompact",
+        "PostToolUseFailure",
+        "PostToolBatch",
     ),
     held_moments=("PermissionRequest",),
-    other_moments=("PostToolUseFailure", "Notification", "SubagentStop"),
+    # Read and thrown away: PreToolUse's additionalContext only reaches a debug log and Stop's
+    # output has no context surface (neither reached the model with the real CLI); Notification's
+    # goes to the notification, not the model.
+    unconsumed_moments=("PreToolUse", "Stop", "Notification"),
+    other_moments=(
+        "UserPromptExpansion",
+        "MessageDisplay",
+        "SubagentStart",  # its context goes to the subagent it starts
+        "SubagentStop",
+        "PreCompact",
+        "PostCompact",
+        "SessionDelete",
+        "PermissionDenied",
+        "StopFailure",
+        "TodoCreated",
+        "TodoCompleted",
+        "InstructionsLoaded",
+    ),
+    # Interactive sessions fire SessionEnd; ``qwen -p`` fires none (docs/hooks.md says what ends one).
     session_end_moment="SessionEnd",
     reopen_moments=("SessionStart", "UserPromptSubmit"),
 )
@@ -331,19 +369,31 @@ _HERMES = VendorFacts(
     "Hermes",
     context_moments=("pre_llm_call",),
     held_moments=("pre_tool_call",),
+    # ``on_session_start`` is wired (it reopens a resumed session before its first turn) but its
+    # return value is ignored by Hermes, so it never carries an instruction.
     unconsumed_moments=("on_session_start", "post_tool_call", "post_llm_call", "on_session_end"),
-    # The rest of ``VALID_HOOKS`` in hermes_cli/plugins.py: no context read back.
+    # The rest of ``VALID_HOOKS`` in hermes_cli/plugins.py (0.19.0): no context read back.
     other_moments=(
         "pre_api_request",
         "post_api_request",
+        "api_request_error",
         "on_session_reset",
+        "subagent_start",
         "subagent_stop",
         "transform_terminal_output",
         "transform_tool_result",
+        "transform_llm_output",
+        "pre_verify",
         "pre_gateway_dispatch",
         "pre_approval_request",
         "post_approval_response",
+        "kanban_task_claimed",
+        "kanban_task_completed",
+        "kanban_task_blocked",
     ),
+    # ``tools/hook_output_spill.py``: plugin context over ``hooks.output_spill.max_chars``
+    # (default 10,000, Python characters) is replaced by a head/tail preview.
+    cap=10_000,
     session_end_moment="on_session_finalize",
     reopen_moments=("on_session_start", "pre_llm_call"),
     reply_shape=CONTEXT,

@@ -17,18 +17,49 @@ or the plugin setting ``store``.
 
 from __future__ import annotations
 
-from typing import Any
+import os
+from typing import IO, Any, cast
 
 from ._command import deliver_in_process, record_failure
 
 __all__ = ["HermesSteering", "register"]
 
 
-class HermesSteering:
-    """The two hook callbacks, bound to one store path (``None``: the default store)."""
+class _Log:
+    """A stderr stand-in that appends to a log file: Hermes's terminal is the user's, not ours."""
 
-    def __init__(self, store_path: str | None = None) -> None:
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def write(self, text: str) -> int:
+        try:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(text)
+        except OSError:
+            pass  # nowhere to say it: never break Hermes over a log line
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+def default_log_path() -> str:
+    """``$HERMES_HOME/logs/live-steering.log`` (``~/.hermes`` without ``HERMES_HOME``)."""
+    home = os.environ.get("HERMES_HOME", "").strip() or os.path.expanduser("~/.hermes")
+    return os.path.join(home, "logs", "live-steering.log")
+
+
+class HermesSteering:
+    """The hook callbacks, bound to one store path (``None``: the default store).
+
+    What the relay cannot record in the store (the store itself unusable) goes to
+    ``log_path`` (default ``default_log_path()``), never to Hermes's terminal.
+    """
+
+    def __init__(self, store_path: str | None = None, *, log_path: str | None = None) -> None:
         self.store_path = store_path
+        self.log = cast(IO[str], _Log(log_path or default_log_path()))
 
     def _moment(self, moment: str, kwargs: dict[str, Any]) -> dict[str, object] | None:
         session_id = kwargs.get("session_id")
@@ -39,21 +70,57 @@ class HermesSteering:
                 "missing-session-id",
                 f"Hermes called {moment} with {got} (keyword arguments: {', '.join(sorted(kwargs))[:300]})",
                 store_path=self.store_path,
+                stderr=self.log,
             )
             return None
-        return deliver_in_process("hermes", session_id, moment, store_path=self.store_path)
+        return deliver_in_process("hermes", session_id, moment, store_path=self.store_path, stderr=self.log)
 
     def pre_llm_call(self, **kwargs: Any) -> dict[str, object] | None:
         """Return ``{"context": <queued instructions>}`` for this turn, or ``None``."""
         return self._moment("pre_llm_call", kwargs)
 
+    def on_session_start(self, **kwargs: Any) -> None:
+        """A session starts (or a finalized one comes back): reopen it, so it can be steered at once."""
+        self._moment("on_session_start", kwargs)
+
     def on_session_finalize(self, **kwargs: Any) -> None:
-        """The session ended for good: drop its queued instructions (audited)."""
+        """The session ended for good: drop its queued instructions (audited).
+
+        Hermes also finalizes a session it never ran: ``hermes chat --resume ID`` with an id
+        that does not exist prints "Session not found" and fires ``on_session_finalize`` for
+        that id. A session no hook has ever been recorded for (``HookStore.seen``) is left
+        alone, so a mistyped resume neither ends a session nor drops what a host queued.
+        """
+        session_id = kwargs.get("session_id")
+        if isinstance(session_id, str) and session_id and not self._seen(session_id):
+            return
         self._moment("on_session_finalize", kwargs)
+
+    def _seen(self, session_id: str) -> bool:
+        """Whether a hook of the session ran before; True when the store cannot say (then as before)."""
+        from ._open import open_store
+        from ._store import HOOK_BUSY_TIMEOUT
+
+        try:
+            store = open_store(self.store_path, busy_timeout=HOOK_BUSY_TIMEOUT)
+        except Exception:
+            return True
+        try:
+            return store.seen(session_id)
+        except Exception:
+            return True
+        finally:
+            store.close()
+
+    def register(self, ctx: Any) -> None:
+        """Register the three callbacks with a Hermes plugin context."""
+        ctx.register_hook("pre_llm_call", self.pre_llm_call)
+        ctx.register_hook("on_session_start", self.on_session_start)
+        ctx.register_hook("on_session_finalize", self.on_session_finalize)
 
 
 def register(ctx: Any) -> None:
-    """The Hermes plugin entry point: register ``pre_llm_call`` and ``on_session_finalize``."""
+    """The Hermes plugin entry point: ``pre_llm_call``, ``on_session_start``, ``on_session_finalize``."""
     store: object = None
     get_config = getattr(ctx, "get_config", None)
     if callable(get_config):
@@ -61,6 +128,4 @@ def register(ctx: Any) -> None:
             store = get_config("store")
         except Exception:
             store = None
-    steering = HermesSteering(store if isinstance(store, str) and store else None)
-    ctx.register_hook("pre_llm_call", steering.pre_llm_call)
-    ctx.register_hook("on_session_finalize", steering.on_session_finalize)
+    HermesSteering(store if isinstance(store, str) and store else None).register(ctx)

@@ -1,0 +1,274 @@
+"""``live-steering hooks doctor [VENDOR]``: is this vendor really wired to this installation?
+
+A few checks, one line each, every one saying what to do when it fails: the vendor's config
+file names ``live-steering hook VENDOR`` at the moments the installed version needs; the
+command it names is this installation's; the store it names can be written; the installed
+vendor version is one the version table (``_versions.py``) covers; and for Codex, whether
+Codex trusts the hooks (``hooks/list``, ``_codex.py``) and how to trust them. Read-only but
+for the store check, which opens (and so creates) the store the hooks would use.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+from collections.abc import Iterator
+
+from . import _install, _vendors, _versions
+
+__all__ = ["Check", "config_path", "diagnose"]
+
+
+class Check:
+    """One line of the report: ``ok`` (or not), what was checked, and what to do."""
+
+    __slots__ = ("detail", "ok", "title")
+
+    def __init__(self, ok: bool | None, title: str, detail: str) -> None:
+        self.ok = ok
+        """True: fine; False: a problem; None: could not be checked (not a failure by itself)."""
+        self.title = title
+        self.detail = detail
+
+    def line(self) -> str:
+        mark = {True: "ok  ", False: "FAIL", None: "--  "}[self.ok]
+        return f"{mark}  {self.title}: {self.detail}"
+
+
+def config_path(vendor: str) -> str:
+    """The user-level config file the vendor reads hooks from (``$CODEX_HOME``, ``$HERMES_HOME`` honoured)."""
+    if vendor == "codex" and os.environ.get("CODEX_HOME"):
+        return os.path.join(os.environ["CODEX_HOME"], "hooks.json")
+    if vendor == "hermes":
+        return os.path.join(_install.hermes_home(), "config.yaml")
+    return os.path.expanduser(_install.CONFIG_FILES[vendor])
+
+
+def _commands_json(text: str) -> dict[str, list[str]]:
+    """Moment -> our hook commands in a JSON hooks config."""
+    found: dict[str, list[str]] = {}
+    config = json.loads(text) if text.strip() else {}
+    hooks = config.get("hooks", {}) if isinstance(config, dict) else {}
+    if not isinstance(hooks, dict):
+        return found
+    for moment, entries in hooks.items():
+        for entry in entries if isinstance(entries, list) else []:
+            inner = entry.get("hooks") if isinstance(entry, dict) and "hooks" in entry else [entry]
+            for hook in inner if isinstance(inner, list) else []:
+                command = hook.get("command") if isinstance(hook, dict) else None
+                if isinstance(command, str) and any(m in command for m in _install.MARKERS):
+                    found.setdefault(moment, []).append(command)
+    return found
+
+
+def _commands_hermes(text: str) -> dict[str, list[str]]:
+    """Moment -> our hook commands in Hermes's ``config.yaml`` (the lines ``config_block`` writes)."""
+    found: dict[str, list[str]] = {}
+    moment = None
+    in_hooks = False
+    for line in text.splitlines():
+        if line and not line[0].isspace():
+            in_hooks = line.startswith("hooks:")
+            moment = None
+            continue
+        if not in_hooks:
+            continue
+        if match := re.fullmatch(r"  ([a-z_]+):\s*", line):
+            moment = match[1]
+        elif (match := re.fullmatch(r'    - command: (".*")\s*', line)) and moment is not None:
+            try:
+                command = json.loads(match[1])
+            except ValueError:
+                continue
+            if any(m in command for m in _install.MARKERS):
+                found.setdefault(moment, []).append(command)
+    return found
+
+
+def _hermes_plugin(path: str, text: str) -> Check | None:
+    """The Hermes plugin route: our plugin beside ``config.yaml``, named under ``plugins: enabled:``."""
+    init = os.path.join(os.path.dirname(path), "plugins", "live-steering", "__init__.py")
+    if not os.path.isfile(init):
+        return None
+    block = re.search(r"^plugins:.*(?:\n[ \t]+.*)*", text, re.M)
+    if block is None or not re.search(r"enabled:[\s\S]*live-steering", block[0]):
+        return Check(
+            False,
+            "config",
+            f"{init} is installed but not enabled: add live-steering to plugins: enabled: in {path}",
+        )
+    return Check(True, "config", f"the live-steering plugin ({init}) is enabled in {path}")
+
+
+def _plugin_store(path: str) -> str | None:
+    """The store baked into the Hermes plugin beside ``path`` (``HermesSteering('...')``), if any."""
+    import ast
+
+    init = os.path.join(os.path.dirname(path), "plugins", "live-steering", "__init__.py")
+    try:
+        with open(init, encoding="utf-8") as f:
+            match = re.search(r"HermesSteering\((.*?)\)\.register", f.read())
+        value = ast.literal_eval(match[1]) if match else None
+    except (OSError, ValueError, SyntaxError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+def _store_of(command: str) -> tuple[str | None, str | None]:
+    """The ``--store`` and ``--dsn`` a hook command names (``None``: the default)."""
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return None, None
+    store = dsn = None
+    for i, arg in enumerate(argv):
+        if arg in ("--store", "--dsn") and i + 1 < len(argv):
+            if arg == "--store":
+                store = argv[i + 1]
+            else:
+                dsn = argv[i + 1]
+        elif arg.startswith("--store="):
+            store = arg.partition("=")[2]
+        elif arg.startswith("--dsn="):
+            dsn = arg.partition("=")[2]
+    return store, dsn
+
+
+def _resolves_here(command: str) -> Check:
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:
+        return Check(False, "command", f"cannot be parsed ({exc})")
+    ours = _install._script()
+    head = argv[: len(ours)]
+    program = argv[0] if argv else ""
+    if head == ours:
+        return Check(True, "command", f"{program} is this installation")
+    if not (os.path.isfile(program) and os.access(program, os.X_OK)):
+        return Check(
+            False, "command", f"{program} does not exist or is not executable: run `hooks install` again"
+        )
+    return Check(
+        False,
+        "command",
+        f"{program} is another installation than this one ({ours[0]}): "
+        "run `hooks install` again from this one",
+    )
+
+
+def _store_check(store: str | None, dsn: str | None) -> Check:
+    from ._open import open_store
+
+    where = dsn if dsn is not None else (store or "the default store")
+    try:
+        opened = open_store(store, dsn=dsn)
+    except Exception as exc:
+        return Check(False, "store", f"{where} cannot be opened: {exc}")
+    try:
+        path = getattr(opened, "path", None)
+        if dsn is None and isinstance(path, str) and os.path.exists(path) and not os.access(path, os.W_OK):
+            return Check(False, "store", f"{path} is not writable by this user")
+        return Check(
+            True, "store", f"{path if dsn is None else 'the PostgreSQL store'} opens and is writable"
+        )
+    finally:
+        opened.close()
+
+
+def _codex_trust(wired: dict[str, list[str]], path: str) -> Check:
+    from ._codex import CodexError, hooks_list
+
+    command = _versions.command_for("codex")
+    if command is None:
+        return Check(None, "trust", "codex is not on PATH; cannot ask it which hooks it trusts")
+    try:
+        hooks = hooks_list(command, env=dict(os.environ), cwd=os.getcwd())
+    except CodexError as exc:
+        return Check(None, "trust", str(exc))
+    ours = [h for h in hooks if any(m in str(h.get("command", "")) for m in _install.MARKERS)]
+    if not ours:
+        return Check(
+            False, "trust", "codex lists none of our hooks (is the hooks feature on? `codex features list`)"
+        )
+    states = sorted({str(h.get("trustStatus")) for h in ours})
+    if states == ["trusted"] or set(states) <= {"trusted", "managed"}:
+        return Check(True, "trust", f"codex trusts all {len(ours)} of our hooks")
+    untrusted = [str(h.get("eventName")) for h in ours if h.get("trustStatus") not in ("trusted", "managed")]
+    return Check(
+        False,
+        "trust",
+        f"{', '.join(states)}: codex will not run {', '.join(untrusted)} (and `codex exec` says nothing); "
+        "start `codex`, answer 'Hooks need review' with 'Trust all and continue' (or use /hooks)",
+    )
+
+
+def diagnose(vendor: str, *, path: str | None = None) -> Iterator[Check]:
+    """The checks for ``vendor`` (its user config file, or ``path``), in order."""
+    path = path or config_path(vendor)
+    version, how = (None, "no version table for this vendor")
+    if vendor in _versions.TABLES:
+        version, how = _versions.detect(vendor)
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        yield Check(
+            False,
+            "config",
+            f"{path}: {exc.strerror or exc}; run `live-steering hooks install {vendor} --write {path}`",
+        )
+        text = None
+    wired: dict[str, list[str]] = {}
+    if text is not None:
+        try:
+            wired = _commands_hermes(text) if vendor == "hermes" else _commands_json(text)
+        except ValueError as exc:
+            yield Check(False, "config", f"{path} is not JSON ({exc})")
+        want = _install.moments(vendor, version)
+        missing = [m for m in want if m not in wired]
+        extra = [m for m in wired if m not in want]
+        unknown = [m for m in wired if m not in _vendors.FACTS[vendor].known_moments]
+        plugin = _hermes_plugin(path, text) if vendor == "hermes" and not wired else None
+        if plugin is not None:
+            yield plugin
+        elif not wired:
+            yield Check(
+                False,
+                "config",
+                f"{path} runs no live-steering hook; run `hooks install {vendor} --write {path}`",
+            )
+        elif missing or unknown:
+            problems = []
+            if missing:
+                problems.append(f"missing {', '.join(missing)}")
+            if unknown:
+                problems.append(f"moments {vendor} does not have: {', '.join(unknown)}")
+            yield Check(
+                False, "config", f"{path}: {'; '.join(problems)}; run `hooks install {vendor} --write {path}`"
+            )
+        else:
+            more = f" (and {', '.join(extra)}, more than needed)" if extra else ""
+            yield Check(True, "config", f"{path} wires {', '.join(m for m in want)}{more}")
+    commands = sorted({c for cs in wired.values() for c in cs})
+    for command in commands:
+        yield _resolves_here(command)
+    if not commands:
+        yield Check(None, "command", "nothing wired to check")
+    stores = sorted({_store_of(c) for c in commands}, key=str) or [(_plugin_store(path), None)]
+    for store, dsn in stores:
+        yield _store_check(store, dsn)
+    if vendor in _versions.TABLES:
+        support = _versions.support(vendor, version)
+        newest = ".".join(map(str, _versions.TABLES[vendor][-1].minimum))
+        if version is None:
+            yield Check(None, "version", f"{how}; verified: {newest}")
+        elif support == "supported":
+            yield Check(True, "version", f"{how} (verified: {newest})")
+        else:
+            yield Check(False, "version", f"{how}: {support} than the verified {newest}; moments may differ")
+    else:
+        yield Check(None, "version", how)
+    if vendor == "codex" and wired:
+        yield _codex_trust(wired, path)

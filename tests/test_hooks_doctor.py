@@ -1,0 +1,287 @@
+"""`hooks doctor`, `instruct`'s `seen`, the per-version wiring of `hooks install`, the Hermes home.
+
+No real client here: a vendor CLI is a small script that prints a version (``$LIVE_STEERING_QWEN``,
+...), as ``_versions.detect`` reads it. The real CLIs run in tests/test_hooks_*_real.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import stat
+import sys
+
+import pytest
+
+from live_steering._cli import main
+from live_steering.hooks import SqliteHookStore, _doctor, _install, _versions
+from live_steering.hooks._command import run_hook
+from live_steering.hooks.hermes import HermesSteering
+
+
+def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def fake_cli(tmp_path: pathlib.Path, name: str, version_line: str) -> str:
+    """An executable that answers ``--version`` with ``version_line``."""
+    path = tmp_path / name
+    path.write_text(f"#!/bin/sh\necho '{version_line}'\n", encoding="utf-8")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return str(path)
+
+
+def hook(store: str, vendor: str, payload: dict[str, object]) -> bytes:
+    import io
+
+    out = io.BytesIO()
+    run_hook(vendor, store_path=store, stdin=io.BytesIO(json.dumps(payload).encode()), stdout=out)
+    return out.getvalue()
+
+
+# -- versions -----------------------------------------------------------------------------------
+
+
+def test_version_table_picks_the_row_of_the_installed_version() -> None:
+    """Qwen Code before 0.24 reads milliseconds and gets the older row; 0.24.4 and later, seconds."""
+    assert _versions.parse_version("0.24.4") == (0, 24, 4)
+    assert _versions.parse_version("no digits here") is None
+    old = _install.config_block("qwen-code", "/s.db", version=(0, 20, 1))
+    new = _install.config_block("qwen-code", "/s.db", version=(0, 24, 4))
+    assert isinstance(old, dict)
+    assert isinstance(new, dict)
+    assert {e[0]["hooks"][0]["timeout"] for e in old["hooks"].values()} == {10_000}
+    assert {e[0]["hooks"][0]["timeout"] for e in new["hooks"].values()} == {10}
+    assert list(new["hooks"]) == ["UserPromptSubmit", "PostToolBatch", "SessionEnd"]
+    assert (_versions.support("qwen-code", (0, 20, 1)), _versions.support("qwen-code", (0, 24, 9))) == (
+        "older",
+        "supported",
+    )
+
+
+def test_codex_session_end_timeout_is_the_3_seconds_codex_clamps_it_to() -> None:
+    """Codex 0.171.0 warns 'clamping SessionEnd hook timeout to 3s': install writes 3, so no warning."""
+    block = _install.config_block("codex", "/s.db", version=(0, 171, 0))
+    assert isinstance(block, dict)
+    timeouts = {m: e[0]["hooks"][0]["timeout"] for m, e in block["hooks"].items()}
+    assert timeouts == {"UserPromptSubmit": 10, "PostToolUse": 10, "SessionEnd": 3}
+
+
+def test_install_detects_the_version_and_prints_the_codex_trust_step(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """install asks `codex --version`, says what it wires and how to trust the hooks (on stderr)."""
+    monkeypatch.setenv("LIVE_STEERING_CODEX", fake_cli(tmp_path, "codex", "codex-cli 0.171.0"))
+    code, out, err = cli(capsys, "hooks", "install", "codex", "--store", str(tmp_path / "h.db"))
+    assert code == 0
+    assert set(json.loads(out)["hooks"]) == {"UserPromptSubmit", "PostToolUse", "SessionEnd"}
+    assert "0.171.0" in err
+    assert "Trust all and continue" in err
+    code, out, err = cli(
+        capsys, "hooks", "install", "codex", "--vendor-version", "banana", "--store", str(tmp_path / "h.db")
+    )
+    assert (code, out) == (2, "")
+    assert "is not X.Y.Z" in err
+
+
+# -- instruct: seen ----------------------------------------------------------------------------
+
+
+def test_instruct_to_a_session_no_hook_ran_for_says_so_and_require_seen_refuses(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Unseen: accepted, "seen": false and a note; --require-seen exits 1, queues nothing; seen: true."""
+    store = str(tmp_path / "h.db")
+    code, out, err = cli(capsys, "instruct", "typo-session", "hi", "--id", "c1", "--store", store, "--json")
+    assert code == 0
+    assert (json.loads(out)["disposition"], json.loads(out)["seen"]) == ("queued", False)
+    assert "no hook of session 'typo-session'" in err
+    code, out, err = cli(capsys, "instruct", "other-typo", "hi", "--store", store, "--require-seen")
+    assert (code, out) == (1, "")
+    assert "nothing was queued" in err
+    with SqliteHookStore(store) as s:
+        assert [r["session_id"] for r in s.sessions()] == ["typo-session"]
+    assert hook(store, "codex", {"session_id": "real", "hook_event_name": "UserPromptSubmit"}) == b""
+    code, out, err = cli(capsys, "instruct", "real", "go", "--store", store, "--json", "--require-seen")
+    assert (code, json.loads(out)["seen"], err) == (0, True, "")
+
+
+def test_a_hook_that_skips_still_marks_the_session_seen(tmp_path: pathlib.Path) -> None:
+    """Queued first, then a moment that carries nothing (Qwen's PreToolUse): the session is seen."""
+    store = str(tmp_path / "h.db")
+    main(["instruct", "q1", "hi", "--id", "c1", "--vendor", "qwen-code", "--store", store])
+    with SqliteHookStore(store) as s:
+        assert not s.seen("q1")
+    assert hook(store, "qwen-code", {"session_id": "q1", "hook_event_name": "PreToolUse"}) == b""
+    with SqliteHookStore(store) as s:
+        assert s.seen("q1")
+        assert [e["type"] for e in s.events(session_id="q1")] == [
+            "control.accepted",
+            "x.qwen-code.session.seen",
+        ]
+
+
+# -- doctor ------------------------------------------------------------------------------------
+
+
+def test_doctor_passes_for_a_fresh_install_and_names_what_is_missing(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Installed from this installation: every check ok (exit 0); no hooks of ours: FAIL (exit 1)."""
+    monkeypatch.setenv("LIVE_STEERING_QWEN", fake_cli(tmp_path, "qwen", "0.24.4"))
+    settings = tmp_path / "settings.json"
+    store = str(tmp_path / "h.db")
+    assert cli(capsys, "hooks", "install", "qwen-code", "--write", str(settings), "--store", store)[0] == 0
+    code, out, _ = cli(capsys, "hooks", "doctor", "qwen-code", "--config", str(settings))
+    assert code == 0, out
+    assert "FAIL" not in out
+    assert "is this installation" in out
+    assert "opens and is writable" in out
+    assert "0.24.4" in out
+    empty = tmp_path / "empty.json"
+    empty.write_text("{}", encoding="utf-8")
+    code, out, _ = cli(capsys, "hooks", "doctor", "qwen-code", "--config", str(empty))
+    assert code == 1
+    assert "runs no live-steering hook" in out
+    code, out, _ = cli(capsys, "hooks", "doctor", "qwen-code", "--config", str(tmp_path / "nope.json"))
+    assert code == 1
+    assert "hooks install qwen-code --write" in out
+
+
+def test_doctor_fails_a_command_of_another_installation_and_an_older_vendor(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hook command that is not this installation's, a Qwen older than verified: each a FAIL line."""
+    monkeypatch.setenv("LIVE_STEERING_QWEN", fake_cli(tmp_path, "qwen", "0.20.0"))
+    block = _install.config_block("qwen-code", str(tmp_path / "h.db"), version=(0, 24, 4))
+    assert isinstance(block, dict)
+    text = json.dumps(block).replace(json.dumps(_install._script()[0])[1:-1], "/opt/old/bin/live-steering")
+    settings = tmp_path / "settings.json"
+    settings.write_text(text, encoding="utf-8")
+    code, out, _ = cli(capsys, "hooks", "doctor", "qwen-code", "--config", str(settings))
+    assert code == 1
+    assert "FAIL  command: /opt/old/bin/live-steering does not exist" in out
+    assert "FAIL  version:" in out
+    assert "older" in out
+
+
+def test_doctor_fails_a_store_that_cannot_be_written(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store the hooks name is a directory: the store line fails and says so."""
+    if os.geteuid() == 0:
+        target = tmp_path / "a-directory"  # root may write anywhere: a directory is unusable for all
+        target.mkdir()
+    else:
+        target = tmp_path / "ro" / "h.db"
+        target.parent.mkdir()
+        target.parent.chmod(0o500)
+    monkeypatch.setenv("LIVE_STEERING_QWEN", fake_cli(tmp_path, "qwen", "0.24.4"))
+    settings = tmp_path / "settings.json"
+    _install.merge_into(str(settings), "qwen-code", str(target), version=(0, 24, 4))
+    code, out, _ = cli(capsys, "hooks", "doctor", "qwen-code", "--config", str(settings))
+    assert code == 1
+    assert "FAIL  store:" in out
+
+
+# -- Hermes: its home, its profiles, its terminal ----------------------------------------------
+
+
+def test_hermes_plugin_goes_into_hermes_home_and_its_profiles(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """$HERMES_HOME, ~/.hermes, --profile NAME and the sticky active_profile pick the plugin directory."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("HERMES_HOME", raising=False)
+    root = tmp_path / ".hermes"
+    assert _install.hermes_plugin_dir() == str(root / "plugins" / "live-steering")
+    assert _install.hermes_plugin_dir("coder") == str(
+        root / "profiles" / "coder" / "plugins" / "live-steering"
+    )
+    root.mkdir()
+    (root / "active_profile").write_text("writer\n", encoding="utf-8")
+    assert _install.hermes_home() == str(root / "profiles" / "writer")
+    assert _install.hermes_home("default") == str(root)
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path / "custom"))
+    assert _install.hermes_home() == str(tmp_path / "custom")
+    assert _install.hermes_home("coder") == str(tmp_path / "custom" / "profiles" / "coder")
+    monkeypatch.setenv("HERMES_HOME", str(root / "profiles" / "writer"))  # a profile's home: its root
+    assert _install.hermes_home("coder") == str(root / "profiles" / "coder")
+    with pytest.raises(ValueError, match="profile name"):
+        _install.hermes_home("../etc")
+
+
+def test_hermes_install_plugin_honours_hermes_home(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`hooks install hermes --plugin` writes under $HERMES_HOME and names that config.yaml."""
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path / "hh"))
+    code, out, _ = cli(capsys, "hooks", "install", "hermes", "--plugin", "--store", str(tmp_path / "h.db"))
+    assert code == 0
+    assert (tmp_path / "hh" / "plugins" / "live-steering" / "__init__.py").is_file()
+    assert f"enable it in {tmp_path / 'hh' / 'config.yaml'}" in out
+    assert "on_session_start" in (tmp_path / "hh" / "plugins" / "live-steering" / "plugin.yaml").read_text()
+    assert cli(capsys, "hooks", "install", "codex", "--profile", "x")[0] == 2
+
+
+def test_hermes_plugin_store_errors_go_to_its_log_not_the_terminal(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An unusable store: the plugin answers None, Hermes's terminal stays clean, the log says why."""
+    broken = tmp_path / "not-a-store"
+    broken.mkdir()
+    log = tmp_path / "logs" / "live-steering.log"
+    steering = HermesSteering(str(broken), log_path=str(log))
+    assert steering.pre_llm_call(session_id="s1") is None
+    steering.on_session_start(session_id="s1")
+    assert capsys.readouterr() == ("", "")
+    assert "live-steering hook:" in log.read_text(encoding="utf-8")
+
+
+def test_hermes_on_session_start_reopens_a_finalized_session(tmp_path: pathlib.Path) -> None:
+    """Finalized, then started again (a resume that fires on_session_start): instruct is accepted again."""
+    store = str(tmp_path / "h.db")
+    steering = HermesSteering(store, log_path=str(tmp_path / "log"))
+    steering.on_session_start(session_id="h1")
+    steering.on_session_finalize(session_id="h1")
+    code = main(["instruct", "h1", "too late", "--store", store])
+    assert code == 1
+    steering.on_session_start(session_id="h1")
+    assert main(["instruct", "h1", "now", "--id", "c2", "--store", store]) == 0
+    assert steering.pre_llm_call(session_id="h1") == {"context": "now"}
+
+
+def test_doctor_without_vendor_checks_every_config_present(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`hooks doctor` alone checks each vendor whose user config exists; none: one line, exit 1."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("CODEX_HOME", raising=False)
+    monkeypatch.delenv("HERMES_HOME", raising=False)
+    monkeypatch.setenv("PATH", os.path.dirname(sys.executable))
+    code, out, _ = cli(capsys, "hooks", "doctor")
+    assert code == 1
+    assert out.startswith("no vendor config found")
+    assert _doctor.config_path("codex") == str(tmp_path / ".codex" / "hooks.json")
+
+
+def test_doctor_accepts_the_hermes_plugin_route(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plugin installed but not enabled: FAIL saying so; enabled: ok, and its baked store is checked."""
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path / "hh"))
+    monkeypatch.setenv("LIVE_STEERING_HERMES", fake_cli(tmp_path, "hermes", "Hermes Agent v0.19.0"))
+    store = str(tmp_path / "plugin-store.db")
+    assert cli(capsys, "hooks", "install", "hermes", "--plugin", "--store", store)[0] == 0
+    config = tmp_path / "hh" / "config.yaml"
+    config.write_text("model: x\n", encoding="utf-8")
+    code, out, _ = cli(capsys, "hooks", "doctor", "hermes")
+    assert code == 1
+    assert "installed but not enabled" in out
+    config.write_text("model: x\nplugins:\n  enabled: [live-steering]\n", encoding="utf-8")
+    code, out, _ = cli(capsys, "hooks", "doctor", "hermes")
+    assert code == 0, out
+    assert f"{store} opens and is writable" in out

@@ -1,0 +1,163 @@
+"""The Hermes plugin against the real Hermes Agent (0.19.0, scripts/clients.txt) and a loopback fake model.
+
+Hermes runs in its own venv; the plugin is installed the way docs/hooks.md says
+(``live-steering hooks install hermes --plugin`` into ``$HERMES_HOME/plugins/live-steering``,
+enabled under ``plugins: enabled:`` in ``$HERMES_HOME/config.yaml``), with this checkout's
+``live_steering`` importable through ``PYTHONPATH``. The model is ``tests/fake_openai.py``
+(chat completions, streaming) as a ``custom`` provider.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+import live_steering
+from fake_openai import FakeOpenAI, Turn
+from live_steering.hooks import SqliteHookStore
+from real_clients import pip_bin
+
+pytestmark = pytest.mark.real_clients
+
+CLI = [sys.executable, "-m", "live_steering._cli"]
+BOUND = 240.0
+SOURCE = str(pathlib.Path(live_steering.__file__).resolve().parent.parent)
+
+
+class Hermes:
+    def __init__(self, tmp_path: pathlib.Path, fake: FakeOpenAI) -> None:
+        self.bin = str(pip_bin("hermes", "hermes"))
+        self.home = tmp_path / "home"
+        self.hermes_home = self.home / ".hermes-custom"
+        self.hermes_home.mkdir(parents=True)
+        self.work = tmp_path / "work"
+        self.work.mkdir()
+        self.store = str(tmp_path / "hooks.db")
+        self.env = {
+            "PATH": os.environ["PATH"],
+            "HOME": str(self.home),
+            "HERMES_HOME": str(self.hermes_home),
+            "PYTHONPATH": SOURCE,
+            "NO_PROXY": "127.0.0.1",
+        }
+        (self.hermes_home / "config.yaml").write_text(
+            "model:\n"
+            "  provider: custom\n"
+            f"  base_url: {fake.base_url}\n"
+            f"  default: {fake.model}\n"
+            "  api_key: not-a-secret\n"
+            "plugins:\n"
+            "  enabled: [live-steering]\n",
+            encoding="utf-8",
+        )
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [*CLI, *args], env={**os.environ, **self.env}, capture_output=True, text=True, timeout=BOUND
+        )
+        assert done.returncode in (0, 1), done.stderr
+        return done
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [self.bin, *args],
+            env=self.env,
+            cwd=self.work,
+            capture_output=True,
+            text=True,
+            timeout=BOUND,
+            stdin=subprocess.DEVNULL,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done
+
+    def events(self) -> list[dict[str, Any]]:
+        with SqliteHookStore(self.store) as store:
+            return store.events(show_text=True, limit=10_000)
+
+    def session(self) -> str:
+        with SqliteHookStore(self.store) as store:
+            (row,) = store.sessions()
+        return str(row["session_id"])
+
+
+def test_a_z_session_is_steered_mid_run_and_its_queue_survives_to_the_resume(tmp_path: pathlib.Path) -> None:
+    """Queued during a `hermes -z` turn: not dropped (no finalize); `chat --resume` delivers it once."""
+    text = "STEER-hermes: use the corrected path"
+    box: dict[str, Any] = {}
+
+    def on_request(index: int, body: dict[str, Any]) -> None:
+        if index == 0 and "receipt" not in box:
+            hermes = box["hermes"]
+            done = hermes.cli(
+                "instruct",
+                hermes.session(),
+                text,
+                "--id",
+                "mid-1",
+                "--vendor",
+                "hermes",
+                "--store",
+                hermes.store,
+                "--json",
+            )
+            box["receipt"] = json.loads(done.stdout)
+
+    with FakeOpenAI([Turn("first answer"), Turn("second answer")], on_request=on_request) as fake:
+        hermes = box["hermes"] = Hermes(tmp_path, fake)
+        install = hermes.cli("hooks", "install", "hermes", "--plugin", "--store", hermes.store)
+        assert str(hermes.hermes_home / "plugins" / "live-steering" / "__init__.py") in install.stdout
+        hermes.run("-z", "first turn")
+        assert (box["receipt"]["disposition"], box["receipt"]["seen"]) == ("queued", True)
+        session = hermes.session()
+        assert not any(e["type"] == "x.hermes.session.ended" for e in hermes.events())
+        before = len(fake.requests)
+        hermes.run("chat", "--resume", session, "-Q", "-q", "second turn")  # `-z --resume` starts anew
+    counts = [json.dumps(r, ensure_ascii=False).count(text) for r in fake.requests]
+    assert counts[:before] == [0] * before, counts
+    assert counts[before] == 1, counts
+    events = hermes.events()
+    delivered = [e for e in events if e["type"] == "x.hermes.instruction.delivered"]
+    assert [(e["command_id"], e["moment"]) for e in delivered] == [("mid-1", "pre_llm_call")]
+    assert [e for e in events if str(e["type"]).endswith("hook.failed")] == []
+    assert events[-1]["type"] == "x.hermes.session.ended"  # `chat -q` finalizes at its exit
+    too_long = hermes.cli(
+        "instruct", "another-session", "x" * 12_029, "--vendor", "hermes", "--store", hermes.store, "--json"
+    )
+    refusal = json.loads(too_long.stdout)
+    assert (too_long.returncode, refusal["reason"]) == (1, "invalid-input")
+    assert "10,000 characters" in refusal["detail"]
+
+
+def test_a_mistyped_resume_id_neither_ends_a_session_nor_drops_its_queue(tmp_path: pathlib.Path) -> None:
+    """`hermes chat --resume TYPO` says "Session not found" and finalizes TYPO: nothing is dropped."""
+    with FakeOpenAI() as fake:
+        hermes = Hermes(tmp_path, fake)
+        hermes.cli("hooks", "install", "hermes", "--plugin", "--store", hermes.store)
+        typo = "20261202_000000_abcdef"
+        queued = json.loads(
+            hermes.cli("instruct", typo, "for later", "--id", "t-1", "--store", hermes.store, "--json").stdout
+        )
+        assert (queued["disposition"], queued["seen"]) == ("queued", False)
+        done = subprocess.run(
+            [hermes.bin, "chat", "--resume", typo, "-Q", "-q", "hello"],
+            env=hermes.env,
+            cwd=hermes.work,
+            capture_output=True,
+            text=True,
+            timeout=BOUND,
+            stdin=subprocess.DEVNULL,
+        )
+        assert "Session not found" in done.stdout + done.stderr
+    assert fake.requests == []
+    assert [e["type"] for e in hermes.events()] == ["control.accepted"]
+    again = json.loads(
+        hermes.cli("instruct", typo, "for later", "--id", "t-1", "--store", hermes.store, "--json").stdout
+    )
+    assert again["disposition"] == "queued"

@@ -1,0 +1,324 @@
+"""The hook relay against the real Qwen Code CLI (0.24.4, scripts/clients.txt) and a loopback fake model.
+
+Each test gives Qwen Code an isolated ``HOME`` in ``tmp_path`` (``~/.qwen/settings.json`` selects
+the OpenAI auth type; ``OPENAI_BASE_URL`` points at ``tests/fake_openai.py``, chat completions,
+streaming), wires the hooks with ``live-steering hooks install qwen-code --write``, and runs
+``qwen -p ... --yolo``. The assertions read the fake server's request log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import uuid
+from typing import Any
+
+import pytest
+
+from fake_openai import FakeOpenAI, Turn
+from live_steering.hooks import SqliteHookStore, _vendors
+from real_clients import npm_bin
+
+pytestmark = pytest.mark.real_clients
+
+CLI = [sys.executable, "-m", "live_steering._cli"]
+BOUND = 150.0
+#: Every moment Qwen Code 0.24.4 has (``HookEventName`` in its bundled core).
+ALL_MOMENTS = (
+    "PreToolUse",
+    "PostToolUse",
+    "PostToolUseFailure",
+    "PostToolBatch",
+    "Notification",
+    "UserPromptSubmit",
+    "UserPromptExpansion",
+    "SessionStart",
+    "Stop",
+    "MessageDisplay",
+    "SubagentStart",
+    "SubagentStop",
+    "PreCompact",
+    "PostCompact",
+    "SessionEnd",
+    "SessionDelete",
+    "PermissionRequest",
+    "PermissionDenied",
+    "StopFailure",
+    "TodoCreated",
+    "TodoCompleted",
+    "InstructionsLoaded",
+)
+
+
+class Qwen:
+    """One isolated Qwen Code user: its home, its store, the fake model it talks to."""
+
+    def __init__(self, tmp_path: pathlib.Path, fake: FakeOpenAI) -> None:
+        self.bin = str(npm_bin("qwen-code", "qwen"))
+        self.home = tmp_path / "home"
+        self.settings = self.home / ".qwen" / "settings.json"
+        self.settings.parent.mkdir(parents=True)
+        self.settings.write_text(
+            json.dumps({"security": {"auth": {"selectedType": "openai"}}, "model": {"name": fake.model}}),
+            encoding="utf-8",
+        )
+        self.work = tmp_path / "work"
+        self.work.mkdir()
+        self.store = str(tmp_path / "hooks.db")
+        self.fake = fake
+        self.env = {
+            "PATH": os.environ["PATH"],
+            "HOME": str(self.home),
+            "OPENAI_API_KEY": "not-a-secret",
+            "OPENAI_BASE_URL": fake.base_url,
+            "OPENAI_MODEL": fake.model,
+            "LIVE_STEERING_QWEN": self.bin,
+            "QWEN_CODE_SUPPRESS_YOLO_WARNING": "1",
+            "NO_PROXY": "127.0.0.1",
+        }
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [*CLI, *args], env={**os.environ, **self.env}, capture_output=True, text=True, timeout=BOUND
+        )
+        assert done.returncode in (0, 1), done.stderr
+        return done
+
+    def install(self) -> None:
+        done = self.cli("hooks", "install", "qwen-code", "--write", str(self.settings), "--store", self.store)
+        assert done.returncode == 0, done.stderr
+
+    def wire_every_moment(self) -> None:
+        """Our hook at all 22 moments (what a user who wires everything gets)."""
+        config = json.loads(self.settings.read_text(encoding="utf-8"))
+        (entry,) = config["hooks"]["PostToolBatch"]
+        config["hooks"] = {m: [entry] for m in ALL_MOMENTS}
+        self.settings.write_text(json.dumps(config), encoding="utf-8")
+
+    def run(self, prompt: str, *extra: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [self.bin, "-p", prompt, "--yolo", *extra],
+            env=self.env,
+            cwd=self.work,
+            capture_output=True,
+            text=True,
+            timeout=BOUND,
+            stdin=subprocess.DEVNULL,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done
+
+    def events(self) -> list[dict[str, Any]]:
+        with SqliteHookStore(self.store) as store:
+            return store.events(show_text=True, limit=10_000)
+
+    def instruct(self, session: str, text: str, command_id: str) -> dict[str, Any]:
+        done = self.cli(
+            "instruct",
+            session,
+            text,
+            "--id",
+            command_id,
+            "--vendor",
+            "qwen-code",
+            "--store",
+            self.store,
+            "--json",
+        )
+        answer: dict[str, Any] = json.loads(done.stdout)
+        return answer
+
+
+def in_request(fake: FakeOpenAI, index: int, text: str) -> int:
+    return json.dumps(fake.requests[index], ensure_ascii=False).count(text)
+
+
+def reached_once_at(fake: FakeOpenAI, text: str, index: int) -> None:
+    """``text`` first reaches model request ``index``, once; later requests carry it at most once
+    (the conversation so far, resent), never a second copy."""
+    counts = [in_request(fake, i, text) for i in range(len(fake.requests))]
+    assert counts[:index] == [0] * index, counts
+    assert counts[index] == 1, counts
+    assert all(n <= 1 for n in counts[index:]), counts
+
+
+def delivered(events: list[dict[str, Any]], command_id: str) -> list[dict[str, Any]]:
+    kind = "x.qwen-code.instruction.delivered"
+    return [e for e in events if e["type"] == kind and e["command_id"] == command_id]
+
+
+def failures(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for e in events if str(e["type"]).endswith("hook.failed")]
+
+
+def shell(command: str) -> Turn:
+    return Turn(tool="run_shell_command", arguments={"command": command, "description": "run it"})
+
+
+def test_install_wires_only_what_0_24_4_needs_in_seconds(tmp_path: pathlib.Path) -> None:
+    """install detects 0.24.4 (`qwen --version`): UserPromptSubmit, PostToolBatch, SessionEnd; 10 s."""
+    with FakeOpenAI() as fake:
+        qwen = Qwen(tmp_path, fake)
+        qwen.install()
+    hooks = json.loads(qwen.settings.read_text(encoding="utf-8"))["hooks"]
+    assert list(hooks) == ["UserPromptSubmit", "PostToolBatch", "SessionEnd"]
+    assert {h["hooks"][0]["timeout"] for h in (v[0] for v in hooks.values())} == {10}
+
+
+def test_instruction_queued_mid_run_reaches_the_next_request_once_at_post_tool_batch(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Queued while the model answers with a tool call: PostToolBatch carries it into request 2, once."""
+    text = "STEER-qwen-posttoolbatch: use the corrected path"
+    session = str(uuid.uuid4())
+    box: dict[str, Any] = {}
+
+    def on_request(index: int, body: dict[str, Any]) -> None:
+        if index == 0:
+            box["receipt"] = box["qwen"].instruct(session, text, "mid-1")
+
+    with FakeOpenAI([shell("echo hi"), Turn("all done")], on_request=on_request) as fake:
+        qwen = box["qwen"] = Qwen(tmp_path, fake)
+        qwen.install()
+        qwen.run("run echo hi", "--session-id", session)
+    assert fake.errors == []
+    assert (box["receipt"]["disposition"], box["receipt"]["seen"]) == ("queued", True)
+    reached_once_at(fake, text, 1)
+    events = qwen.events()
+    (event,) = delivered(events, "mid-1")
+    assert event["moment"] == "PostToolBatch"
+    assert failures(events) == []
+
+
+def test_a_failed_tool_call_still_carries_it(tmp_path: pathlib.Path) -> None:
+    """A refused tool call fires neither PostToolUse nor PostToolUseFailure, but PostToolBatch: delivered."""
+    text = "STEER-qwen-failed-tool: the file moved"
+    session = str(uuid.uuid4())
+    box: dict[str, Any] = {}
+
+    def on_request(index: int, body: dict[str, Any]) -> None:
+        if index == 0:
+            box["qwen"].instruct(session, text, "fail-1")
+
+    script = [Turn(tool="read_file", arguments={"absolute_path": "/nonexistent/nope.txt"}), Turn("ok")]
+    with FakeOpenAI(script, on_request=on_request) as fake:
+        qwen = box["qwen"] = Qwen(tmp_path, fake)
+        qwen.install()
+        qwen.run("read the file", "--session-id", session)
+    reached_once_at(fake, text, 1)
+    (event,) = delivered(qwen.events(), "fail-1")
+    assert event["moment"] == "PostToolBatch"
+
+
+def test_unseen_session_id_is_accepted_and_delivered_at_user_prompt_submit(tmp_path: pathlib.Path) -> None:
+    """A host that picks the id (`--session-id`) instructs before the start: seen false, then delivered."""
+    text = "STEER-qwen-userpromptsubmit: answer in French"
+    session = str(uuid.uuid4())
+    with FakeOpenAI([Turn("bonjour")]) as fake:
+        qwen = Qwen(tmp_path, fake)
+        qwen.install()
+        receipt = qwen.instruct(session, text, "early-1")
+        assert (receipt["accepted"], receipt["seen"]) == (True, False)
+        qwen.run("say hello", "--session-id", session)
+    reached_once_at(fake, text, 0)
+    (event,) = delivered(qwen.events(), "early-1")
+    assert event["moment"] == "UserPromptSubmit"
+
+
+def test_a_p_run_fires_no_session_end_and_its_queue_waits_for_the_resume(tmp_path: pathlib.Path) -> None:
+    """`qwen -p` ends without SessionEnd: what is queued after it waits, then `--resume` delivers it."""
+    text = "STEER-qwen-after-exit: pick up where you left off"
+    session = str(uuid.uuid4())
+    with FakeOpenAI([Turn("first"), Turn("second")]) as fake:
+        qwen = Qwen(tmp_path, fake)
+        qwen.install()
+        qwen.run("first turn", "--session-id", session)
+        assert not any(e["type"] == "x.qwen-code.session.ended" for e in qwen.events())
+        receipt = qwen.instruct(session, text, "later-1")
+        assert (receipt["disposition"], receipt["seen"]) == ("queued", True)
+        before = len(fake.requests)
+        qwen.run("second turn", "--resume", session)
+    reached_once_at(fake, text, before)
+    (event,) = delivered(qwen.events(), "later-1")
+    assert event["moment"] == "UserPromptSubmit"
+
+
+def test_every_moment_wired_is_known_and_delivers_once(tmp_path: pathlib.Path) -> None:
+    """All 22 moments wired: no hook.failed, PreToolUse (its context dropped) never claims, one delivery."""
+    text = "STEER-qwen-every-moment"
+    session = str(uuid.uuid4())
+    box: dict[str, Any] = {}
+
+    def on_request(index: int, body: dict[str, Any]) -> None:
+        if index == 0:
+            box["qwen"].instruct(session, text, "all-1")
+
+    with FakeOpenAI([shell("echo hi"), Turn("all done")], on_request=on_request) as fake:
+        qwen = box["qwen"] = Qwen(tmp_path, fake)
+        qwen.install()
+        qwen.wire_every_moment()
+        qwen.run("run echo hi", "--session-id", session)
+    events = qwen.events()
+    assert failures(events) == []
+    assert set(ALL_MOMENTS) <= _vendors.FACTS["qwen-code"].known_moments
+    (event,) = delivered(events, "all-1")
+    assert event["moment"] in ("PostToolUse", "PostToolBatch")
+    reached_once_at(fake, text, 1)
+
+
+def test_interactive_quit_fires_session_end_and_drops_what_is_queued(tmp_path: pathlib.Path) -> None:
+    """Interactive `qwen -i` on a pty: `/quit` fires SessionEnd; what is queued is dropped, once."""
+    import pty
+    import select
+    import signal
+    import time
+
+    text = "STEER-qwen-interactive-too-late"
+    session = str(uuid.uuid4())
+    box: dict[str, Any] = {}
+
+    def on_request(index: int, body: dict[str, Any]) -> None:
+        if index == 0:
+            box["qwen"].instruct(session, text, "quit-1")
+
+    with FakeOpenAI([Turn("hello from the fake")], on_request=on_request) as fake:
+        qwen = box["qwen"] = Qwen(tmp_path, fake)
+        qwen.install()
+        env = {**qwen.env, "TERM": "xterm-256color"}
+        pid, fd = pty.fork()
+        if pid == 0:  # the child: Qwen Code's interactive UI on the pty
+            os.chdir(qwen.work)
+            os.execve(qwen.bin, [qwen.bin, "-i", "say hi", "--yolo", "--session-id", session], env)
+        screen = b""
+        try:
+            deadline = time.monotonic() + BOUND
+            typed = quit_sent = False
+            seen_at = 0
+            while time.monotonic() < deadline:
+                if select.select([fd], [], [], 0.2)[0]:
+                    try:
+                        screen += os.read(fd, 1 << 16)
+                    except OSError:
+                        break
+                if not typed and b"hello from the fake" in screen:
+                    os.write(fd, b"/quit")
+                    typed, seen_at = True, len(screen)
+                if typed and not quit_sent and b"/quit" in screen[seen_at:]:  # echoed: now its Enter
+                    os.write(fd, b"\r")
+                    quit_sent = True
+                if quit_sent and any(e["type"] == "x.qwen-code.session.ended" for e in qwen.events()):
+                    break
+        finally:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            os.close(fd)
+    events = qwen.events()
+    dropped = [e for e in events if e["type"] == "x.qwen-code.instruction.dropped"]
+    assert [(e["command_id"], e["reason"], e["moment"]) for e in dropped] == [
+        ("quit-1", "session-ended", "SessionEnd")
+    ]
+    assert fake.count(text) == 0
+    assert failures(events) == []
