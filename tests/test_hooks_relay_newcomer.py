@@ -55,14 +55,14 @@ def test_install_removes_only_our_entries_from_a_shared_matcher_group(tmp_path: 
         "hooks": [{"type": "command", "command": "prettier --write"}, {"type": "command", "command": OLD}],
     }
     only_ours = {"hooks": [{"type": "command", "command": OLD}]}
-    settings.write_text(json.dumps({"hooks": {"PostToolUse": [shared], "Setup": [only_ours]}}))
+    settings.write_text(json.dumps({"hooks": {"PostToolBatch": [shared], "Setup": [only_ours]}}))
     _install.merge_into(str(settings), "claude-code", None)
     hooks = json.loads(settings.read_text())["hooks"]
-    assert hooks["PostToolUse"][0] == {
+    assert hooks["PostToolBatch"][0] == {
         "matcher": "Edit|Write",
         "hooks": [{"type": "command", "command": "prettier --write"}],
     }
-    assert len(hooks["PostToolUse"]) == 2  # the user's group, then ours
+    assert len(hooks["PostToolBatch"]) == 2  # the user's group, then ours
     assert OLD not in settings.read_text()
     assert "Setup" not in hooks  # a moment only our old entry used, and no longer wired
 
@@ -276,7 +276,7 @@ def test_instruct_from_stdin_strips_one_trailing_newline(
     """`echo TEXT | instruct S -` queues TEXT without echo's newline; other newlines stay."""
     monkeypatch.setattr(sys, "stdin", io.StringIO("Use the corrected path\n\n"))
     assert cli(capsys, "instruct", "s", "-", "--store", store, "--id", "c1")[0] == 0
-    out = hook(store, "claude-code", {"session_id": "s", "hook_event_name": "Stop"})
+    out = hook(store, "claude-code", {"session_id": "s", "hook_event_name": "PostToolBatch"})
     assert json.loads(out)["hookSpecificOutput"]["additionalContext"] == "Use the corrected path\n"
 
 

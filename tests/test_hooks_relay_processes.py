@@ -158,8 +158,8 @@ BAD_INPUTS = {
         "claude-code",
         "unknown-moment",
     ),
-    "no-session": (b'{"hook_event_name": "Stop"}', "claude-code", "missing-session-id"),
-    "non-utf8": (b'{"session_id": "s\xc3\x28", "hook_event_name": "Stop"}', "claude-code", "malformed-input"),
+    "no-session": (b'{"hook_event_name": "PostToolBatch"}', "claude-code", "missing-session-id"),
+    "non-utf8": (b'{"session_id": "s\xc3\x28", "hook_event_name": "PostToolBatch"}', "claude-code", "malformed-input"),
     "ten-megabytes": (
         b'{"session_id": "s", "pad": "' + b"x" * 10_000_000 + b'"}',
         "claude-code",
@@ -190,7 +190,7 @@ def test_locked_store_gives_up_after_the_bounded_wait(tmp_path: pathlib.Path) ->
     locker.execute("BEGIN IMMEDIATE")
     try:
         done = run(
-            [*CLI, "hook", "claude-code", "--store", store], b'{"session_id": "s", "hook_event_name": "Stop"}'
+            [*CLI, "hook", "claude-code", "--store", store], b'{"session_id": "s", "hook_event_name": "PostToolBatch"}'
         )
     finally:
         locker.execute("ROLLBACK")
@@ -408,7 +408,7 @@ def test_hook_command_imports_only_what_it_needs(tmp_path: pathlib.Path) -> None
     store = str(tmp_path / "hooks.db")
     with SqliteHookStore(store) as s:
         s.enqueue("s", "c", "t")
-    done = run([sys.executable, "-c", probe, store], b'{"session_id": "s", "hook_event_name": "Stop"}')
+    done = run([sys.executable, "-c", probe, store], b'{"session_id": "s", "hook_event_name": "PostToolBatch"}')
     assert done.returncode == 0
     assert done.stdout == b'{"hookSpecificOutput":{"hookEventName":"Stop","additionalContext":"t"}}\n'
     assert done.stderr == b"[]\n"
@@ -525,7 +525,7 @@ def test_dsn_selects_postgres_for_every_relay_command(tmp_path: pathlib.Path, po
 
 def test_unreachable_dsn_never_blocks_the_agent(tmp_path: pathlib.Path) -> None:
     """A DSN whose server is not there: the hook command exits 0 with no reply, the reason on stderr."""
-    payload = json.dumps({"session_id": "s", "hook_event_name": "Stop"}).encode()
+    payload = json.dumps({"session_id": "s", "hook_event_name": "PostToolBatch"}).encode()
     dsn = f"host={tmp_path} port=1 user=nobody dbname=nothing"
     done = run([*CLI, "hook", "claude-code", "--dsn", dsn], payload)
     assert (done.returncode, done.stdout) == (0, b"")

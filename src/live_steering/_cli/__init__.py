@@ -19,6 +19,7 @@ from collections.abc import Sequence
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
+    from typing import Any
 
 
 def _version() -> str:
@@ -32,11 +33,15 @@ def _version() -> str:
         return "unknown"
 
 
-def build_parser() -> argparse.ArgumentParser:
+#: Subcommands a person or a script runs often on the relay's store: ``main()`` builds a
+#: parser of that one command, so they never import the demo, ACP, the fleet or anyio.
+LIGHT = ("instruct", "hooks")
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command's parser; ``only``: a parser with just that one subcommand of ``LIGHT``."""
     import argparse
     from typing import NoReturn
-
-    from . import acp, demo, hook, hooks, instruct, receipts, steer, stop
 
     class Parser(argparse.ArgumentParser):
         """argparse, but a usage error is one line on stderr (exit 2), like every other CLI error."""
@@ -50,8 +55,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"live-steering {_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
-    # in the order ``--help`` lists them
-    for module in (demo, receipts, steer, stop, acp, instruct, hook, hooks):
+    if only == "instruct":
+        from . import instruct
+
+        modules: tuple[Any, ...] = (instruct,)
+    elif only == "hooks":
+        from . import hooks
+
+        modules = (hooks,)
+    else:
+        from . import acp, demo, hook, hooks, instruct, receipts, steer, stop
+
+        # in the order ``--help`` lists them
+        modules = (demo, receipts, steer, stop, acp, instruct, hook, hooks)
+    for module in modules:
         module.register(subparsers)
     parser._subcommands = subparsers.choices  # type: ignore[attr-defined]  # for main's errors
     return parser
@@ -66,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from collections.abc import Callable
     from typing import cast
 
-    parser = build_parser()
+    parser = build_parser(args[0] if args[:1] and args[0] in LIGHT else None)
     namespace, unknown = parser.parse_known_args(args)
     if unknown:
         # argparse reports them as the top command's; the subcommand's usage is the useful one

@@ -24,6 +24,9 @@ from typing import Any
 
 VENDORS = ("claude-code", "codex", "qwen-code", "vscode", "hermes")
 FOLLOW_INTERVAL = 0.25
+#: ``--write`` without PATH: the vendor's documented user config file (``_install.CONFIG_FILES``).
+DEFAULT_PATH = "(the vendor's user config)"
+PAGE = 1_000
 
 
 def register(subparsers: Any) -> None:
@@ -42,6 +45,13 @@ def register(subparsers: Any) -> None:
         "--show-text", action="store_true", help="show instruction text instead of [redacted]"
     )
     events.add_argument("--after", metavar="N", type=int, default=0, help="only events with sequence > N")
+    events.add_argument(
+        "--limit",
+        metavar="N",
+        type=int,
+        default=None,
+        help="print at most N events and say how many were left out (default: all, read in pages)",
+    )
     store_options(events)
     events.set_defaults(handler=run_events)
 
@@ -50,7 +60,26 @@ def register(subparsers: Any) -> None:
     install.add_argument(
         "--write",
         metavar="PATH",
-        help="merge the config into PATH (backup in PATH.bak, or PATH.bak.N if that exists)",
+        nargs="?",
+        const=DEFAULT_PATH,
+        help="merge the config into PATH (default: the vendor's user config file; backup in "
+        "PATH.bak, or PATH.bak.N if that exists)",
+    )
+    install.add_argument(
+        "--http",
+        metavar="URL",
+        help="claude-code, qwen-code: HTTP hooks to the `live-steering serve` server at URL "
+        "(its /v1/hooks/VENDOR route) instead of command hooks",
+    )
+    install.add_argument(
+        "--client",
+        metavar="PATH",
+        help="the vendor's CLI to ask for its version (default: `claude` on PATH, for claude-code)",
+    )
+    install.add_argument(
+        "--client-version",
+        metavar="X.Y.Z",
+        help="wire the moments of this vendor version instead of asking the installed CLI",
     )
     install.add_argument(
         "--plugin",
@@ -119,14 +148,35 @@ def run_events(args: argparse.Namespace) -> int:
     except StoreError as exc:
         print(f"live-steering hooks events: {exc}", file=sys.stderr)
         return 2
+    if args.limit is not None and args.limit < 1:
+        print("live-steering hooks events: --limit must be at least 1", file=sys.stderr)
+        store.close()
+        return 2
     after = args.after
+    printed = 0
     try:
         while True:
-            batch = store.events(after=after, session_id=args.session, show_text=args.show_text)
+            page = PAGE if args.limit is None else min(PAGE, args.limit - printed)
+            batch = store.events(after=after, session_id=args.session, show_text=args.show_text, limit=page)
             for event in batch:
                 print(json.dumps(event) if args.json else _line(event))
                 after = int(event["sequence"])  # type: ignore[call-overload]
+            printed += len(batch)
             sys.stdout.flush()
+            if args.limit is not None and printed >= args.limit and not args.follow:
+                left, cursor = 0, after
+                while rest := store.events(after=cursor, session_id=args.session, limit=PAGE):
+                    left += len(rest)
+                    cursor = int(rest[-1]["sequence"])  # type: ignore[call-overload]
+                if left:
+                    print(
+                        f"live-steering hooks events: {left} more event(s) left out by --limit "
+                        f"{args.limit}; continue with --after {after}",
+                        file=sys.stderr,
+                    )
+                return 0
+            if len(batch) == page and args.limit is None:
+                continue  # a full page: read the next one now
             if not args.follow:
                 return 0
             if not batch:
@@ -169,12 +219,42 @@ def run_install(args: argparse.Namespace) -> int:
             print(f"the plugin in {args.plugin} is already up to date; nothing was changed")
         print("enable it in ~/.hermes/config.yaml:  plugins: {enabled: [live-steering]}")
         return 0
-    block = config_block(args.vendor, args.store, args.dsn)
+    from ..hooks import _versions
+    from ..hooks._install import CONFIG_FILES, HTTP_VENDORS
+
+    if args.http is not None and args.vendor not in HTTP_VENDORS:
+        print(
+            f"live-steering hooks install: {args.vendor} has no HTTP hooks; --http is for "
+            f"{' and '.join(HTTP_VENDORS)}",
+            file=sys.stderr,
+        )
+        return 2
+    if args.http is not None and not args.http.startswith(("http://", "https://")):
+        print(f"live-steering hooks install: --http wants an http:// or https:// URL, not {args.http!r}", file=sys.stderr)
+        return 2
+    version = args.client_version
+    if version is not None and _versions.parse_version(version) is None:
+        print(f"live-steering hooks install: --client-version wants X.Y.Z, not {version!r}", file=sys.stderr)
+        return 2
+    if version is None and args.vendor in _versions.TABLES:
+        version = _versions.detect_version(args.vendor, args.client)
+        if version is None and args.client is not None:
+            print(f"live-steering hooks install: {args.client} --version did not answer a version", file=sys.stderr)
+            return 2
+    if args.vendor in _versions.TABLES:
+        note = _versions.wiring(args.vendor, version, []).note
+        print(
+            f"live-steering hooks install: {note}" if note else f"live-steering hooks install: wiring the moments of {args.vendor} {version}",
+            file=sys.stderr,
+        )
+    block = config_block(args.vendor, args.store, args.dsn, version=version, http=args.http)
     if args.write is None:
         sys.stdout.write(block if isinstance(block, str) else json.dumps(block, indent=2) + "\n")
         return 0
+    if args.write == DEFAULT_PATH:
+        args.write = os.path.expanduser(CONFIG_FILES[args.vendor])
     try:
-        merged = merge_into(args.write, args.vendor, args.store, args.dsn)
+        merged = merge_into(args.write, args.vendor, args.store, args.dsn, version=version, http=args.http)
     except (InstallError, OSError) as exc:
         print(f"live-steering hooks install: {exc}", file=sys.stderr)
         return 1

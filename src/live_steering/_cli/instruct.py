@@ -3,6 +3,10 @@
 Prints the receipt (a line, or with ``--json`` the receipt's wire shape). Exit 0
 when accepted or an identical repeat, 1 when refused (the receipt still printed),
 2 for usage errors and an unusable store.
+
+It runs on the store alone (``hooks._store``, standard library only): ``main()`` builds a
+parser of this command only, and nothing here imports the session machine, anyio,
+asyncio or the other subcommands.
 """
 
 from __future__ import annotations
@@ -34,6 +38,17 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--vendor", metavar="V", choices=VENDORS, help=f"the session's vendor: {', '.join(VENDORS)}"
     )
+    parser.add_argument(
+        "--follow-up",
+        action="store_true",
+        help="a follow-up: delivered when the agent would stop, through the vendor's 'do not stop yet' "
+        "reply (Claude Code's Stop decision); refused unsupported-kind for a vendor without one",
+    )
+    parser.add_argument(
+        "--agent",
+        metavar="AGENT_ID",
+        help="for this subagent of the session (its agent_id) instead of the main agent",
+    )
     from .hooks import store_options
 
     store_options(parser)
@@ -42,15 +57,29 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..hooks._relay import instruct
-    from ..hooks._store import StoreError
+    import uuid
+
+    from ..hooks._open import open_store
+    from ..hooks._store import FOLLOW_UP, STEER, StoreError
 
     text = args.text
     if text == "-":  # stdin, less one trailing newline (what `echo` and heredocs add)
         text = sys.stdin.read()
         text = text[:-2] if text.endswith("\r\n") else text.removesuffix("\n")
+    kind = FOLLOW_UP if args.follow_up else STEER
     try:
-        receipt = instruct(args.session, text, id=args.id, vendor=args.vendor, store=args.store, dsn=args.dsn)
+        store = open_store(args.store, dsn=args.dsn)
+        try:
+            receipt = store.enqueue(
+                args.session,
+                args.id if args.id is not None else str(uuid.uuid4()),
+                text,
+                vendor=args.vendor,
+                kind=kind,
+                agent_id=args.agent,
+            )
+        finally:
+            store.close()
     except (StoreError, ValueError) as exc:
         print(f"live-steering instruct: {exc}", file=sys.stderr)
         return 2
@@ -63,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(wire))
     elif receipt.accepted:
         state = "repeated, now" if receipt.repeated else "accepted,"
-        disposition = receipt.disposition.value if receipt.disposition is not None else "?"
+        disposition = receipt.disposition or "?"
         print(f"{receipt.command_id}: {state} {disposition}")
     else:
         print(f"{receipt.command_id}: refused {receipt.reason}: {receipt.detail}")

@@ -60,8 +60,9 @@ def _field(payload: dict[str, object], names: tuple[str, ...]) -> str | None:
     return None
 
 
-def _parse(vendor: str, data: bytes) -> tuple[str, str] | tuple[str, str, str | None]:
-    """``(session_id, moment)``, or ``(reason, detail, session_id)`` for input that cannot be used."""
+def _parse(vendor: str, data: bytes) -> tuple[str, str, str | None, bool] | tuple[str, str, str | None]:
+    """``(session_id, moment, agent_id, True)``, or ``(reason, detail, session_id)`` for input
+    that cannot be used. ``agent_id``: the subagent the moment runs in (``None``: the main agent)."""
     facts = _vendors.FACTS[vendor]
     if len(data) > MAX_STDIN_BYTES:
         return ("stdin-too-large", f"{len(data):,}+ bytes on stdin (limit {MAX_STDIN_BYTES:,})", None)
@@ -93,7 +94,10 @@ def _parse(vendor: str, data: bytes) -> tuple[str, str] | tuple[str, str, str | 
         )
     if moment not in facts.known_moments:
         return ("unknown-moment", f"{facts.title} has no hook moment {moment[:100]!r}", session_id)
-    return (session_id, moment)
+    agent_id = _field(payload, facts.agent_id_fields) if facts.agent_id_fields else None
+    if agent_id is not None and _vendors.agent_id_problem(agent_id) is not None:
+        return ("invalid-agent-id", f"agent id of {len(agent_id):,} characters", session_id)
+    return (session_id, moment, agent_id, True)
 
 
 def _read_stdin(stdin: IO[bytes]) -> bytes:
@@ -187,8 +191,8 @@ def _handle(
         except (UnicodeError, ValueError):  # a session id SQLite cannot store: record it without
             _record(store, vendor, reason, detail, None, err)
         return
-    session_id, moment = parsed
-    claim = store.claim(vendor, session_id, moment)
+    session_id, moment, agent_id, _ = parsed
+    claim = store.claim(vendor, session_id, moment, agent_id=agent_id)
     if claim.reply is None:
         return
     try:
@@ -217,6 +221,7 @@ def deliver_in_process(
     store_path: str | None = None,
     dsn: str | None = None,
     stderr: IO[str] | None = None,
+    agent_id: str | None = None,
 ) -> dict[str, object] | None:
     """One hook moment for a vendor whose hook is a function call (Hermes plugins, the Agent SDK).
 
@@ -235,7 +240,7 @@ def deliver_in_process(
         while _UNCONFIRMED:
             store.confirm(_UNCONFIRMED[0])
             del _UNCONFIRMED[0]
-        claim = store.claim(vendor, session_id, moment)
+        claim = store.claim(vendor, session_id, moment, agent_id=agent_id)
         if claim.reply is None:
             return None
         try:

@@ -46,20 +46,24 @@ CONFIG_FILES = {
 }
 #: Seconds a vendor lets one hook run; ours finishes well inside (it waits 1 s for a lock at most).
 HOOK_TIMEOUT_SECONDS = 10
-MARKERS = ("live-steering hook", "live_steering._cli hook")
+MARKERS = ("live-steering hook", "live_steering._cli hook", "/v1/hooks/claude-code", "/v1/hooks/qwen-code")
 
 
 class InstallError(LiveSteeringError, ValueError):
     """The config file cannot be merged safely (not JSON, not an object, YAML with hooks already)."""
 
 
-def moments(vendor: str) -> list[str]:
-    """The moments the config wires: the eligible ones, then the session-end moment, sorted."""
+def moments(vendor: str, version: str | None = None) -> list[str]:
+    """The moments the config wires for ``vendor`` (at its installed ``version``, for a vendor
+    with a version table in ``_versions.py``): else the eligible ones, sorted, then the
+    session-end moment."""
+    from . import _versions
+
     facts = _vendors.FACTS[vendor]
     wired = sorted(facts.context_moments)
     if facts.session_end_moment is not None:
         wired.append(facts.session_end_moment)
-    return wired
+    return _versions.wiring(vendor, version, wired).moments
 
 
 def _script() -> list[str]:
@@ -92,7 +96,25 @@ def hook_command(vendor: str, store: str | None, dsn: str | None = None) -> str:
     return shlex.join(argv)
 
 
-def _entry(vendor: str, command: str) -> dict[str, Any]:
+def hook_url(vendor: str, base: str) -> str:
+    """The HTTP hook route of ``live-steering serve`` at ``base`` for ``vendor``.
+
+    >>> hook_url("claude-code", "http://127.0.0.1:8765/")
+    'http://127.0.0.1:8765/v1/hooks/claude-code'
+    """
+    return f"{base.rstrip('/')}/v1/hooks/{vendor}"
+
+
+#: Vendors whose hook config has an ``http`` hook type (the vendor POSTs the hook JSON).
+HTTP_VENDORS = ("claude-code", "qwen-code")
+
+
+def _entry(vendor: str, command: str, http: str | None = None) -> dict[str, Any]:
+    if http is not None:  # Claude Code: {"type": "http", "url", "timeout"} (seconds)
+        entry: dict[str, Any] = {"type": "http", "url": hook_url(vendor, http), "timeout": HOOK_TIMEOUT_SECONDS}
+        if vendor == "qwen-code":
+            entry = {"type": "http", "url": hook_url(vendor, http), "name": "live-steering", "timeout": HOOK_TIMEOUT_SECONDS * 1000}
+        return entry
     if vendor == "qwen-code":  # Qwen Code's timeout is in milliseconds
         return {
             "type": "command",
@@ -103,14 +125,28 @@ def _entry(vendor: str, command: str) -> dict[str, Any]:
     return {"type": "command", "command": command, "timeout": HOOK_TIMEOUT_SECONDS}
 
 
-def config_block(vendor: str, store: str | None, dsn: str | None = None) -> dict[str, Any] | str:
-    """The vendor's config: a JSON object, or for Hermes the YAML text of its ``hooks:`` section."""
+def config_block(
+    vendor: str,
+    store: str | None,
+    dsn: str | None = None,
+    *,
+    version: str | None = None,
+    http: str | None = None,
+) -> dict[str, Any] | str:
+    """The vendor's config: a JSON object, or for Hermes the YAML text of its ``hooks:`` section.
+
+    ``version``: the installed vendor CLI's version (``--version`` output), which decides the
+    moments wired (``moments``). ``http``: the base URL of a ``live-steering serve`` server;
+    the hooks are then the vendor's HTTP hooks to its ``/v1/hooks/VENDOR`` route.
+    """
     if vendor not in _vendors.FACTS:
         raise ValueError(f"unknown vendor {vendor!r}; expected one of {', '.join(_vendors.FACTS)}")
+    if http is not None and vendor not in HTTP_VENDORS:
+        raise ValueError(f"{vendor} has no HTTP hooks; --http is for {' and '.join(HTTP_VENDORS)}")
     command = hook_command(vendor, store, dsn)
     if vendor == "hermes":
         lines = ["hooks:"]
-        for moment in moments(vendor):
+        for moment in moments(vendor, version):
             lines += [
                 f"  {moment}:",
                 f"    - command: {json.dumps(command)}",
@@ -118,8 +154,8 @@ def config_block(vendor: str, store: str | None, dsn: str | None = None) -> dict
             ]
         return "\n".join(lines) + "\n"
     if vendor == "vscode":  # VS Code: a flat list of commands per event, no matcher groups
-        return {"hooks": {m: [_entry(vendor, command)] for m in moments(vendor)}}
-    return {"hooks": {m: [{"hooks": [_entry(vendor, command)]}] for m in moments(vendor)}}
+        return {"hooks": {m: [_entry(vendor, command)] for m in moments(vendor, version)}}
+    return {"hooks": {m: [{"hooks": [_entry(vendor, command, http)]}] for m in moments(vendor, version)}}
 
 
 def _ours(entry: object) -> bool:
@@ -160,8 +196,11 @@ def _replace(path: str, text: str) -> None:
     target = os.path.realpath(path)
     directory = os.path.dirname(target)
     os.makedirs(directory, exist_ok=True)
+    owner: tuple[int, int] | None = None
     try:
-        mode = os.stat(target).st_mode & 0o7777
+        status = os.stat(target)
+        mode = status.st_mode & 0o7777
+        owner = (status.st_uid, status.st_gid)
     except FileNotFoundError:
         umask = os.umask(0)
         os.umask(umask)
@@ -171,6 +210,15 @@ def _replace(path: str, text: str) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
+            if owner is not None and owner != (os.geteuid(), os.getegid()):
+                # root editing another user's settings: the file stays theirs (chown after
+                # chmod would clear set-id bits, so the mode is set again after it)
+                try:
+                    os.fchown(f.fileno(), *owner)
+                except PermissionError:
+                    if os.geteuid() == 0:
+                        raise
+                    # not root: only our own groups are ours to give; the file is ours then
             os.fchmod(f.fileno(), mode)
             os.fsync(f.fileno())
         os.replace(tmp, target)
@@ -240,18 +288,31 @@ def _merge_hermes(path: str, existing: str, block: str) -> str:
     return "\n".join(merged) + "\n"
 
 
-def merge_into(path: str, vendor: str, store: str | None, dsn: str | None = None) -> Merged:
+def merge_into(
+    path: str,
+    vendor: str,
+    store: str | None,
+    dsn: str | None = None,
+    *,
+    version: str | None = None,
+    http: str | None = None,
+) -> Merged:
     """Merge the vendor's block into the config file at ``path`` (symlinks followed).
 
     Raises ``InstallError`` (and changes nothing) when the file cannot be merged safely.
     A file that already holds exactly this config is left untouched (``changed=False``).
     """
-    block = config_block(vendor, store, dsn)
+    block = config_block(vendor, store, dsn, version=version, http=http)
     target = os.path.realpath(path)
     existing = ""
     if os.path.exists(target):
-        with open(target, encoding="utf-8") as f:
-            existing = f.read()
+        try:
+            with open(target, encoding="utf-8") as f:
+                existing = f.read()
+        except UnicodeDecodeError as exc:
+            raise InstallError(
+                f"{path} is not UTF-8 text (byte {exc.start}: {exc.reason}); nothing was changed"
+            ) from None
     if isinstance(block, str):  # Hermes: YAML, merged as text (our own section is replaced)
         merged_text = _merge_hermes(path, existing, block)
     else:

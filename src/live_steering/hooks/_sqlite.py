@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SqliteHookStore"]
 
-#: Today's layout (version 2), created in an empty file.
+#: Today's layout (version 3), created in an empty file.
 SCHEMA = (
     """CREATE TABLE sessions (
     session_id TEXT PRIMARY KEY,
@@ -69,6 +69,8 @@ SCHEMA = (
     claimed_at REAL,
     finished_at REAL,
     moment TEXT,
+    kind TEXT NOT NULL DEFAULT 'steer',
+    agent TEXT,
     UNIQUE (session_id, command_id)
 )""",
     "CREATE INDEX instructions_live ON instructions (session_id, state, arrival)",
@@ -93,6 +95,11 @@ MIGRATIONS = {
         "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
         "CREATE INDEX instructions_open_claims ON instructions (arrival) WHERE state = 'delivering'",
         "PRAGMA user_version = 2",
+    ),
+    3: (
+        "ALTER TABLE instructions ADD COLUMN kind TEXT NOT NULL DEFAULT 'steer'",
+        "ALTER TABLE instructions ADD COLUMN agent TEXT",
+        "PRAGMA user_version = 3",
     ),
 }
 
@@ -128,9 +135,10 @@ STATEMENTS = {
     "counts": "SELECT COUNT(*), COALESCE(SUM(state IN ('queued', 'delivering')), 0) "
     "FROM instructions WHERE session_id = ?",
     "insert_instruction": "INSERT INTO instructions "
-    "(session_id, command_id, text, vendor, epoch, state, enqueued_at) VALUES (?, ?, ?, ?, ?, 'queued', ?)",
+    "(session_id, command_id, text, vendor, epoch, state, enqueued_at, kind, agent) "
+    "VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?)",
     "receipt": "SELECT state, reason FROM instructions WHERE session_id = ? AND command_id = ?",
-    "queued_head": "SELECT arrival, command_id, text, enqueued_at FROM instructions "
+    "queued_head": "SELECT arrival, command_id, text, enqueued_at, kind, agent FROM instructions "
     "WHERE session_id = ? AND state = 'queued' ORDER BY arrival LIMIT ?",
     "deliver": "UPDATE instructions SET state = 'delivering', claim = ?, claim_pid = ?, claimed_at = ?, "
     "moment = ?, vendor = ? WHERE arrival = ? AND state = 'queued'",
