@@ -388,3 +388,55 @@ def test_an_interactive_start_shows_no_settings_warning(tmp_path: pathlib.Path) 
     assert any(w in warned for w in WARNING_WORDS), warned
     assert not any(w in ours for w in WARNING_WORDS), ours
     assert "? for shortcuts" in ours, ours
+
+
+# -- the claude-agent-sdk adapter driving the real CLI ----------------------------------------
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # the Agent SDK is asyncio-only
+async def test_the_agent_sdk_adapter_steers_the_real_cli(tmp_path: pathlib.Path, anyio_backend: str) -> None:
+    """``steering_hooks()`` on ``ClaudeAgentOptions(session_id=..., cli_path=...)`` (the pinned CLI,
+    not the SDK's bundled one): a steer queued by a tool reaches the next request once; a
+    follow-up queued during the final answer rides the Stop decision (one more turn)."""
+    pytest.importorskip("claude_agent_sdk")
+    from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient, ResultMessage
+
+    from live_steering.hooks.claude_sdk import end_session, steering_hooks
+
+    claude = Claude(tmp_path, "claude-code")
+    claude.settings.write_text("{}")  # the SDK's callbacks, not command hooks, steer here
+    steer, later = "SDK-STEER-51 prefer small commits", "SDK-FOLLOW-UP-52 then tag the release"
+
+    def reply(body: dict[str, Any]) -> list[Block]:
+        if not body.get("tools"):
+            return [text("ok")]
+        if not has_tool_result(body):
+            return [tool_use("Bash", {"command": claude.queue_command(steer, "sdk-1"), "description": "queue"})]
+        if not any(occurrences(r, later) for r in fake.agent_requests()):
+            assert instruct(claude.session, later, id="sdk-2", vendor="claude-code", store=claude.store, kind="follow_up").accepted
+        return [text("finished")]
+
+    with FakeAnthropic(reply) as fake:
+        options = ClaudeAgentOptions(
+            hooks=steering_hooks(store=claude.store),
+            session_id=claude.session,
+            cli_path=str(claude.bin),
+            cwd=str(claude.work),
+            env=claude.env(fake.url),
+            allowed_tools=["Bash"],
+        )
+        results = []
+        async with ClaudeSDKClient(options=options) as client:
+            await client.query("run the tool")
+            async for message in client.receive_response():
+                if isinstance(message, ResultMessage):
+                    results.append(message)
+        await end_session(claude.session, store=claude.store)
+    assert results and not results[-1].is_error
+    requests = fake.agent_requests()
+    assert_once_from(requests, steer, 1)
+    assert_once_from(requests, later, first_with(requests, later))
+    events = claude.events()
+    assert [e["moment"] for e in delivered(events, "sdk-1")] in (["PostToolUse"], ["PreToolUse"])
+    assert [(e["moment"], e.get("delivery")) for e in delivered(events, "sdk-2")] == [("Stop", "follow_up")]
+    no_failures(events)
