@@ -94,13 +94,22 @@ def _events(model: str, blocks: list[Block]) -> list[tuple[str, dict[str, Any]]]
             out.append(
                 (
                     "content_block_start",
-                    {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}},
+                    {
+                        "type": "content_block_start",
+                        "index": index,
+                        "content_block": {"type": "text", "text": ""},
+                    },
                 )
             )
             delta = {"type": "text_delta", "text": block["text"]}
         else:
             start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
-            out.append(("content_block_start", {"type": "content_block_start", "index": index, "content_block": start}))
+            out.append(
+                (
+                    "content_block_start",
+                    {"type": "content_block_start", "index": index, "content_block": start},
+                )
+            )
             delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
         out.append(("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}))
         out.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
@@ -158,7 +167,9 @@ class FakeAnthropic:
                     self._send_json(200, {"input_tokens": 10})
                     return
                 if not path.endswith("/v1/messages"):
-                    self._send_json(404, {"type": "error", "error": {"type": "not_found_error", "message": path}})
+                    self._send_json(
+                        404, {"type": "error", "error": {"type": "not_found_error", "message": path}}
+                    )
                     return
                 with fake.lock:
                     fake.requests.append(body)
@@ -184,7 +195,8 @@ class FakeAnthropic:
                     )
                     return
                 chunks = b"".join(
-                    f"event: {name}\ndata: {json.dumps(data)}\n\n".encode() for name, data in _events(model, blocks)
+                    f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+                    for name, data in _events(model, blocks)
                 )
                 self.send_response(200)
                 self.send_header("content-type", "text/event-stream")

@@ -28,8 +28,7 @@ from typing import Any
 
 import pytest
 
-from live_steering.hooks import SqliteHookStore, instruct
-from tests.fake_anthropic import (
+from fake_anthropic import (
     Block,
     FakeAnthropic,
     first_user_text,
@@ -38,7 +37,8 @@ from tests.fake_anthropic import (
     text,
     tool_use,
 )
-from tests.real_clients import npm_bin
+from live_steering.hooks import SqliteHookStore, instruct
+from real_clients import npm_bin
 
 pytestmark = pytest.mark.real_clients
 
@@ -77,7 +77,16 @@ class Claude:
         self.log = tmp / "hooks.log"
         self.session = str(uuid.uuid4())
         done = subprocess.run(
-            [str(LIVE_STEERING), "hooks", "install", "claude-code", "--store", self.store, "--client", str(self.bin)],
+            [
+                str(LIVE_STEERING),
+                "hooks",
+                "install",
+                "claude-code",
+                "--store",
+                self.store,
+                "--client",
+                str(self.bin),
+            ],
             capture_output=True,
             text=True,
             timeout=120,
@@ -111,7 +120,17 @@ class Claude:
 
     def run(self, fake: FakeAnthropic, prompt: str) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(
-            [str(self.bin), "-p", prompt, "--session-id", self.session, "--allowedTools", "Bash", "--output-format", "json"],
+            [
+                str(self.bin),
+                "-p",
+                prompt,
+                "--session-id",
+                self.session,
+                "--allowedTools",
+                "Bash",
+                "--output-format",
+                "json",
+            ],
             cwd=self.work,
             env=self.env(fake.url),
             capture_output=True,
@@ -128,7 +147,8 @@ class Claude:
         message = self.tmp / f"{command_id}.txt"
         message.write_text(marker, encoding="utf-8")
         args = " ".join(extra)
-        return f"{LIVE_STEERING} instruct {self.session} - --id {command_id} --store {self.store} {args} < {message}"
+        where = f"--id {command_id} --store {self.store} {args}"
+        return f"{LIVE_STEERING} instruct {self.session} - {where} < {message}"
 
     def moments(self) -> list[str]:
         return self.log.read_text(encoding="utf-8").split() if self.log.exists() else []
@@ -139,7 +159,11 @@ class Claude:
 
 
 def delivered(events: list[dict[str, object]], command_id: str) -> list[dict[str, object]]:
-    return [e for e in events if e["type"] == "x.claude-code.instruction.delivered" and e.get("command_id") == command_id]
+    return [
+        e
+        for e in events
+        if e["type"] == "x.claude-code.instruction.delivered" and e.get("command_id") == command_id
+    ]
 
 
 def no_failures(events: list[dict[str, object]]) -> None:
@@ -170,7 +194,9 @@ def test_a_steer_queued_by_a_tool_reaches_the_next_request_once(tmp_path: pathli
             return [text("ok")]
         done = sum(1 for m in body["messages"] if m["role"] == "assistant")
         if done == 0:
-            return [tool_use("Bash", {"command": claude.queue_command(marker, "fix-1"), "description": "queue"})]
+            return [
+                tool_use("Bash", {"command": claude.queue_command(marker, "fix-1"), "description": "queue"})
+            ]
         if done < rounds:
             return [tool_use("Bash", {"command": "echo working", "description": "work"})]
         return [text("all done")]
@@ -225,7 +251,9 @@ def test_an_instruction_queued_during_the_final_answer_continues_through_the_sto
         if not body.get("tools"):
             return [text("ok")]
         if not any(occurrences(r, marker) for r in fake.agent_requests()) and len(fake.agent_requests()) == 1:
-            receipt = instruct(claude.session, marker, id="then-1", vendor="claude-code", store=claude.store, kind=kind)
+            receipt = instruct(
+                claude.session, marker, id="then-1", vendor="claude-code", store=claude.store, kind=kind
+            )
             assert receipt.accepted, receipt
         return [text("finished")]
 
@@ -255,17 +283,23 @@ def test_a_subagent_never_takes_the_main_agents_instruction(tmp_path: pathlib.Pa
         if task in first_user_text(body):  # the subagent's conversation
             if has_tool_result(body):
                 return [text("subagent finished")]
-            return [tool_use("Bash", {"command": claude.queue_command(marker, "main-1"), "description": "queue"})]
+            return [
+                tool_use("Bash", {"command": claude.queue_command(marker, "main-1"), "description": "queue"})
+            ]
         if has_tool_result(body):
             return [text("main finished")]
-        return [tool_use("Agent", {"description": "queue a note", "prompt": task, "subagent_type": "general-purpose"})]
+        return [
+            tool_use(
+                "Agent", {"description": "queue a note", "prompt": task, "subagent_type": "general-purpose"}
+            )
+        ]
 
     with FakeAnthropic(reply) as fake:
         claude.run(fake, "delegate the task")
     requests = fake.agent_requests()
     sub = [r for r in requests if task in first_user_text(r)]
     main = [r for r in requests if task not in first_user_text(r)]
-    assert len(sub) == 2 and len(main) == 2
+    assert (len(sub), len(main)) == (2, 2)
     assert [occurrences(r, marker) for r in sub] == [0, 0]
     assert [occurrences(r, marker) for r in main] == [0, 1]
     events = claude.events()
@@ -294,7 +328,8 @@ def test_an_instruction_for_an_unknown_session_reaches_no_one(tmp_path: pathlib.
     assert all(occurrences(r, marker) == 0 for r in fake.requests)
     with SqliteHookStore(claude.store) as store:
         receipt = store.receipt(typo, "lost-1")
-        assert receipt is not None and receipt.state == "queued"
+        assert receipt is not None
+        assert receipt.state == "queued"
         sessions = {s["session_id"]: s for s in store.sessions()}
     assert sessions[claude.session]["vendor"] == "claude-code"
     no_failures(claude.events())
@@ -307,7 +342,9 @@ def _tmux(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["tmux", *args], capture_output=True, text=True, timeout=30)
 
 
-def _interactive_screen(claude: Claude, fake: FakeAnthropic, socket: str, until: Callable[[str], bool]) -> str:
+def _interactive_screen(
+    claude: Claude, fake: FakeAnthropic, socket: str, until: Callable[[str], bool]
+) -> str:
     """Start ``claude`` in a detached tmux session; return the pane once ``until(pane)`` holds
     (bounded: 90 s), then stop the session."""
     env = claude.env(fake.url)
@@ -360,7 +397,14 @@ def _trust(claude: Claude) -> None:
     (claude.config / ".claude.json").write_text(json.dumps(state), encoding="utf-8")
 
 
-WARNING_WORDS = ("Settings Warning", "Unknown hook event", "Invalid", "Settings Error", "settings issue", "Fix with Claude")
+WARNING_WORDS = (
+    "Settings Warning",
+    "Unknown hook event",
+    "Invalid",
+    "Settings Error",
+    "settings issue",
+    "Fix with Claude",
+)
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)")
@@ -381,7 +425,9 @@ def test_an_interactive_start_shows_no_settings_warning(tmp_path: pathlib.Path) 
         return [text("ok")]
 
     with FakeAnthropic(reply) as fake:
-        warned = _interactive_screen(control, fake, socket + "-c", lambda p: any(w in p for w in WARNING_WORDS))
+        warned = _interactive_screen(
+            control, fake, socket + "-c", lambda p: any(w in p for w in WARNING_WORDS)
+        )
         ours = _interactive_screen(
             claude, fake, socket, lambda p: any(w in p for w in WARNING_WORDS) or ("? for shortcuts" in p)
         )
@@ -411,9 +457,13 @@ async def test_the_agent_sdk_adapter_steers_the_real_cli(tmp_path: pathlib.Path,
         if not body.get("tools"):
             return [text("ok")]
         if not has_tool_result(body):
-            return [tool_use("Bash", {"command": claude.queue_command(steer, "sdk-1"), "description": "queue"})]
+            return [
+                tool_use("Bash", {"command": claude.queue_command(steer, "sdk-1"), "description": "queue"})
+            ]
         if not any(occurrences(r, later) for r in fake.agent_requests()):
-            assert instruct(claude.session, later, id="sdk-2", vendor="claude-code", store=claude.store, kind="follow_up").accepted
+            assert instruct(
+                claude.session, later, id="sdk-2", vendor="claude-code", store=claude.store, kind="follow_up"
+            ).accepted
         return [text("finished")]
 
     with FakeAnthropic(reply) as fake:
@@ -432,7 +482,8 @@ async def test_the_agent_sdk_adapter_steers_the_real_cli(tmp_path: pathlib.Path,
                 if isinstance(message, ResultMessage):
                     results.append(message)
         await end_session(claude.session, store=claude.store)
-    assert results and not results[-1].is_error
+    assert results
+    assert not results[-1].is_error
     requests = fake.agent_requests()
     assert_once_from(requests, steer, 1)
     assert_once_from(requests, later, first_with(requests, later))

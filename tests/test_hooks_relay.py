@@ -339,7 +339,7 @@ def test_reply_that_cannot_be_written_is_unknown(store: HookWhere) -> None:
         (b'{"session_id": "s", "hook_event_name": "NoSuchMoment"}', "unknown-moment"),
         (b'{"session_id": "\\ud800", "hook_event_name": "PostToolUse"}', "invalid-session-id"),
         (b'{"session_id": "s\\u0000", "hook_event_name": "PostToolUse"}', "invalid-session-id"),
-        (b'{"session_id": "' + b"x" * 100_000 + b'", "hook_event_name": "PostToolBatch"}', "invalid-session-id"),
+        (b'{"session_id": "' + b"x" * 100_000 + b'", "hook_event_name": "Stop"}', "invalid-session-id"),
     ],
 )
 def test_bad_input_says_nothing_and_is_recorded(store: HookWhere, data: bytes, reason: str) -> None:
@@ -379,7 +379,8 @@ def test_unusable_store_says_so_on_stderr_only(tmp_path: pathlib.Path) -> None:
     """A store path that cannot be opened: no reply, exit 0, the reason on stderr."""
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    out, err = hook(str(blocker / "hooks.db"), "claude-code", {"session_id": "s", "hook_event_name": "PostToolBatch"})
+    payload: dict[str, object] = {"session_id": "s", "hook_event_name": "PostToolBatch"}
+    out, err = hook(str(blocker / "hooks.db"), "claude-code", payload)
     assert out == b""
     assert "cannot open the hook store" in err
 

@@ -19,6 +19,7 @@ import sqlite3
 import subprocess
 import sys
 from collections import Counter
+from typing import Any
 
 import pytest
 
@@ -35,6 +36,14 @@ CLI = (
 )
 WORKER = [sys.executable, "-m", "live_steering.testing._relay_worker"]
 BOUND = 60  # seconds any one process may take before the test fails (a bound, not a measurement)
+
+
+def reply_text(reply: dict[str, Any]) -> str:
+    """The text a Claude Code reply carries: additionalContext, or the Stop decision's reason."""
+    if "hookSpecificOutput" in reply:
+        return str(reply["hookSpecificOutput"]["additionalContext"])
+    assert reply["decision"] == "block"
+    return str(reply["reason"])
 
 
 def fixture_bytes(vendor: str, moment: str) -> bytes:
@@ -159,7 +168,7 @@ BAD_INPUTS = {
         "unknown-moment",
     ),
     "no-session": (b'{"hook_event_name": "PostToolBatch"}', "claude-code", "missing-session-id"),
-    "non-utf8": (b'{"session_id": "s\xc3\x28", "hook_event_name": "PostToolBatch"}', "claude-code", "malformed-input"),
+    "non-utf8": (b'{"session_id": "s\xc3\x28", "hook_event_name": "Stop"}', "claude-code", "malformed-input"),
     "ten-megabytes": (
         b'{"session_id": "s", "pad": "' + b"x" * 10_000_000 + b'"}',
         "claude-code",
@@ -189,9 +198,8 @@ def test_locked_store_gives_up_after_the_bounded_wait(tmp_path: pathlib.Path) ->
     locker = sqlite3.connect(store, isolation_level=None)
     locker.execute("BEGIN IMMEDIATE")
     try:
-        done = run(
-            [*CLI, "hook", "claude-code", "--store", store], b'{"session_id": "s", "hook_event_name": "PostToolBatch"}'
-        )
+        payload = b'{"session_id": "s", "hook_event_name": "PostToolUse"}'
+        done = run([*CLI, "hook", "claude-code", "--store", store], payload)
     finally:
         locker.execute("ROLLBACK")
         locker.close()
@@ -246,7 +254,7 @@ def concurrency(
             if "stderr" in record:  # a moment that gave up on the lock after the bounded wait: allowed
                 assert "is locked" in record["stderr"] or "lock timeout" in record["stderr"], record
                 continue
-            context = record["reply"]["hookSpecificOutput"]["additionalContext"]
+            context = reply_text(record["reply"])
             for text in context.split("\n\n"):
                 assert text.startswith(record["session_id"] + " ")  # never another session's instruction
                 delivered_texts[text] += 1
@@ -353,7 +361,7 @@ def crash_runs(tmp_path: pathlib.Path, runs: int, seed: int) -> None:
             payload = json.dumps({"session_id": session, "hook_event_name": moment}).encode()
             done = run([*WORKER, "hook", "claude-code", store], payload, env=env)
             if done.stdout:
-                for text in json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"].split("\n\n"):
+                for text in reply_text(json.loads(done.stdout)).split("\n\n"):
                     seen_replies[text] += 1
         kills += done.returncode == -signal.SIGKILL
         check_store(store)
@@ -408,9 +416,9 @@ def test_hook_command_imports_only_what_it_needs(tmp_path: pathlib.Path) -> None
     store = str(tmp_path / "hooks.db")
     with SqliteHookStore(store) as s:
         s.enqueue("s", "c", "t")
-    done = run([sys.executable, "-c", probe, store], b'{"session_id": "s", "hook_event_name": "PostToolBatch"}')
+    done = run([sys.executable, "-c", probe, store], b'{"session_id": "s", "hook_event_name": "PostToolUse"}')
     assert done.returncode == 0
-    assert done.stdout == b'{"hookSpecificOutput":{"hookEventName":"Stop","additionalContext":"t"}}\n'
+    assert done.stdout == b'{"hookSpecificOutput":{"hookEventName":"PostToolUse","additionalContext":"t"}}\n'
     assert done.stderr == b"[]\n"
 
 

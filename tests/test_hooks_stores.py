@@ -266,7 +266,7 @@ def test_a_failed_postgres_migration_leaves_the_store_as_it_was(
 
     dsn, schema = pg_schema
     pg_run(dsn, POSTGRES_V1)
-    broken = {**_postgres.MIGRATIONS, 2: (*_postgres.MIGRATIONS[2], "CREATE TABLE ls_hook_sessions (x INTEGER)")}
+    broken = {**_postgres.MIGRATIONS, 2: (*_postgres.MIGRATIONS[2], "CREATE TABLE ls_hook_sessions (x INT)")}
     monkeypatch.setattr(PostgresHookStore, "MIGRATIONS", broken)
     with pytest.raises(StoreError, match="already exists"):
         PostgresHookStore(dsn)

@@ -94,4 +94,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help(sys.stderr)
         return 2
-    return handler(namespace)
+    try:
+        return handler(namespace)
+    except Exception as exc:
+        # A person-facing command fails in one line, never a traceback (exit 2: the same as a
+        # usage error or an unusable store). LIVE_STEERING_DEBUG=1 shows the traceback.
+        import os
+
+        if os.environ.get("LIVE_STEERING_DEBUG") == "1":
+            raise
+        from .._errors import LiveSteeringError
+
+        parts = (getattr(namespace, "command", None), getattr(namespace, "hooks_command", None))
+        name = " ".join(str(part) for part in parts if part)
+        what = str(exc) if isinstance(exc, LiveSteeringError) else f"{type(exc).__name__}: {exc}"
+        print(f"live-steering {name}: {what}".replace("\n", " "), file=sys.stderr)
+        return 2

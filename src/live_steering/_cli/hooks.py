@@ -148,8 +148,8 @@ def run_events(args: argparse.Namespace) -> int:
     except StoreError as exc:
         print(f"live-steering hooks events: {exc}", file=sys.stderr)
         return 2
-    if args.limit is not None and args.limit < 1:
-        print("live-steering hooks events: --limit must be at least 1", file=sys.stderr)
+    if args.limit is not None and (args.limit < 1 or args.follow):
+        print("live-steering hooks events: --limit takes N >= 1, without --follow", file=sys.stderr)
         store.close()
         return 2
     after = args.after
@@ -163,7 +163,7 @@ def run_events(args: argparse.Namespace) -> int:
                 after = int(event["sequence"])  # type: ignore[call-overload]
             printed += len(batch)
             sys.stdout.flush()
-            if args.limit is not None and printed >= args.limit and not args.follow:
+            if args.limit is not None and printed >= args.limit:
                 left, cursor = 0, after
                 while rest := store.events(after=cursor, session_id=args.session, limit=PAGE):
                     left += len(rest)
@@ -175,7 +175,7 @@ def run_events(args: argparse.Namespace) -> int:
                         file=sys.stderr,
                     )
                 return 0
-            if len(batch) == page and args.limit is None:
+            if len(batch) == page:
                 continue  # a full page: read the next one now
             if not args.follow:
                 return 0
@@ -230,7 +230,10 @@ def run_install(args: argparse.Namespace) -> int:
         )
         return 2
     if args.http is not None and not args.http.startswith(("http://", "https://")):
-        print(f"live-steering hooks install: --http wants an http:// or https:// URL, not {args.http!r}", file=sys.stderr)
+        print(
+            f"live-steering hooks install: --http wants an http:// or https:// URL, not {args.http!r}",
+            file=sys.stderr,
+        )
         return 2
     version = args.client_version
     if version is not None and _versions.parse_version(version) is None:
@@ -239,14 +242,15 @@ def run_install(args: argparse.Namespace) -> int:
     if version is None and args.vendor in _versions.TABLES:
         version = _versions.detect_version(args.vendor, args.client)
         if version is None and args.client is not None:
-            print(f"live-steering hooks install: {args.client} --version did not answer a version", file=sys.stderr)
+            print(
+                f"live-steering hooks install: {args.client} --version did not answer a version",
+                file=sys.stderr,
+            )
             return 2
     if args.vendor in _versions.TABLES:
         note = _versions.wiring(args.vendor, version, []).note
-        print(
-            f"live-steering hooks install: {note}" if note else f"live-steering hooks install: wiring the moments of {args.vendor} {version}",
-            file=sys.stderr,
-        )
+        said = note if note else f"wiring the moments of {args.vendor} {version}"
+        print(f"live-steering hooks install: {said}", file=sys.stderr)
     block = config_block(args.vendor, args.store, args.dsn, version=version, http=args.http)
     if args.write is None:
         sys.stdout.write(block if isinstance(block, str) else json.dumps(block, indent=2) + "\n")

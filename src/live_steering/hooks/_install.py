@@ -111,10 +111,11 @@ HTTP_VENDORS = ("claude-code", "qwen-code")
 
 def _entry(vendor: str, command: str, http: str | None = None) -> dict[str, Any]:
     if http is not None:  # Claude Code: {"type": "http", "url", "timeout"} (seconds)
-        entry: dict[str, Any] = {"type": "http", "url": hook_url(vendor, http), "timeout": HOOK_TIMEOUT_SECONDS}
+        url = hook_url(vendor, http)
         if vendor == "qwen-code":
-            entry = {"type": "http", "url": hook_url(vendor, http), "name": "live-steering", "timeout": HOOK_TIMEOUT_SECONDS * 1000}
-        return entry
+            milliseconds = HOOK_TIMEOUT_SECONDS * 1000
+            return {"type": "http", "url": url, "name": "live-steering", "timeout": milliseconds}
+        return {"type": "http", "url": url, "timeout": HOOK_TIMEOUT_SECONDS}
     if vendor == "qwen-code":  # Qwen Code's timeout is in milliseconds
         return {
             "type": "command",

@@ -238,7 +238,10 @@ class SqliteHookStore(RelayStore):
     # -- the dialect ------------------------------------------------------------------------
 
     def _run(self, name: str, params: Sequence[object] = ()) -> Rows:
-        return self._conn.execute(STATEMENTS[name], params)
+        try:
+            return self._conn.execute(STATEMENTS[name], params)
+        except sqlite3.DatabaseError as exc:  # a damaged or foreign file: one line for a person
+            raise StoreError(f"cannot use the hook store {self.path}: {exc}") from exc
 
     def _execute(self, sql: str) -> None:
         self._conn.execute(sql)

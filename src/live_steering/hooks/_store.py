@@ -572,7 +572,8 @@ class RelayStore(HookStore):
                 return StoredReceipt(True, command_id, session_id, known[1], known[2], repeated=True)
             if answer != _admit.ADMIT:
                 why = kind_problem if answer == _admit.UNSUPPORTED_KIND else problem
-                return self._refuse(now, session_id, command_id, answer, _admit.detail(answer, why, self.capacity))
+                detail = _admit.detail(answer, why, self.capacity)
+                return self._refuse(now, session_id, command_id, answer, detail)
             if row is None:
                 self._run("insert_session", (session_id, vendor, now))
                 epoch = 1
@@ -580,7 +581,8 @@ class RelayStore(HookStore):
                 if vendor is not None and row[0] is None:
                     self._run("name_session_vendor", (vendor, session_id))
                 epoch = row[2]
-            self._run("insert_instruction", (session_id, command_id, text, vendor, epoch, now, kind, agent_id))
+            row_values = (session_id, command_id, text, vendor, epoch, now, kind, agent_id)
+            self._run("insert_instruction", row_values)
             fields: dict[str, object] = {"pending": pending + 1}
             if vendor is not None:
                 fields["vendor"] = vendor

@@ -46,8 +46,8 @@ class VendorFacts:
     """One vendor's hook facts, as plain data (immutable by convention; never mutated)."""
 
     __slots__ = (
-        "cap",
         "agent_id_fields",
+        "cap",
         "cap_counts_utf16",
         "context_moments",
         "follow_up_moments",

@@ -96,13 +96,26 @@ _CLAUDE_2_1_332 = (
 #: release of hooks, which every later version keeps.
 TABLES: Mapping[str, tuple[Release, ...]] = {
     "claude-code": (
-        Release("2.1.197", _CLAUDE_2_1_197, "the hook-event list of the @anthropic-ai/claude-code 2.1.197 CLI"),
-        Release("2.1.332", _CLAUDE_2_1_332, "the hook-event list of the @anthropic-ai/claude-code 2.1.332 CLI"),
+        Release(
+            "2.1.197", _CLAUDE_2_1_197, "the hook-event list of the @anthropic-ai/claude-code 2.1.197 CLI"
+        ),
+        Release(
+            "2.1.332", _CLAUDE_2_1_332, "the hook-event list of the @anthropic-ai/claude-code 2.1.332 CLI"
+        ),
     ),
 }
 FALLBACK: Mapping[str, frozenset[str]] = {
     "claude-code": frozenset(
-        {"PreToolUse", "PostToolUse", "Notification", "UserPromptSubmit", "Stop", "SubagentStop", "SessionStart", "SessionEnd"}
+        {
+            "PreToolUse",
+            "PostToolUse",
+            "Notification",
+            "UserPromptSubmit",
+            "Stop",
+            "SubagentStop",
+            "SessionStart",
+            "SessionEnd",
+        }
     ),
 }
 #: The command that prints each vendor's version, and the binary's usual name.
@@ -148,7 +161,9 @@ class Wiring:
 
     __slots__ = ("known", "moments", "note", "version")
 
-    def __init__(self, moments: list[str], known: frozenset[str] | None, version: str | None, note: str | None) -> None:
+    def __init__(
+        self, moments: list[str], known: frozenset[str] | None, version: str | None, note: str | None
+    ) -> None:
         self.moments = moments
         """The moments to wire, in config order."""
         self.known = known
