@@ -194,9 +194,9 @@ def test_install_bakes_in_the_running_installation_not_the_first_on_path(
     monkeypatch.setenv("PATH", f"{other.parent}{os.pathsep}{os.environ.get('PATH', '')}")
     command = _install.hook_command("claude-code", None)
     assert str(other) not in command
-    beside = pathlib.Path(os.path.abspath(sys.executable)).parent / "live-steering"
-    expected = str(beside) if beside.exists() else sys.executable
-    assert command.startswith(expected)
+    # this installation's own Python, running the hook entry point (no console-script start-up)
+    assert command.startswith(os.path.abspath(sys.executable) + " -c ")
+    assert "hook claude-code" in command
 
 
 # -- 6. every real vendor moment is known -----------------------------------------------------

@@ -470,7 +470,7 @@ def test_hooks_install_write_sessions_and_recover_commands(tmp_path: pathlib.Pat
     assert "hook claude-code --store" in stop[1]["hooks"][0]["command"]
     printed = run([*CLI, "hooks", "install", "codex", "--store", store])
     assert set(json.loads(printed.stdout)["hooks"]) == set(_vendors.FACTS["codex"].context_moments)
-    hook_cmd = stop[1]["hooks"][0]["command"].split()  # the installed command runs as written
+    hook_cmd = shlex.split(stop[1]["hooks"][0]["command"])  # the installed command runs as written
     assert run(hook_cmd, fixture_bytes("claude-code", "SessionStart")).returncode == 0
     listed = run([*CLI, "hooks", "sessions", "--json", "--store", store])
     assert [json.loads(line)["session_id"] for line in listed.stdout.splitlines()] == [

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
-    from typing import Any
+    from typing import Any, NoReturn
 
 
 def _version() -> str:
@@ -38,10 +38,23 @@ def _version() -> str:
 LIGHT = ("instruct", "hooks")
 
 
+def _version_action() -> type[argparse.Action]:
+    import argparse
+
+    class VersionAction(argparse.Action):
+        """``--version``: reads the installed version only when asked (importlib.metadata costs
+        every other command some 60 ms)."""
+
+        def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+            sys.stdout.write(f"live-steering {_version()}\n")
+            parser.exit(0)
+
+    return VersionAction
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The whole command's parser; ``only``: a parser with just that one subcommand of ``LIGHT``."""
     import argparse
-    from typing import NoReturn
 
     class Parser(argparse.ArgumentParser):
         """argparse, but a usage error is one line on stderr (exit 2), like every other CLI error."""
@@ -53,7 +66,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         prog="live-steering",
         description="Steer a running agent at its next request boundary, with honest receipts.",
     )
-    parser.add_argument("--version", action="version", version=f"live-steering {_version()}")
+    parser.add_argument("--version", action=_version_action(), nargs=0, help="show the version and exit")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     if only == "instruct":
         from . import instruct

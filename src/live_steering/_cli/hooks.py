@@ -15,12 +15,16 @@
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import sys
 import time
-from typing import Any
+
+# ``typing`` and ``datetime`` cost ``instruct`` (which imports ``store_options`` from here)
+# a few milliseconds each: imported for the type checker, or where used.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 VENDORS = ("claude-code", "codex", "qwen-code", "vscode", "hermes")
 FOLLOW_INTERVAL = 0.25
@@ -122,6 +126,8 @@ def _printable(value: object) -> str:
 
 
 def _line(event: dict[str, Any]) -> str:
+    import datetime
+
     when = datetime.datetime.fromtimestamp(float(event["time"]), tz=datetime.UTC).strftime(
         "%Y-%m-%dT%H:%M:%S.%fZ"
     )

@@ -13,8 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 VENDORS = ("claude-code", "codex", "qwen-code", "vscode", "hermes")
 
@@ -56,9 +60,20 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    import uuid
+def _uuid4() -> str:
+    """A random UUID (version 4) as ``uuid.uuid4()`` spells it, without importing ``uuid`` (10 ms).
 
+    >>> len(_uuid4()), _uuid4()[14]
+    (36, '4')
+    """
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40
+    raw[8] = (raw[8] & 0x3F) | 0x80
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def run(args: argparse.Namespace) -> int:
     from ..hooks._open import open_store
     from ..hooks._store import FOLLOW_UP, STEER, StoreError
 
@@ -72,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             receipt = store.enqueue(
                 args.session,
-                args.id if args.id is not None else str(uuid.uuid4()),
+                args.id if args.id is not None else _uuid4(),
                 text,
                 vendor=args.vendor,
                 kind=kind,

@@ -46,7 +46,11 @@ CONFIG_FILES = {
 }
 #: Seconds a vendor lets one hook run; ours finishes well inside (it waits 1 s for a lock at most).
 HOOK_TIMEOUT_SECONDS = 10
-MARKERS = ("live-steering hook", "live_steering._cli hook", "/v1/hooks/claude-code", "/v1/hooks/qwen-code")
+#: The program the hook command runs: the hook entry point, straight from this installation's
+#: Python. The ``live-steering`` console script pip writes imports ``re`` first (some 15 ms,
+#: paid at every hook moment); ``hook VENDOR`` stays in the argv, as the script would read it.
+HOOK_PROGRAM = "import sys; from live_steering._cli.hook import main; sys.exit(main(sys.argv[2:]))"
+MARKERS = ("live-steering hook", "live_steering._cli hook", "live_steering._cli.hook import main", "/v1/hooks/claude-code", "/v1/hooks/qwen-code")
 
 
 class InstallError(LiveSteeringError, ValueError):
@@ -66,29 +70,15 @@ def moments(vendor: str, version: str | None = None) -> list[str]:
     return _versions.wiring(vendor, version, wired).moments
 
 
-def _script() -> list[str]:
-    """The argv prefix that runs *this* installation's ``live-steering``, never another on PATH.
-
-    The console script next to the running interpreter (a venv's ``bin/``), else the
-    running script itself when it is ``live-steering``, else this interpreter with
-    ``-m live_steering._cli``.
-    """
-    beside = os.path.join(os.path.dirname(os.path.abspath(sys.executable)), "live-steering")
-    if os.path.isfile(beside) and os.access(beside, os.X_OK):
-        return [beside]
-    running = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
-    if os.path.basename(running) == "live-steering" and os.path.isfile(running):
-        return [running]
-    return [sys.executable, "-m", "live_steering._cli"]
-
-
 def hook_command(vendor: str, store: str | None, dsn: str | None = None) -> str:
-    """The shell command the vendor runs: the running installation's ``live-steering``, absolute.
+    """The shell command the vendor runs: the running installation's Python (absolute) running
+    ``live-steering hook VENDOR`` (``HOOK_PROGRAM``: the entry point without the console
+    script's start-up).
 
     ``dsn``: a PostgreSQL store, baked in as ``--dsn`` (mind a password in it: prefer a
     passfile or ``$LIVE_STEERING_STORE_DSN``, see docs/hooks.md).
     """
-    argv = [*_script(), "hook", vendor]
+    argv = [os.path.abspath(sys.executable), "-c", HOOK_PROGRAM, "hook", vendor]
     if store is not None:
         argv += ["--store", os.path.abspath(store)]
     if dsn is not None:

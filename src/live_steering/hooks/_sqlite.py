@@ -26,8 +26,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Sequence
 
 from ._store import (
     DEFAULT_BUSY_TIMEOUT,
@@ -41,6 +40,9 @@ from ._store import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+    from types import TracebackType
+
     from ._store import Rows
 
 __all__ = ["SqliteHookStore"]
@@ -177,6 +179,38 @@ def _alive(pid: int) -> bool:
     return True
 
 
+class _Step:
+    """One ``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on any exception), as a plain context
+    manager: ``contextlib`` would cost every hook process its import."""
+
+    __slots__ = ("store",)
+
+    def __init__(self, store: SqliteHookStore) -> None:
+        self.store = store
+
+    def __enter__(self) -> None:
+        try:
+            self.store._conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise StoreError(f"the hook store {self.store.path} is locked or unusable: {exc}") from exc
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        conn = self.store._conn
+        try:
+            if kind is None:
+                self.store._point("before-commit")
+                conn.execute("COMMIT")
+                return
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+
+
 class SqliteHookStore(RelayStore):
     """The store on one SQLite file, safe for many processes at once.
 
@@ -246,22 +280,9 @@ class SqliteHookStore(RelayStore):
     def _execute(self, sql: str) -> None:
         self._conn.execute(sql)
 
-    @contextmanager
-    def _transaction(self, session_id: str | None = None) -> Iterator[None]:
+    def _transaction(self, session_id: str | None = None) -> AbstractContextManager[None]:
         """One ``BEGIN IMMEDIATE`` step: the file's one writer lock serialises every session."""
-        conn = self._conn
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            raise StoreError(f"the hook store {self.path} is locked or unusable: {exc}") from exc
-        try:
-            yield
-            self._point("before-commit")
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
+        return _Step(self)
 
     def _schema_transaction(self) -> AbstractContextManager[None]:
         return self._transaction()
