@@ -92,6 +92,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args[:1] == ["hook"] and args[1:2] not in (["-h"], ["--help"]):
         from . import hook
 
+        if argv is None:  # the console script: this process is the hook's, it may end it itself
+            hook.exit_fast()
         return hook.main(args[1:])
     from collections.abc import Callable
     from typing import cast

@@ -125,10 +125,15 @@ def run_hook(
     stdout: IO[bytes] | None = None,
     stderr: IO[str] | None = None,
     trace: Callable[[str], None] | None = None,
+    leave_open: bool = False,
 ) -> int:
     """Handle one hook moment of ``vendor``; always returns 0 (see the module docs).
 
     The store: ``store_path`` (SQLite), ``dsn`` (PostgreSQL), else as ``open_store``.
+    ``leave_open``: a SQLite store is not closed (the process exits at once, see
+    ``_cli/hook.py``): closing the last connection of a WAL file checkpoints it, a disk flush
+    the agent would wait for at every moment; SQLite's automatic checkpoint and the other
+    commands' close do it instead. Every step is committed before this returns.
     """
     err = stderr if stderr is not None else sys.stderr
     try:
@@ -148,7 +153,8 @@ def run_hook(
     except Exception as exc:
         _record(store, vendor if vendor in _vendors.FACTS else None, "internal-error", repr(exc), None, err)
     finally:
-        store.close()
+        if not (leave_open and store.__class__.__name__ == "SqliteHookStore"):
+            store.close()
     return 0
 
 
