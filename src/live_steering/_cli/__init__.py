@@ -109,8 +109,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help(sys.stderr)
         return 2
+    if argv is None and getattr(namespace, "command", None) == "instruct":
+        from . import instruct
+
+        instruct.LEAVE_OPEN = True
     try:
-        return handler(namespace)
+        code = handler(namespace)
+        if argv is None and getattr(namespace, "command", None) == "instruct":
+            import os
+
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)  # see instruct.LEAVE_OPEN
+        return code
     except Exception as exc:
         # A person-facing command fails in one line, never a traceback (exit 2: the same as a
         # usage error or an unusable store). LIVE_STEERING_DEBUG=1 shows the traceback.

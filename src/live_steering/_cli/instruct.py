@@ -21,6 +21,10 @@ if TYPE_CHECKING:
     from typing import Any
 
 VENDORS = ("claude-code", "codex", "qwen-code", "vscode", "hermes")
+#: Set by ``main()`` when this process is the console script's and ends right after the command:
+#: the store (its instruction committed, fully synced) is then not closed, which would cost a
+#: WAL checkpoint, a second disk flush, for nothing the person waits on.
+LEAVE_OPEN = False
 
 
 def register(subparsers: Any) -> None:
@@ -94,7 +98,8 @@ def run(args: argparse.Namespace) -> int:
                 agent_id=args.agent,
             )
         finally:
-            store.close()
+            if not (LEAVE_OPEN and store.__class__.__name__ == "SqliteHookStore"):
+                store.close()
     except (StoreError, ValueError) as exc:
         print(f"live-steering instruct: {exc}", file=sys.stderr)
         return 2
