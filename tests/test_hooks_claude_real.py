@@ -335,6 +335,40 @@ def test_an_instruction_for_an_unknown_session_reaches_no_one(tmp_path: pathlib.
     no_failures(claude.events())
 
 
+def test_http_hooks_to_a_stopped_server_leave_the_agent_working(tmp_path: pathlib.Path) -> None:
+    """``hooks install claude-code --http URL`` with nothing listening at URL: the real CLI runs
+    its tool round and answers as without hooks."""
+    claude = Claude(tmp_path, "claude-code")
+    import socket
+
+    with socket.socket() as probe:  # a port nobody listens on: bound, then closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    done = subprocess.run(
+        [str(LIVE_STEERING), "hooks", "install", "claude-code", "--client", str(claude.bin)]
+        + ["--http", f"http://127.0.0.1:{port}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    block = json.loads(done.stdout)
+    (entry,) = block["hooks"]["PostToolBatch"][0]["hooks"]
+    assert entry["url"] == f"http://127.0.0.1:{port}/v1/hooks/claude-code"
+    claude.settings.write_text(json.dumps(block), encoding="utf-8")
+
+    def reply(body: dict[str, Any]) -> list[Block]:
+        if body.get("tools") and not has_tool_result(body):
+            return [tool_use("Bash", {"command": "echo still-working", "description": "work"})]
+        return [text("finished normally")]
+
+    with FakeAnthropic(reply) as fake:
+        result = json.loads(claude.run(fake, "run a tool").stdout)
+    assert result["result"] == "finished normally"
+    assert not result["is_error"]
+    assert any("still-working" in json.dumps(r["messages"]) for r in fake.agent_requests())
+
+
 # -- an interactive start under tmux ----------------------------------------------------------
 
 
