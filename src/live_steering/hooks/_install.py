@@ -50,7 +50,13 @@ HOOK_TIMEOUT_SECONDS = 10
 #: Python. The ``live-steering`` console script pip writes imports ``re`` first (some 15 ms,
 #: paid at every hook moment); ``hook VENDOR`` stays in the argv, as the script would read it.
 HOOK_PROGRAM = "import sys; from live_steering._cli import hook; hook.exit_fast(); hook.main(sys.argv[2:])"
-MARKERS = ("live-steering hook", "live_steering._cli hook", "from live_steering._cli import hook", "/v1/hooks/claude-code", "/v1/hooks/qwen-code")
+MARKERS = (
+    "live-steering hook",
+    "live_steering._cli hook",
+    "from live_steering._cli import hook",
+    "/v1/hooks/claude-code",
+    "/v1/hooks/qwen-code",
+)
 
 
 class InstallError(LiveSteeringError, ValueError):

@@ -30,10 +30,10 @@ from collections.abc import Callable, Sequence
 
 from ._store import (
     DEFAULT_BUSY_TIMEOUT,
-    Claim,
     DEFAULT_IDENTITY_LIMIT,
     DEFAULT_QUEUE_CAPACITY,
     SCHEMA_VERSION,
+    Claim,
     RelayStore,
     StoreError,
     default_store_path,
