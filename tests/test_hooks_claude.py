@@ -19,7 +19,7 @@ import sys
 import pytest
 
 from live_steering._cli import main
-from live_steering.hooks import SqliteHookStore, _install, _vendors, _versions, instruct
+from live_steering.hooks import SqliteHookStore, _claude_code, _install, _vendors, instruct
 from live_steering.hooks._command import run_hook
 
 CLAUDE = _vendors.FACTS["claude-code"]
@@ -50,14 +50,14 @@ def delivered(store: str, command_id: str) -> list[dict[str, object]]:
 # -- 1. the version table -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("row", _versions.TABLES["claude-code"], ids=lambda r: ".".join(map(str, r.since)))
-def test_every_moment_a_release_fires_is_known_to_the_relay(row: _versions.Release) -> None:
+@pytest.mark.parametrize("row", _claude_code.TABLES["claude-code"], ids=lambda r: ".".join(map(str, r.since)))
+def test_every_moment_a_release_fires_is_known_to_the_relay(row: _claude_code.Release) -> None:
     """No moment of any release in the table is an ``unknown-moment`` failure (MessageDisplay...)."""
     assert row.known <= CLAUDE.known_moments
 
 
-@pytest.mark.parametrize("row", _versions.TABLES["claude-code"], ids=lambda r: ".".join(map(str, r.since)))
-def test_the_install_wires_only_moments_the_release_accepts(row: _versions.Release) -> None:
+@pytest.mark.parametrize("row", _claude_code.TABLES["claude-code"], ids=lambda r: ".".join(map(str, r.since)))
+def test_the_install_wires_only_moments_the_release_accepts(row: _claude_code.Release) -> None:
     """Each release gets only moments it knows, one per tool round, and each wired moment delivers
     (or ends the session)."""
     version = ".".join(map(str, row.since))
@@ -69,7 +69,7 @@ def test_the_install_wires_only_moments_the_release_accepts(row: _versions.Relea
 
 def test_2_1_197_does_not_know_post_model_switch_and_2_1_332_does() -> None:
     """The fact behind the settings warning of issue 24, as the table holds it."""
-    old, new = _versions.TABLES["claude-code"]
+    old, new = _claude_code.TABLES["claude-code"]
     assert "PostModelSwitch" not in old.known
     assert "PostModelSwitch" in new.known
     assert "PostModelSwitch" not in _install.moments("claude-code", "2.1.197 (Claude Code)")
@@ -78,15 +78,15 @@ def test_2_1_197_does_not_know_post_model_switch_and_2_1_332_does() -> None:
 def test_an_older_or_undetected_version_gets_the_safe_wiring_and_a_note() -> None:
     """Older than the table: only moments every version knows (PostToolUse per tool call); none
     detected: the oldest row's wiring. Both say so."""
-    older = _versions.wiring("claude-code", "1.0.80", [])
+    older = _claude_code.wiring("claude-code", "1.0.80", [])
     assert older.moments == ["SessionStart", "UserPromptSubmit", "PostToolUse", "Stop", "SessionEnd"]
     assert older.note is not None
     assert "older than 2.1.197" in older.note
-    unknown = _versions.wiring("claude-code", None, [])
+    unknown = _claude_code.wiring("claude-code", None, [])
     assert unknown.moments == _install.moments("claude-code", "2.1.197")
     assert unknown.note is not None
     assert "--client-version" in unknown.note
-    assert _versions.wiring("claude-code", "2.1.250", []).note is None
+    assert _claude_code.wiring("claude-code", "2.1.250", []).note is None
 
 
 def fake_cli(tmp_path: pathlib.Path, answer: str) -> pathlib.Path:

@@ -225,7 +225,7 @@ def run_install(args: argparse.Namespace) -> int:
             print(f"the plugin in {args.plugin} is already up to date; nothing was changed")
         print("enable it in ~/.hermes/config.yaml:  plugins: {enabled: [live-steering]}")
         return 0
-    from ..hooks import _versions
+    from ..hooks import _claude_code
     from ..hooks._install import CONFIG_FILES, HTTP_VENDORS
 
     if args.http is not None and args.vendor not in HTTP_VENDORS:
@@ -242,19 +242,19 @@ def run_install(args: argparse.Namespace) -> int:
         )
         return 2
     version = args.client_version
-    if version is not None and _versions.parse_version(version) is None:
+    if version is not None and _claude_code.parse_version(version) is None:
         print(f"live-steering hooks install: --client-version wants X.Y.Z, not {version!r}", file=sys.stderr)
         return 2
-    if version is None and args.vendor in _versions.TABLES:
-        version = _versions.detect_version(args.vendor, args.client)
+    if version is None and args.vendor in _claude_code.TABLES:  # Claude Code: its own table
+        version = _claude_code.detect_version(args.vendor, args.client)
         if version is None and args.client is not None:
             print(
                 f"live-steering hooks install: {args.client} --version did not answer a version",
                 file=sys.stderr,
             )
             return 2
-    if args.vendor in _versions.TABLES:
-        note = _versions.wiring(args.vendor, version, []).note
+    if args.vendor in _claude_code.TABLES:
+        note = _claude_code.wiring(args.vendor, version, []).note
         said = note if note else f"wiring the moments of {args.vendor} {version}"
         print(f"live-steering hooks install: {said}", file=sys.stderr)
     block = config_block(args.vendor, args.store, args.dsn, version=version, http=args.http)

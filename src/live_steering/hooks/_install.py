@@ -64,16 +64,18 @@ class InstallError(LiveSteeringError, ValueError):
 
 
 def moments(vendor: str, version: str | None = None) -> list[str]:
-    """The moments the config wires for ``vendor`` (at its installed ``version``, for a vendor
-    with a version table in ``_versions.py``): else the eligible ones, sorted, then the
-    session-end moment."""
-    from . import _versions
-
+    """The moments the config wires for ``vendor``: for Claude Code, those of its installed
+    ``version`` (``_claude_code.py``); else the eligible ones, sorted, then the session-end
+    moment."""
     facts = _vendors.FACTS[vendor]
+    if vendor == "claude-code":
+        from . import _claude_code
+
+        return _claude_code.wiring(vendor, version, []).moments
     wired = sorted(facts.context_moments)
     if facts.session_end_moment is not None:
         wired.append(facts.session_end_moment)
-    return _versions.wiring(vendor, version, wired).moments
+    return wired
 
 
 def hook_command(vendor: str, store: str | None, dsn: str | None = None) -> str:

@@ -1,17 +1,18 @@
-"""Which hook moments each installed vendor version accepts, and which ones ``hooks install`` wires.
+"""Claude Code's versions: which hook moments each release accepts, and which ones the install wires.
 
-A vendor rejects a hook config that names a moment it does not know: Claude Code
-2.1.197 shows a settings warning dialog at every interactive start for
-``PostModelSwitch``, which only later versions know. So ``hooks install VENDOR``
-asks the installed CLI for its version (``claude --version``) and wires only the
-moments of the table row for that version. A row is the list of hook events read
-from that release's own CLI (its hook-event enum); docs/hooks.md cites each one.
+Claude Code rejects a hook config that names a moment it does not know: 2.1.197 shows a
+settings warning dialog at every interactive start for ``PostModelSwitch``, which only
+later versions know. So ``hooks install claude-code`` asks the installed CLI for its
+version (``claude --version``) and wires only the moments of the table row for that
+version. A row is the list of hook events read from that release's own CLI (its
+hook-event enum); docs/hooks.md cites each one.
 
 The install wires as few moments as delivery needs (every hook moment is a process
 start): per tool round one moment, plus the session's start, prompt, stop and end.
 
-This module decides nothing at hook time: only ``hooks install`` and ``hooks doctor``
-read it. Another vendor's table goes into ``TABLES`` beside Claude Code's.
+This module decides nothing at hook time: only ``hooks install`` reads it. The data is
+keyed by vendor name so that other vendors' tables can sit beside it, but only Claude
+Code's lives here (the other vendors' version tables are their own).
 """
 
 from __future__ import annotations
@@ -174,7 +175,7 @@ class Wiring:
         """A line for the person installing (no CLI found, an older version), or ``None``."""
 
 
-def wiring(vendor: str, version: str | None, default: Sequence[str]) -> Wiring:
+def wiring(vendor: str, version: str | tuple[int, ...] | None, default: Sequence[str]) -> Wiring:
     """The moments to wire for ``vendor`` at ``version`` (``default``: the wiring of a vendor
     with no table). A version of no row, or none detected, gets the oldest row's wiring.
 
@@ -183,11 +184,12 @@ def wiring(vendor: str, version: str | None, default: Sequence[str]) -> Wiring:
     >>> wiring("claude-code", "2.0.0", []).moments
     ['SessionStart', 'UserPromptSubmit', 'PostToolUse', 'Stop', 'SessionEnd']
     """
+    shown = ".".join(map(str, version)) if isinstance(version, tuple) else version
     table = TABLES.get(vendor)
     if table is None:
-        return Wiring(list(default), None, version, None)
+        return Wiring(list(default), None, shown, None)
     note = None
-    parsed = parse_version(version) if version is not None else None
+    parsed = parse_version(shown) if shown is not None else None
     if parsed is None:
         known = table[0].known
         note = (
@@ -197,7 +199,7 @@ def wiring(vendor: str, version: str | None, default: Sequence[str]) -> Wiring:
     elif parsed < table[0].since:
         known = FALLBACK[vendor]
         note = (
-            f"{vendor} {version} is older than {'.'.join(map(str, table[0].since))}, the oldest version "
+            f"{vendor} {shown} is older than {'.'.join(map(str, table[0].since))}, the oldest version "
             "whose hook moments are known here: wiring only the moments every version accepts"
         )
     else:
@@ -209,4 +211,4 @@ def wiring(vendor: str, version: str | None, default: Sequence[str]) -> Wiring:
                 moments.append(moment)
                 moments += [m for m in COMPANIONS.get(vendor, {}).get(moment, ()) if m in known]
                 break
-    return Wiring(moments, known, version, note)
+    return Wiring(moments, known, shown, note)
