@@ -68,6 +68,9 @@ class Claude:
     def __init__(self, tmp: pathlib.Path, client: str, *, drop: tuple[str, ...] = ()) -> None:
         self.tmp = tmp
         self.bin = claude_bin(client)
+        # 2.1.332's package asks for node >= 22 (this machine's node is 20): the pinned node22
+        # client comes first on its PATH.
+        self.node_path = str(npm_bin("node22", "node").parent) if client == "claude-code-new" else None
         self.home = tmp / "home"
         self.config = tmp / "config"
         self.work = tmp / "work"
@@ -116,6 +119,8 @@ class Claude:
             DISABLE_ERROR_REPORTING="1",
             DISABLE_AUTOUPDATER="1",
         )
+        if self.node_path is not None:
+            env["PATH"] = self.node_path + os.pathsep + env.get("PATH", "")
         return env
 
     def run(self, fake: FakeAnthropic, prompt: str) -> subprocess.CompletedProcess[str]:
