@@ -10,7 +10,7 @@ from ._acp import ACP_FIGURES, run_acp
 from ._integrations import run_integrations
 from ._suite import FULL, QUICK, TINY, Settings, run_backend
 from ._timing import Figure, figure
-from .bench_hook import measure_hook_command
+from .bench_hook import measure_hook_command, measure_instruct_command
 
 __all__ = ["ACP_FIGURES", "BACKENDS", "FULL", "GROUPS", "QUICK", "TINY", "Figure", "Settings"]
 __all__ += ["figure", "run", "run_backend"]
@@ -44,4 +44,5 @@ def run(
         figures.extend(run_integrations(settings.integration_rounds))
     if "hook" in groups:
         figures.append(measure_hook_command(settings.hook_runs))
+        figures.append(measure_instruct_command(settings.hook_runs))
     return figures, floors

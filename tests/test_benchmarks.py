@@ -40,7 +40,7 @@ EXPECTED: dict[str, tuple[str, float]] = {
     "acp_steer_roundtrip": ("ns", 1.5),
 }
 #: Figures measured once per run, not per backend (they start processes), with their backend field.
-PROCESS_FIGURES: dict[str, tuple[str, float]] = {"hook_command": ("ns", 2.0)}
+PROCESS_FIGURES: dict[str, tuple[str, float]] = {"hook_command": ("ns", 1.3), "instruct_command": ("ns", 1.5)}
 PROCESS = "process"
 ASYNCIO_ONLY = {"acp_steer_roundtrip"}
 #: The integration figures of issue 14: asyncio only (the frameworks are asyncio-only).

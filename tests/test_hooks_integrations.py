@@ -147,6 +147,37 @@ async def test_sdk_callback_returns_hook_specific_output(anyio_backend: str, sto
     assert await matcher.hooks[0](payload, "toolu_1", context) == {}
 
 
+async def test_sdk_callback_in_a_subagent_takes_only_its_own(anyio_backend: str, store: str) -> None:
+    """A callback whose input carries agent_id (a subagent) passes the main agent's instruction
+    by and takes the one sent to that agent; the events name the agent."""
+    instruct("sdk-session", "For the main agent", id="m1", store=store)
+    instruct("sdk-session", "For the explorer", id="a1", store=store, agent_id="agent-9")
+    (matcher,) = claude_sdk.steering_hooks(store=store)["PostToolUse"]
+    payload: PostToolUseHookInput = {
+        "session_id": "sdk-session",
+        "transcript_path": "/tmp/t.jsonl",
+        "cwd": "/tmp",
+        "hook_event_name": "PostToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": "ls"},
+        "tool_response": {"stdout": "ok"},
+        "tool_use_id": "toolu_2",
+        "agent_id": "agent-9",
+        "agent_type": "Explore",
+    }
+    context: HookContext = {"signal": None}
+    output = await matcher.hooks[0](payload, "toolu_2", context)
+    explorer = {"hookEventName": "PostToolUse", "additionalContext": "For the explorer"}
+    assert output == {"hookSpecificOutput": explorer}
+    main_agent = {k: v for k, v in payload.items() if k not in ("agent_id", "agent_type")}
+    output = await matcher.hooks[0](main_agent, "toolu_3", context)  # type: ignore[arg-type]
+    main_reply = {"hookEventName": "PostToolUse", "additionalContext": "For the main agent"}
+    assert output == {"hookSpecificOutput": main_reply}
+    with SqliteHookStore(store) as s:
+        took = {e["command_id"]: e["agent_id"] for e in s.events() if str(e["type"]).endswith(".delivered")}
+    assert took == {"a1": "agent-9", "m1": None}
+
+
 async def test_sdk_end_session_drops_what_is_queued(anyio_backend: str, store: str) -> None:
     """end_session() is the SDK host's SessionEnd: queued instructions are dropped, audited."""
     instruct("sdk-session", "Never sent", id="c1", store=store)

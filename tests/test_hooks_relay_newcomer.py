@@ -55,14 +55,14 @@ def test_install_removes_only_our_entries_from_a_shared_matcher_group(tmp_path: 
         "hooks": [{"type": "command", "command": "prettier --write"}, {"type": "command", "command": OLD}],
     }
     only_ours = {"hooks": [{"type": "command", "command": OLD}]}
-    settings.write_text(json.dumps({"hooks": {"PostToolUse": [shared], "Setup": [only_ours]}}))
+    settings.write_text(json.dumps({"hooks": {"PostToolBatch": [shared], "Setup": [only_ours]}}))
     _install.merge_into(str(settings), "claude-code", None)
     hooks = json.loads(settings.read_text())["hooks"]
-    assert hooks["PostToolUse"][0] == {
+    assert hooks["PostToolBatch"][0] == {
         "matcher": "Edit|Write",
         "hooks": [{"type": "command", "command": "prettier --write"}],
     }
-    assert len(hooks["PostToolUse"]) == 2  # the user's group, then ours
+    assert len(hooks["PostToolBatch"]) == 2  # the user's group, then ours
     assert OLD not in settings.read_text()
     assert "Setup" not in hooks  # a moment only our old entry used, and no longer wired
 
@@ -194,9 +194,9 @@ def test_install_bakes_in_the_running_installation_not_the_first_on_path(
     monkeypatch.setenv("PATH", f"{other.parent}{os.pathsep}{os.environ.get('PATH', '')}")
     command = _install.hook_command("claude-code", None)
     assert str(other) not in command
-    beside = pathlib.Path(os.path.abspath(sys.executable)).parent / "live-steering"
-    expected = str(beside) if beside.exists() else sys.executable
-    assert command.startswith(expected)
+    # this installation's own Python, running the hook entry point (no console-script start-up)
+    assert command.startswith(os.path.abspath(sys.executable) + " -c ")
+    assert "hook claude-code" in command
 
 
 # -- 6. every real vendor moment is known -----------------------------------------------------
@@ -276,7 +276,7 @@ def test_instruct_from_stdin_strips_one_trailing_newline(
     """`echo TEXT | instruct S -` queues TEXT without echo's newline; other newlines stay."""
     monkeypatch.setattr(sys, "stdin", io.StringIO("Use the corrected path\n\n"))
     assert cli(capsys, "instruct", "s", "-", "--store", store, "--id", "c1")[0] == 0
-    out = hook(store, "claude-code", {"session_id": "s", "hook_event_name": "Stop"})
+    out = hook(store, "claude-code", {"session_id": "s", "hook_event_name": "PostToolBatch"})
     assert json.loads(out)["hookSpecificOutput"]["additionalContext"] == "Use the corrected path\n"
 
 

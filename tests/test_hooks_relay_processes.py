@@ -19,6 +19,7 @@ import sqlite3
 import subprocess
 import sys
 from collections import Counter
+from typing import Any
 
 import pytest
 
@@ -35,6 +36,14 @@ CLI = (
 )
 WORKER = [sys.executable, "-m", "live_steering.testing._relay_worker"]
 BOUND = 60  # seconds any one process may take before the test fails (a bound, not a measurement)
+
+
+def reply_text(reply: dict[str, Any]) -> str:
+    """The text a Claude Code reply carries: additionalContext, or the Stop decision's reason."""
+    if "hookSpecificOutput" in reply:
+        return str(reply["hookSpecificOutput"]["additionalContext"])
+    assert reply["decision"] == "block"
+    return str(reply["reason"])
 
 
 def fixture_bytes(vendor: str, moment: str) -> bytes:
@@ -158,7 +167,7 @@ BAD_INPUTS = {
         "claude-code",
         "unknown-moment",
     ),
-    "no-session": (b'{"hook_event_name": "Stop"}', "claude-code", "missing-session-id"),
+    "no-session": (b'{"hook_event_name": "PostToolBatch"}', "claude-code", "missing-session-id"),
     "non-utf8": (b'{"session_id": "s\xc3\x28", "hook_event_name": "Stop"}', "claude-code", "malformed-input"),
     "ten-megabytes": (
         b'{"session_id": "s", "pad": "' + b"x" * 10_000_000 + b'"}',
@@ -189,9 +198,8 @@ def test_locked_store_gives_up_after_the_bounded_wait(tmp_path: pathlib.Path) ->
     locker = sqlite3.connect(store, isolation_level=None)
     locker.execute("BEGIN IMMEDIATE")
     try:
-        done = run(
-            [*CLI, "hook", "claude-code", "--store", store], b'{"session_id": "s", "hook_event_name": "Stop"}'
-        )
+        payload = b'{"session_id": "s", "hook_event_name": "PostToolUse"}'
+        done = run([*CLI, "hook", "claude-code", "--store", store], payload)
     finally:
         locker.execute("ROLLBACK")
         locker.close()
@@ -246,7 +254,7 @@ def concurrency(
             if "stderr" in record:  # a moment that gave up on the lock after the bounded wait: allowed
                 assert "is locked" in record["stderr"] or "lock timeout" in record["stderr"], record
                 continue
-            context = record["reply"]["hookSpecificOutput"]["additionalContext"]
+            context = reply_text(record["reply"])
             for text in context.split("\n\n"):
                 assert text.startswith(record["session_id"] + " ")  # never another session's instruction
                 delivered_texts[text] += 1
@@ -353,7 +361,7 @@ def crash_runs(tmp_path: pathlib.Path, runs: int, seed: int) -> None:
             payload = json.dumps({"session_id": session, "hook_event_name": moment}).encode()
             done = run([*WORKER, "hook", "claude-code", store], payload, env=env)
             if done.stdout:
-                for text in json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"].split("\n\n"):
+                for text in reply_text(json.loads(done.stdout)).split("\n\n"):
                     seen_replies[text] += 1
         kills += done.returncode == -signal.SIGKILL
         check_store(store)
@@ -408,9 +416,9 @@ def test_hook_command_imports_only_what_it_needs(tmp_path: pathlib.Path) -> None
     store = str(tmp_path / "hooks.db")
     with SqliteHookStore(store) as s:
         s.enqueue("s", "c", "t")
-    done = run([sys.executable, "-c", probe, store], b'{"session_id": "s", "hook_event_name": "Stop"}')
+    done = run([sys.executable, "-c", probe, store], b'{"session_id": "s", "hook_event_name": "PostToolUse"}')
     assert done.returncode == 0
-    assert done.stdout == b'{"hookSpecificOutput":{"hookEventName":"Stop","additionalContext":"t"}}\n'
+    assert done.stdout == b'{"hookSpecificOutput":{"hookEventName":"PostToolUse","additionalContext":"t"}}\n'
     assert done.stderr == b"[]\n"
 
 
@@ -462,7 +470,7 @@ def test_hooks_install_write_sessions_and_recover_commands(tmp_path: pathlib.Pat
     assert "hook claude-code --store" in stop[1]["hooks"][0]["command"]
     printed = run([*CLI, "hooks", "install", "codex", "--store", store])
     assert set(json.loads(printed.stdout)["hooks"]) == set(_versions.TABLES["codex"][-1].moments)
-    hook_cmd = stop[1]["hooks"][0]["command"].split()  # the installed command runs as written
+    hook_cmd = shlex.split(stop[1]["hooks"][0]["command"])  # the installed command runs as written
     assert run(hook_cmd, fixture_bytes("claude-code", "SessionStart")).returncode == 0
     listed = run([*CLI, "hooks", "sessions", "--json", "--store", store])
     assert [json.loads(line)["session_id"] for line in listed.stdout.splitlines()] == [
@@ -525,7 +533,7 @@ def test_dsn_selects_postgres_for_every_relay_command(tmp_path: pathlib.Path, po
 
 def test_unreachable_dsn_never_blocks_the_agent(tmp_path: pathlib.Path) -> None:
     """A DSN whose server is not there: the hook command exits 0 with no reply, the reason on stderr."""
-    payload = json.dumps({"session_id": "s", "hook_event_name": "Stop"}).encode()
+    payload = json.dumps({"session_id": "s", "hook_event_name": "PostToolBatch"}).encode()
     dsn = f"host={tmp_path} port=1 user=nobody dbname=nothing"
     done = run([*CLI, "hook", "claude-code", "--dsn", dsn], payload)
     assert (done.returncode, done.stdout) == (0, b"")

@@ -180,7 +180,7 @@ def test_a_failed_sqlite_migration_leaves_the_store_as_it_was(
     """The migration is one transaction: a statement that fails undoes the ones before it."""
     path = tmp_path / "hooks.db"
     sqlite_v1(path)
-    broken = {2: (*_sqlite.MIGRATIONS[2], "CREATE TABLE sessions (x)")}
+    broken = {**_sqlite.MIGRATIONS, 2: (*_sqlite.MIGRATIONS[2], "CREATE TABLE sessions (x)")}
     monkeypatch.setattr(SqliteHookStore, "MIGRATIONS", broken)
     with pytest.raises(StoreError, match="already exists"):
         SqliteHookStore(path)
@@ -266,7 +266,7 @@ def test_a_failed_postgres_migration_leaves_the_store_as_it_was(
 
     dsn, schema = pg_schema
     pg_run(dsn, POSTGRES_V1)
-    broken = {2: (*_postgres.MIGRATIONS[2], "CREATE TABLE ls_hook_sessions (x INTEGER)")}
+    broken = {**_postgres.MIGRATIONS, 2: (*_postgres.MIGRATIONS[2], "CREATE TABLE ls_hook_sessions (x INT)")}
     monkeypatch.setattr(PostgresHookStore, "MIGRATIONS", broken)
     with pytest.raises(StoreError, match="already exists"):
         PostgresHookStore(dsn)

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
+    from typing import Any, NoReturn
 
 
 def _version() -> str:
@@ -32,11 +33,28 @@ def _version() -> str:
         return "unknown"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    import argparse
-    from typing import NoReturn
+#: Subcommands a person or a script runs often on the relay's store: ``main()`` builds a
+#: parser of that one command, so they never import the demo, ACP, the fleet or anyio.
+LIGHT = ("instruct", "hooks")
 
-    from . import acp, demo, hook, hooks, instruct, receipts, steer, stop
+
+def _version_action() -> type[argparse.Action]:
+    import argparse
+
+    class VersionAction(argparse.Action):
+        """``--version``: reads the installed version only when asked (importlib.metadata costs
+        every other command some 60 ms)."""
+
+        def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+            sys.stdout.write(f"live-steering {_version()}\n")
+            parser.exit(0)
+
+    return VersionAction
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command's parser; ``only``: a parser with just that one subcommand of ``LIGHT``."""
+    import argparse
 
     class Parser(argparse.ArgumentParser):
         """argparse, but a usage error is one line on stderr (exit 2), like every other CLI error."""
@@ -48,10 +66,22 @@ def build_parser() -> argparse.ArgumentParser:
         prog="live-steering",
         description="Steer a running agent at its next request boundary, with honest receipts.",
     )
-    parser.add_argument("--version", action="version", version=f"live-steering {_version()}")
+    parser.add_argument("--version", action=_version_action(), nargs=0, help="show the version and exit")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
-    # in the order ``--help`` lists them
-    for module in (demo, receipts, steer, stop, acp, instruct, hook, hooks):
+    if only == "instruct":
+        from . import instruct
+
+        modules: tuple[Any, ...] = (instruct,)
+    elif only == "hooks":
+        from . import hooks
+
+        modules = (hooks,)
+    else:
+        from . import acp, demo, hook, hooks, instruct, receipts, steer, stop
+
+        # in the order ``--help`` lists them
+        modules = (demo, receipts, steer, stop, acp, instruct, hook, hooks)
+    for module in modules:
         module.register(subparsers)
     parser._subcommands = subparsers.choices  # type: ignore[attr-defined]  # for main's errors
     return parser
@@ -62,11 +92,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args[:1] == ["hook"] and args[1:2] not in (["-h"], ["--help"]):
         from . import hook
 
+        if argv is None:  # the console script: this process is the hook's, it may end it itself
+            hook.exit_fast()
         return hook.main(args[1:])
     from collections.abc import Callable
     from typing import cast
 
-    parser = build_parser()
+    parser = build_parser(args[0] if args[:1] and args[0] in LIGHT else None)
     namespace, unknown = parser.parse_known_args(args)
     if unknown:
         # argparse reports them as the top command's; the subcommand's usage is the useful one
@@ -77,4 +109,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help(sys.stderr)
         return 2
-    return handler(namespace)
+    if argv is None and getattr(namespace, "command", None) == "instruct":
+        from . import instruct
+
+        instruct.LEAVE_OPEN = True
+    try:
+        code = handler(namespace)
+        if argv is None and getattr(namespace, "command", None) == "instruct":
+            import os
+
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)  # see instruct.LEAVE_OPEN
+        return code
+    except Exception as exc:
+        # A person-facing command fails in one line, never a traceback (exit 2: the same as a
+        # usage error or an unusable store). LIVE_STEERING_DEBUG=1 shows the traceback.
+        import os
+
+        if os.environ.get("LIVE_STEERING_DEBUG") == "1":
+            raise
+        from .._errors import LiveSteeringError
+
+        parts = (getattr(namespace, "command", None), getattr(namespace, "hooks_command", None))
+        name = " ".join(str(part) for part in parts if part)
+        what = str(exc) if isinstance(exc, LiveSteeringError) else f"{type(exc).__name__}: {exc}"
+        print(f"live-steering {name}: {what}".replace("\n", " "), file=sys.stderr)
+        return 2

@@ -13,6 +13,15 @@ import sys
 from collections.abc import Sequence
 
 USAGE = "usage: live-steering hook VENDOR [--store PATH | --dsn DSN]\n"
+#: Set by the installed hook program and the console script's dispatch (``exit_fast()``), never
+#: by an in-process caller of ``main`` (a test), whose interpreter must go on.
+_EXIT_FAST = False
+
+
+def exit_fast() -> None:
+    """Let ``main`` end the process itself once the moment is handled (see ``main``)."""
+    global _EXIT_FAST
+    _EXIT_FAST = True
 VENDORS = ("claude-code", "codex", "qwen-code", "vscode", "hermes")
 
 
@@ -91,4 +100,15 @@ def main(argv: Sequence[str]) -> int:
         return _usage(argv, store, dsn)
     from ..hooks._command import run_hook
 
-    return run_hook(args[0], store_path=store, dsn=dsn)
+    code = run_hook(args[0], store_path=store, dsn=dsn, leave_open=True)
+    if _EXIT_FAST:
+        # Everything is committed and the reply flushed: leave without closing the store (a WAL
+        # checkpoint) or finalising the interpreter, both paid by the agent at every moment.
+        import os
+
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+    return code

@@ -17,15 +17,22 @@
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import sys
 import time
-from typing import Any
+
+# ``typing`` and ``datetime`` cost ``instruct`` (which imports ``store_options`` from here)
+# a few milliseconds each: imported for the type checker, or where used.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 VENDORS = ("claude-code", "codex", "qwen-code", "vscode", "hermes")
 FOLLOW_INTERVAL = 0.25
+#: ``--write`` without PATH: the vendor's documented user config file (``_install.CONFIG_FILES``).
+DEFAULT_PATH = "(the vendor's user config)"
+PAGE = 1_000
 
 
 def register(subparsers: Any) -> None:
@@ -44,6 +51,13 @@ def register(subparsers: Any) -> None:
         "--show-text", action="store_true", help="show instruction text instead of [redacted]"
     )
     events.add_argument("--after", metavar="N", type=int, default=0, help="only events with sequence > N")
+    events.add_argument(
+        "--limit",
+        metavar="N",
+        type=int,
+        default=None,
+        help="print at most N events and say how many were left out (default: all, read in pages)",
+    )
     store_options(events)
     events.set_defaults(handler=run_events)
 
@@ -52,10 +66,27 @@ def register(subparsers: Any) -> None:
     install.add_argument(
         "--write",
         metavar="PATH",
-        help="merge the config into PATH (backup in PATH.bak, or PATH.bak.N if that exists)",
+        nargs="?",
+        const=DEFAULT_PATH,
+        help="merge the config into PATH (default: the vendor's user config file; backup in "
+        "PATH.bak, or PATH.bak.N if that exists)",
+    )
+    install.add_argument(
+        "--http",
+        metavar="URL",
+        help="claude-code, qwen-code: HTTP hooks to the `live-steering serve` server at URL "
+        "(its /v1/hooks/VENDOR route) instead of command hooks",
+    )
+    install.add_argument(
+        "--client",
+        metavar="PATH",
+        help="the vendor's CLI to ask for its version (default: the vendor's command on PATH, or "
+        "$LIVE_STEERING_CODEX / _QWEN / _HERMES)",
     )
     install.add_argument(
         "--vendor-version",
+        "--client-version",
+        dest="vendor_version",
         metavar="X.Y.Z",
         help="wire for this version of the vendor's CLI instead of the installed one (`VENDOR --version`)",
     )
@@ -117,6 +148,8 @@ def _printable(value: object) -> str:
 
 
 def _line(event: dict[str, Any]) -> str:
+    import datetime
+
     when = datetime.datetime.fromtimestamp(float(event["time"]), tz=datetime.UTC).strftime(
         "%Y-%m-%dT%H:%M:%S.%fZ"
     )
@@ -143,14 +176,35 @@ def run_events(args: argparse.Namespace) -> int:
     except StoreError as exc:
         print(f"live-steering hooks events: {exc}", file=sys.stderr)
         return 2
+    if args.limit is not None and (args.limit < 1 or args.follow):
+        print("live-steering hooks events: --limit takes N >= 1, without --follow", file=sys.stderr)
+        store.close()
+        return 2
     after = args.after
+    printed = 0
     try:
         while True:
-            batch = store.events(after=after, session_id=args.session, show_text=args.show_text)
+            page = PAGE if args.limit is None else min(PAGE, args.limit - printed)
+            batch = store.events(after=after, session_id=args.session, show_text=args.show_text, limit=page)
             for event in batch:
                 print(json.dumps(event) if args.json else _line(event))
                 after = int(event["sequence"])  # type: ignore[call-overload]
+            printed += len(batch)
             sys.stdout.flush()
+            if args.limit is not None and printed >= args.limit:
+                left, cursor = 0, after
+                while rest := store.events(after=cursor, session_id=args.session, limit=PAGE):
+                    left += len(rest)
+                    cursor = int(rest[-1]["sequence"])  # type: ignore[call-overload]
+                if left:
+                    print(
+                        f"live-steering hooks events: {left} more event(s) left out by --limit "
+                        f"{args.limit}; continue with --after {after}",
+                        file=sys.stderr,
+                    )
+                return 0
+            if len(batch) == page:
+                continue  # a full page: read the next one now
             if not args.follow:
                 return 0
             if not batch:
@@ -180,7 +234,7 @@ def _wiring_for(args: argparse.Namespace) -> tuple[Any, list[str]] | None:
             return None
         how = f"--vendor-version {args.vendor_version}"
     else:
-        version, how = _versions.detect(args.vendor)
+        version, how = _versions.detect(args.vendor, args.client)
     row = _versions.wiring(args.vendor, version)
     assert row is not None
     shown = ".".join(map(str, row.minimum))
@@ -252,18 +306,57 @@ def run_install(args: argparse.Namespace) -> int:
         config = os.path.join(home, "config.yaml")
         print(f"enable it in {config}:  plugins: {{enabled: [live-steering]}}")
         return 0
-    wiring = _wiring_for(args)
-    if wiring is None:
+    from ..hooks import _claude_code
+    from ..hooks._install import CONFIG_FILES, HTTP_VENDORS
+
+    if args.http is not None and args.vendor not in HTTP_VENDORS:
+        print(
+            f"live-steering hooks install: {args.vendor} has no HTTP hooks; --http is for "
+            f"{' and '.join(HTTP_VENDORS)}",
+            file=sys.stderr,
+        )
         return 2
-    version, notes = wiring
-    block = config_block(args.vendor, args.store, args.dsn, version=version)
+    if args.http is not None and not args.http.startswith(("http://", "https://")):
+        print(
+            f"live-steering hooks install: --http wants an http:// or https:// URL, not {args.http!r}",
+            file=sys.stderr,
+        )
+        return 2
+    version: Any
+    notes: list[str] = []
+    if args.vendor in _claude_code.TABLES:  # Claude Code: its own table, read off its CLIs
+        version = args.vendor_version
+        if version is not None and _claude_code.parse_version(version) is None:
+            print(
+                f"live-steering hooks install: --vendor-version wants X.Y.Z, not {version!r}", file=sys.stderr
+            )
+            return 2
+        if version is None:
+            version = _claude_code.detect_version(args.vendor, args.client)
+            if version is None and args.client is not None:
+                print(
+                    f"live-steering hooks install: {args.client} --version did not answer a version",
+                    file=sys.stderr,
+                )
+                return 2
+        note = _claude_code.wiring(args.vendor, version, []).note
+        said = note if note else f"wiring the moments of {args.vendor} {version}"
+        print(f"live-steering hooks install: {said}", file=sys.stderr)
+    else:
+        wiring = _wiring_for(args)
+        if wiring is None:
+            return 2
+        version, notes = wiring
+    block = config_block(args.vendor, args.store, args.dsn, version=version, http=args.http)
     if args.write is None:
         sys.stdout.write(block if isinstance(block, str) else json.dumps(block, indent=2) + "\n")
         for note in notes:
             print(note, file=sys.stderr)
         return 0
+    if args.write == DEFAULT_PATH:
+        args.write = os.path.expanduser(CONFIG_FILES[args.vendor])
     try:
-        merged = merge_into(args.write, args.vendor, args.store, args.dsn, version=version)
+        merged = merge_into(args.write, args.vendor, args.store, args.dsn, version=version, http=args.http)
     except (InstallError, OSError) as exc:
         print(f"live-steering hooks install: {exc}", file=sys.stderr)
         return 1

@@ -5,16 +5,28 @@ whether any hook of SESSION has run against this store; an unseen one, often a t
 still queued, with a one-line note on stderr). Exit 0 when accepted or an identical repeat,
 1 when refused (the receipt still printed) or, with ``--require-seen``, when no hook of
 SESSION has run yet (nothing queued), 2 for usage errors and an unusable store.
+
+It runs on the store alone (``hooks._store``, standard library only): ``main()`` builds a
+parser of this command only, and nothing here imports the session machine, anyio,
+asyncio or the other subcommands.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 VENDORS = ("claude-code", "codex", "qwen-code", "vscode", "hermes")
+#: Set by ``main()`` when this process is the console script's and ends right after the command:
+#: the store (its instruction committed, fully synced) is then not closed, which would cost a
+#: WAL checkpoint, a second disk flush, for nothing the person waits on.
+LEAVE_OPEN = False
 
 
 def register(subparsers: Any) -> None:
@@ -36,6 +48,17 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--vendor", metavar="V", choices=VENDORS, help=f"the session's vendor: {', '.join(VENDORS)}"
     )
+    parser.add_argument(
+        "--follow-up",
+        action="store_true",
+        help="a follow-up: delivered when the agent would stop, through the vendor's 'do not stop yet' "
+        "reply (Claude Code's Stop decision); refused unsupported-kind for a vendor without one",
+    )
+    parser.add_argument(
+        "--agent",
+        metavar="AGENT_ID",
+        help="for this subagent of the session (its agent_id) instead of the main agent",
+    )
     from .hooks import store_options
 
     store_options(parser)
@@ -48,20 +71,33 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=run)
 
 
+def _uuid4() -> str:
+    """A random UUID (version 4) as ``uuid.uuid4()`` spells it, without importing ``uuid`` (10 ms).
+
+    >>> len(_uuid4()), _uuid4()[14]
+    (36, '4')
+    """
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40
+    raw[8] = (raw[8] & 0x3F) | 0x80
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
 def run(args: argparse.Namespace) -> int:
     from ..hooks._open import open_store
-    from ..hooks._relay import instruct
-    from ..hooks._store import StoreError
+    from ..hooks._store import FOLLOW_UP, STEER, StoreError
     from ..hooks._vendors import session_id_problem
 
     text = args.text
     if text == "-":  # stdin, less one trailing newline (what `echo` and heredocs add)
         text = sys.stdin.read()
         text = text[:-2] if text.endswith("\r\n") else text.removesuffix("\n")
+    kind = FOLLOW_UP if args.follow_up else STEER
     try:
         store = open_store(args.store, dsn=args.dsn)
         try:
-            # an id outside the id rules is the ValueError instruct raises below, before any query
+            # an id outside the id rules is the ValueError enqueue raises below, before any query
             seen = session_id_problem(args.session) is not None or store.seen(args.session)
             if args.require_seen and not seen:
                 print(
@@ -70,9 +106,17 @@ def run(args: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
                 return 1
-            receipt = instruct(args.session, text, id=args.id, vendor=args.vendor, store=store)
+            receipt = store.enqueue(
+                args.session,
+                args.id if args.id is not None else _uuid4(),
+                text,
+                vendor=args.vendor,
+                kind=kind,
+                agent_id=args.agent,
+            )
         finally:
-            store.close()
+            if not (LEAVE_OPEN and store.__class__.__name__ == "SqliteHookStore"):
+                store.close()
     except (StoreError, ValueError) as exc:
         print(f"live-steering instruct: {exc}", file=sys.stderr)
         return 2
@@ -92,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(wire))
     elif receipt.accepted:
         state = "repeated, now" if receipt.repeated else "accepted,"
-        disposition = receipt.disposition.value if receipt.disposition is not None else "?"
+        disposition = receipt.disposition or "?"
         print(f"{receipt.command_id}: {state} {disposition}")
     else:
         print(f"{receipt.command_id}: refused {receipt.reason}: {receipt.detail}")

@@ -5,7 +5,8 @@ The in-memory ``HookSession`` (``_session.py``) and both durable stores
 ``enqueue`` and call ``decide``; none of them orders a refusal itself. ``decide``
 is ``_admission.decide``, the one refusal order of every surface, with the relay's
 facts filled in: a hook session is always "running" and "admitting" (no generation
-anchors an instruction), the kind is always right (an instruction is a steer), an
+anchors an instruction), the kind is right for a steer and, for a follow-up, only where
+the session's vendor has a "do not stop yet" reply (``unsupported-kind`` otherwise), an
 ended session is the core's ``closed`` step (an identical repeat still answers with
 its state, anything else is ``session-ended``), the per-session queue cap is
 ``queue-full`` and the command-id limit is ``capacity``.
@@ -18,15 +19,17 @@ from __future__ import annotations
 
 from .. import _admission
 
-__all__ = ["ADMIT", "REASONS", "REPEAT", "SESSION_ENDED", "decide", "detail"]
+__all__ = ["ADMIT", "REASONS", "REPEAT", "SESSION_ENDED", "UNSUPPORTED_KIND", "decide", "detail"]
 
 ADMIT = _admission.ADMIT
 REPEAT = _admission.REPEAT
+UNSUPPORTED_KIND = _admission.UNSUPPORTED_KIND
 #: The relay's name for the core's ``closed`` (pinned, ``InstructionRefusal.SESSION_ENDED``).
 SESSION_ENDED = "session-ended"
 #: Every refusal ``decide`` gives (the values of ``InstructionRefusal``), in its order.
 REASONS = (
     SESSION_ENDED,
+    _admission.UNSUPPORTED_KIND,
     _admission.INVALID_INPUT,
     _admission.IDENTITY_CONFLICT,
     _admission.QUEUE_FULL,
@@ -42,6 +45,7 @@ def decide(
     problem: str | None,
     queue_full: bool,
     full: bool,
+    kind_ok: bool = True,
 ) -> str:
     """``ADMIT``, ``REPEAT`` or a refusal reason of ``REASONS`` for one instruction. Pure, O(1).
 
@@ -49,7 +53,8 @@ def decide(
     id was accepted before in this session; ``same``: with the same text (an identical
     repeat); ``problem``: why the command id or text is invalid (``None``: valid);
     ``queue_full``: the session's queue holds its cap; ``full``: the session holds its
-    command-id limit.
+    command-id limit; ``kind_ok``: the instruction's kind is one the session's vendor
+    can deliver (a steer always; a follow-up where the vendor has a follow-up moment).
 
     >>> decide(ended=False, known=True, same=False, problem="text is blank", queue_full=False, full=False)
     'invalid-input'
@@ -60,6 +65,7 @@ def decide(
     """
     answer = _admission.decide(
         closed=ended,
+        kind_ok=kind_ok,
         known=known,
         same=same,
         problem=problem,
@@ -77,6 +83,8 @@ def detail(reason: str, problem: str | None, capacity: int) -> str:
         return "this command id was accepted with other text"
     if reason == SESSION_ENDED:
         return "the session has ended"
+    if reason == _admission.UNSUPPORTED_KIND:
+        return problem or "this kind of instruction is not accepted"
     if reason == _admission.QUEUE_FULL:
         return f"{capacity} instructions are already queued for this session"
     return "the command-id limit is reached"

@@ -60,8 +60,9 @@ def _field(payload: dict[str, object], names: tuple[str, ...]) -> str | None:
     return None
 
 
-def _parse(vendor: str, data: bytes) -> tuple[str, str] | tuple[str, str, str | None]:
-    """``(session_id, moment)``, or ``(reason, detail, session_id)`` for input that cannot be used."""
+def _parse(vendor: str, data: bytes) -> tuple[str, str, str | None, bool] | tuple[str, str, str | None]:
+    """``(session_id, moment, agent_id, True)``, or ``(reason, detail, session_id)`` for input
+    that cannot be used. ``agent_id``: the subagent the moment runs in (``None``: the main agent)."""
     facts = _vendors.FACTS[vendor]
     if len(data) > MAX_STDIN_BYTES:
         return ("stdin-too-large", f"{len(data):,}+ bytes on stdin (limit {MAX_STDIN_BYTES:,})", None)
@@ -93,7 +94,10 @@ def _parse(vendor: str, data: bytes) -> tuple[str, str] | tuple[str, str, str | 
         )
     if moment not in facts.known_moments:
         return ("unknown-moment", f"{facts.title} has no hook moment {moment[:100]!r}", session_id)
-    return (session_id, moment)
+    agent_id = _field(payload, facts.agent_id_fields) if facts.agent_id_fields else None
+    if agent_id is not None and _vendors.agent_id_problem(agent_id) is not None:
+        return ("invalid-agent-id", f"agent id of {len(agent_id):,} characters", session_id)
+    return (session_id, moment, agent_id, True)
 
 
 def _read_stdin(stdin: IO[bytes]) -> bytes:
@@ -121,10 +125,15 @@ def run_hook(
     stdout: IO[bytes] | None = None,
     stderr: IO[str] | None = None,
     trace: Callable[[str], None] | None = None,
+    leave_open: bool = False,
 ) -> int:
     """Handle one hook moment of ``vendor``; always returns 0 (see the module docs).
 
     The store: ``store_path`` (SQLite), ``dsn`` (PostgreSQL), else as ``open_store``.
+    ``leave_open``: a SQLite store is not closed (the process exits at once, see
+    ``_cli/hook.py``): closing the last connection of a WAL file checkpoints it, a disk flush
+    the agent would wait for at every moment; SQLite's automatic checkpoint and the other
+    commands' close do it instead. Every step is committed before this returns.
     """
     err = stderr if stderr is not None else sys.stderr
     try:
@@ -144,7 +153,8 @@ def run_hook(
     except Exception as exc:
         _record(store, vendor if vendor in _vendors.FACTS else None, "internal-error", repr(exc), None, err)
     finally:
-        store.close()
+        if not (leave_open and store.__class__.__name__ == "SqliteHookStore"):
+            store.close()
     return 0
 
 
@@ -187,10 +197,10 @@ def _handle(
         except (UnicodeError, ValueError):  # a session id SQLite cannot store: record it without
             _record(store, vendor, reason, detail, None, err)
         return
-    session_id, moment = parsed
+    session_id, moment, agent_id, _ = parsed
     if vendor == "hermes" and moment == "on_session_finalize" and not store.seen(session_id):
         return  # Hermes finalizes ids it never ran (a mistyped --resume): see hermes.py
-    claim = store.claim(vendor, session_id, moment)
+    claim = store.claim(vendor, session_id, moment, agent_id=agent_id)
     if claim.reply is None:
         return
     try:
@@ -219,6 +229,7 @@ def deliver_in_process(
     store_path: str | None = None,
     dsn: str | None = None,
     stderr: IO[str] | None = None,
+    agent_id: str | None = None,
 ) -> dict[str, object] | None:
     """One hook moment for a vendor whose hook is a function call (Hermes plugins, the Agent SDK).
 
@@ -237,7 +248,7 @@ def deliver_in_process(
         while _UNCONFIRMED:
             store.confirm(_UNCONFIRMED[0])
             del _UNCONFIRMED[0]
-        claim = store.claim(vendor, session_id, moment)
+        claim = store.claim(vendor, session_id, moment, agent_id=agent_id)
         if claim.reply is None:
             return None
         try:

@@ -21,7 +21,7 @@ import shlex
 import shutil
 import sys
 import tempfile
-from typing import Any
+from typing import Any, cast
 
 from .._errors import LiveSteeringError
 from . import _vendors, _versions
@@ -46,23 +46,44 @@ CONFIG_FILES = {
 }
 #: Seconds a vendor lets one hook run; ours finishes well inside (it waits 1 s for a lock at most).
 HOOK_TIMEOUT_SECONDS = 10
-MARKERS = ("live-steering hook", "live_steering._cli hook")
+#: The program the hook command runs: the hook entry point, straight from this installation's
+#: Python. The ``live-steering`` console script pip writes imports ``re`` first (some 15 ms,
+#: paid at every hook moment); ``hook VENDOR`` stays in the argv, as the script would read it.
+HOOK_PROGRAM = "import sys; from live_steering._cli import hook; hook.exit_fast(); hook.main(sys.argv[2:])"
+MARKERS = (
+    "live-steering hook",
+    "live_steering._cli hook",
+    "from live_steering._cli import hook",
+    "/v1/hooks/claude-code",
+    "/v1/hooks/qwen-code",
+)
 
 
 class InstallError(LiveSteeringError, ValueError):
     """The config file cannot be merged safely (not JSON, not an object, YAML with hooks already)."""
 
 
-def moments(vendor: str, version: _versions.Version | None = None) -> list[str]:
+#: What a version is given as: Claude Code's ``--version`` line or tuple (``_claude_code.py``), the
+#: other vendors' parsed tuple (``_versions.py``); ``None`` for the newest verified.
+VendorVersion = str | tuple[int, ...] | None
+
+
+def moments(vendor: str, version: VendorVersion = None) -> list[str]:
     """The moments the config wires for ``version`` of the vendor (``None``: the newest verified).
 
-    A vendor with a version table (Codex, Qwen Code, Hermes: ``_versions.TABLES``) gets its
-    row's moments; the others every eligible moment, sorted, then the session-end moment.
+    Claude Code gets those of its installed version (``_claude_code.py``); a vendor with a
+    version table (Codex, Qwen Code, Hermes: ``_versions.TABLES``) its row's moments; the others
+    every eligible moment, sorted, then the session-end moment.
     """
-    row = _versions.wiring(vendor, version)
-    if row is not None:
-        return list(row.moments)
+    if vendor != "claude-code" and not isinstance(version, str):
+        row = _versions.wiring(vendor, cast("_versions.Version | None", version))
+        if row is not None:
+            return list(row.moments)
     facts = _vendors.FACTS[vendor]
+    if vendor == "claude-code":
+        from . import _claude_code
+
+        return _claude_code.wiring(vendor, version, []).moments
     wired = sorted(facts.context_moments)
     if facts.session_end_moment is not None:
         wired.append(facts.session_end_moment)
@@ -70,23 +91,15 @@ def moments(vendor: str, version: _versions.Version | None = None) -> list[str]:
 
 
 def _script() -> list[str]:
-    """The argv prefix that runs *this* installation's ``live-steering``, never another on PATH.
-
-    The console script next to the running interpreter (a venv's ``bin/``), else the
-    running script itself when it is ``live-steering``, else this interpreter with
-    ``-m live_steering._cli``.
-    """
-    beside = os.path.join(os.path.dirname(os.path.abspath(sys.executable)), "live-steering")
-    if os.path.isfile(beside) and os.access(beside, os.X_OK):
-        return [beside]
-    running = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
-    if os.path.basename(running) == "live-steering" and os.path.isfile(running):
-        return [running]
-    return [sys.executable, "-m", "live_steering._cli"]
+    """The argv prefix of this installation's hook command: its Python, absolute, running the
+    hook entry point (``HOOK_PROGRAM``); ``hooks doctor`` tells a command of ours by it."""
+    return [os.path.abspath(sys.executable), "-c", HOOK_PROGRAM]
 
 
 def hook_command(vendor: str, store: str | None, dsn: str | None = None) -> str:
-    """The shell command the vendor runs: the running installation's ``live-steering``, absolute.
+    """The shell command the vendor runs: the running installation's Python (absolute) running
+    ``live-steering hook VENDOR`` (``HOOK_PROGRAM``: the entry point without the console
+    script's start-up).
 
     ``dsn``: a PostgreSQL store, baked in as ``--dsn`` (mind a password in it: prefer a
     passfile or ``$LIVE_STEERING_STORE_DSN``, see docs/hooks.md).
@@ -99,33 +112,65 @@ def hook_command(vendor: str, store: str | None, dsn: str | None = None) -> str:
     return shlex.join(argv)
 
 
-def _timeout(vendor: str, moment: str, version: _versions.Version | None) -> int:
+def _timeout(vendor: str, moment: str, version: VendorVersion) -> int:
     """The ``timeout`` value for one moment, in the unit that version of the vendor reads."""
-    row = _versions.wiring(vendor, version)
+    row = (
+        None
+        if isinstance(version, str)
+        else _versions.wiring(vendor, cast("_versions.Version | None", version))
+    )
     if row is None:
         return HOOK_TIMEOUT_SECONDS
     seconds = row.timeouts.get(moment, HOOK_TIMEOUT_SECONDS)
     return seconds * 1000 if row.timeout_ms else seconds
 
 
-def _entry(vendor: str, command: str, moment: str, version: _versions.Version | None) -> dict[str, Any]:
-    entry: dict[str, Any] = {"type": "command", "command": command}
+def hook_url(vendor: str, base: str) -> str:
+    """The HTTP hook route of ``live-steering serve`` at ``base`` for ``vendor``.
+
+    >>> hook_url("claude-code", "http://127.0.0.1:8765/")
+    'http://127.0.0.1:8765/v1/hooks/claude-code'
+    """
+    return f"{base.rstrip('/')}/v1/hooks/{vendor}"
+
+
+#: Vendors whose hook config has an ``http`` hook type (the vendor POSTs the hook JSON).
+HTTP_VENDORS = ("claude-code", "qwen-code")
+
+
+def _entry(
+    vendor: str, command: str, moment: str, version: VendorVersion, http: str | None = None
+) -> dict[str, Any]:
+    timeout = _timeout(vendor, moment, version)
+    if http is not None:  # {"type": "http", "url", "timeout"}, in the vendor's unit
+        entry: dict[str, Any] = {"type": "http", "url": hook_url(vendor, http)}
+    else:
+        entry = {"type": "command", "command": command}
     if vendor == "qwen-code":
         entry["name"] = "live-steering"
-    entry["timeout"] = _timeout(vendor, moment, version)
+    entry["timeout"] = timeout
     return entry
 
 
 def config_block(
-    vendor: str, store: str | None, dsn: str | None = None, *, version: _versions.Version | None = None
+    vendor: str,
+    store: str | None,
+    dsn: str | None = None,
+    *,
+    version: VendorVersion = None,
+    http: str | None = None,
 ) -> dict[str, Any] | str:
     """The vendor's config: a JSON object, or for Hermes the YAML text of its ``hooks:`` section.
 
-    ``version``: the installed vendor version it is for (``_versions.detect``); ``None``, the
-    newest verified one.
+    ``version``: the installed vendor version it is for (Claude Code's ``--version`` line, or
+    ``_versions.detect``'s tuple); ``None``, the newest verified one. It decides the moments
+    wired (``moments``) and their timeouts' unit. ``http``: the base URL of a ``live-steering
+    serve`` server; the hooks are then the vendor's HTTP hooks to its ``/v1/hooks/VENDOR`` route.
     """
     if vendor not in _vendors.FACTS:
         raise ValueError(f"unknown vendor {vendor!r}; expected one of {', '.join(_vendors.FACTS)}")
+    if http is not None and vendor not in HTTP_VENDORS:
+        raise ValueError(f"{vendor} has no HTTP hooks; --http is for {' and '.join(HTTP_VENDORS)}")
     command = hook_command(vendor, store, dsn)
     wired = moments(vendor, version)
     if vendor == "hermes":
@@ -139,7 +184,7 @@ def config_block(
         return "\n".join(lines) + "\n"
     if vendor == "vscode":  # VS Code: a flat list of commands per event, no matcher groups
         return {"hooks": {m: [_entry(vendor, command, m, version)] for m in wired}}
-    return {"hooks": {m: [{"hooks": [_entry(vendor, command, m, version)]}] for m in wired}}
+    return {"hooks": {m: [{"hooks": [_entry(vendor, command, m, version, http)]}] for m in wired}}
 
 
 def _ours(entry: object) -> bool:
@@ -180,8 +225,11 @@ def _replace(path: str, text: str) -> None:
     target = os.path.realpath(path)
     directory = os.path.dirname(target)
     os.makedirs(directory, exist_ok=True)
+    owner: tuple[int, int] | None = None
     try:
-        mode = os.stat(target).st_mode & 0o7777
+        status = os.stat(target)
+        mode = status.st_mode & 0o7777
+        owner = (status.st_uid, status.st_gid)
     except FileNotFoundError:
         umask = os.umask(0)
         os.umask(umask)
@@ -191,6 +239,15 @@ def _replace(path: str, text: str) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
+            if owner is not None and owner != (os.geteuid(), os.getegid()):
+                # root editing another user's settings: the file stays theirs (chown after
+                # chmod would clear set-id bits, so the mode is set again after it)
+                try:
+                    os.fchown(f.fileno(), *owner)
+                except PermissionError:
+                    if os.geteuid() == 0:
+                        raise
+                    # not root: only our own groups are ours to give; the file is ours then
             os.fchmod(f.fileno(), mode)
             os.fsync(f.fileno())
         os.replace(tmp, target)
@@ -299,7 +356,8 @@ def merge_into(
     store: str | None,
     dsn: str | None = None,
     *,
-    version: _versions.Version | None = None,
+    version: VendorVersion = None,
+    http: str | None = None,
 ) -> Merged:
     """Merge the vendor's block into the config file at ``path`` (symlinks followed).
 
@@ -307,12 +365,17 @@ def merge_into(
     A file that already holds exactly this config is left untouched (``changed=False``).
     ``version``: as ``config_block``.
     """
-    block = config_block(vendor, store, dsn, version=version)
+    block = config_block(vendor, store, dsn, version=version, http=http)
     target = os.path.realpath(path)
     existing = ""
     if os.path.exists(target):
-        with open(target, encoding="utf-8") as f:
-            existing = f.read()
+        try:
+            with open(target, encoding="utf-8") as f:
+                existing = f.read()
+        except UnicodeDecodeError as exc:
+            raise InstallError(
+                f"{path} is not UTF-8 text (byte {exc.start}: {exc.reason}); nothing was changed"
+            ) from None
     if isinstance(block, str):  # Hermes: YAML, merged as text (our own section is replaced)
         merged_text = _merge_hermes(path, existing, block)
     else:

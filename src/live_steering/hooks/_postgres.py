@@ -93,6 +93,8 @@ SCHEMA = (
     claimed_at DOUBLE PRECISION,
     finished_at DOUBLE PRECISION,
     moment TEXT,
+    kind TEXT NOT NULL DEFAULT 'steer',
+    agent TEXT,
     UNIQUE (session_id, command_id)
 )""",
     "CREATE INDEX ls_hook_instructions_live ON ls_hook_instructions (session_id, state, arrival)",
@@ -116,6 +118,10 @@ MIGRATIONS = {
     2: (
         "CREATE INDEX ls_hook_instructions_open_claims ON ls_hook_instructions (arrival) "
         "WHERE state = 'delivering'",
+    ),
+    3: (
+        "ALTER TABLE ls_hook_instructions ADD COLUMN kind TEXT NOT NULL DEFAULT 'steer'",
+        "ALTER TABLE ls_hook_instructions ADD COLUMN agent TEXT",
     ),
 }
 
@@ -159,10 +165,10 @@ STATEMENTS = {
     "counts": "SELECT COUNT(*), COUNT(*) FILTER (WHERE state IN ('queued', 'delivering')) "
     "FROM ls_hook_instructions WHERE session_id = %s",
     "insert_instruction": "INSERT INTO ls_hook_instructions "
-    "(session_id, command_id, text, vendor, epoch, state, enqueued_at) "
-    "VALUES (%s, %s, %s, %s, %s, 'queued', %s)",
+    "(session_id, command_id, text, vendor, epoch, state, enqueued_at, kind, agent) "
+    "VALUES (%s, %s, %s, %s, %s, 'queued', %s, %s, %s)",
     "receipt": "SELECT state, reason FROM ls_hook_instructions WHERE session_id = %s AND command_id = %s",
-    "queued_head": "SELECT arrival, command_id, text, enqueued_at FROM ls_hook_instructions "
+    "queued_head": "SELECT arrival, command_id, text, enqueued_at, kind, agent FROM ls_hook_instructions "
     "WHERE session_id = %s AND state = 'queued' ORDER BY arrival LIMIT %s",
     "deliver": "UPDATE ls_hook_instructions SET state = 'delivering', claim = %s, claim_pid = %s, "
     "claimed_at = %s, moment = %s, vendor = %s WHERE arrival = %s AND state = 'queued'",
@@ -347,10 +353,18 @@ class PostgresHookStore(RelayStore):
     # -- what a claim's connection owes ----------------------------------------------------
 
     def claim(
-        self, vendor: str, session_id: str, moment: str, *, reply_would_be_empty: bool = True
+        self,
+        vendor: str,
+        session_id: str,
+        moment: str,
+        *,
+        reply_would_be_empty: bool = True,
+        agent_id: str | None = None,
     ) -> _store.Claim:
         """As ``RelayStore.claim``; this connection now owes the claim its ``confirm``/``abandon``."""
-        claim = super().claim(vendor, session_id, moment, reply_would_be_empty=reply_would_be_empty)
+        claim = super().claim(
+            vendor, session_id, moment, reply_would_be_empty=reply_would_be_empty, agent_id=agent_id
+        )
         if claim.delivered:
             self._unfinished.add(claim.token)
         return claim

@@ -43,8 +43,15 @@ def instruct(
     store: HookStore | str | os.PathLike[str] | None = None,
     dsn: str | None = None,
     busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+    kind: str = "steer",
+    agent_id: str | None = None,
 ) -> InstructionReceipt:
     """Queue ``text`` for the next eligible hook moment of ``session_id``; returns its receipt.
+
+    ``kind="follow_up"``: delivered when the agent would stop, through the vendor's "do not
+    stop yet" reply (Claude Code's ``Stop`` decision); refused ``unsupported-kind`` for a
+    vendor without one, or when no vendor is known for the session. ``agent_id``: for that
+    subagent of the session (Claude Code's ``agent_id``) instead of the main agent.
 
     ``id``: the command id (the audit cause, the identity for repeats); a fresh UUID
     when omitted, so only a caller-chosen id makes a retry idempotent. ``vendor``:
@@ -70,10 +77,14 @@ def instruct(
     if isinstance(store, HookStore):
         if dsn is not None:
             raise ValueError("give a store or a DSN, not both")
-        return to_instruction_receipt(store.enqueue(session_id, command_id, text, vendor=vendor))
+        return to_instruction_receipt(
+            store.enqueue(session_id, command_id, text, vendor=vendor, kind=kind, agent_id=agent_id)
+        )
     opened = open_store(store, dsn=dsn, busy_timeout=busy_timeout)
     try:
-        return to_instruction_receipt(opened.enqueue(session_id, command_id, text, vendor=vendor))
+        return to_instruction_receipt(
+            opened.enqueue(session_id, command_id, text, vendor=vendor, kind=kind, agent_id=agent_id)
+        )
     finally:
         opened.close()
 
@@ -87,6 +98,8 @@ async def instruct_async(
     store: str | os.PathLike[str] | None = None,
     dsn: str | None = None,
     busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+    kind: str = "steer",
+    agent_id: str | None = None,
 ) -> InstructionReceipt:
     """``instruct`` from async code (asyncio or trio): the store's work runs in a worker thread.
 
@@ -97,7 +110,15 @@ async def instruct_async(
 
     def call() -> InstructionReceipt:
         return instruct(
-            session_id, text, id=id, vendor=vendor, store=store, dsn=dsn, busy_timeout=busy_timeout
+            session_id,
+            text,
+            id=id,
+            vendor=vendor,
+            store=store,
+            dsn=dsn,
+            busy_timeout=busy_timeout,
+            kind=kind,
+            agent_id=agent_id,
         )
 
     return await anyio.to_thread.run_sync(call)

@@ -129,6 +129,8 @@ class InstructionRefusal(enum.StrEnum):
     """The session retains ``identity_limit`` command ids already; none is evicted."""
     SESSION_ENDED = "session-ended"
     """The session's end moment has passed, or it was closed."""
+    UNSUPPORTED_KIND = "unsupported-kind"
+    """A follow-up for a vendor with no "do not stop yet" reply (or no vendor known to have one)."""
 
 
 class InstructionState(enum.Enum):

@@ -99,8 +99,10 @@ STORE_ENV = "LIVE_STEERING_STORE"
 
 #: The layout both engines create and migrate to. Version 2 added the meta table that
 #: records it (SQLite; PostgreSQL had one) and an index of the open claims, which a
-#: store-wide ``recover`` reads instead of every instruction.
-SCHEMA_VERSION = 2
+#: store-wide ``recover`` reads instead of every instruction. Version 3 added each
+#: instruction's ``kind`` (``steer`` or ``follow_up``) and target ``agent`` (a subagent's id;
+#: NULL: the session's main agent).
+SCHEMA_VERSION = 3
 
 QUEUED = "queued"
 DELIVERING = "delivering"
@@ -108,6 +110,11 @@ DELIVERED = "delivered"
 DROPPED = "dropped"
 UNKNOWN = "unknown"
 STATES = (QUEUED, DELIVERING, DELIVERED, DROPPED, UNKNOWN)
+#: The kinds of instruction (C29): a steer rides the next context moment; a follow-up only a
+#: vendor's follow-up moment (its "do not stop yet" reply, Claude Code's ``Stop``).
+STEER = "steer"
+FOLLOW_UP = "follow_up"
+KINDS = (STEER, FOLLOW_UP)
 #: What a host reads as the disposition of each state (the receipt's vocabulary, C4).
 DISPOSITION_OF = {
     QUEUED: "queued",
@@ -139,9 +146,9 @@ STATEMENT_NAMES = frozenset(
         "lose",  # (now, arrival)
         "identity",  # (session_id, command_id) -> text, state, reason
         "counts",  # (session_id) -> command ids held, instructions undelivered
-        "insert_instruction",  # (session_id, command_id, text, vendor, epoch, now)
+        "insert_instruction",  # (session_id, command_id, text, vendor, epoch, now, kind, agent)
         "receipt",  # (session_id, command_id) -> state, reason
-        "queued_head",  # (session_id, limit) -> arrival, command_id, text, enqueued_at
+        "queued_head",  # (session_id, limit) -> arrival, command_id, text, enqueued_at, kind, agent
         "deliver",  # (token, pid, now, moment, vendor, arrival)
         "drop_over_cap",  # (now, moment, arrival)
         "queued_all",  # (session_id) -> arrival, command_id, enqueued_at
@@ -203,6 +210,18 @@ class StoredReceipt:
         """``queued``, ``applied``, ``held`` or ``unknown``; ``None`` when refused."""
         return None if self.state is None else DISPOSITION_OF[self.state]
 
+    def to_dict(self) -> dict[str, object]:
+        """The wire shape, as ``InstructionReceipt.to_dict`` (for callers that must not import it)."""
+        wire: dict[str, object] = {
+            "accepted": self.accepted,
+            "commandId": self.command_id,
+            "sessionId": self.session_id,
+            "disposition": self.disposition,
+        }
+        if self.reason is not None:
+            wire["reason"] = self.reason
+        return wire
+
     def __repr__(self) -> str:
         return (
             f"StoredReceipt(accepted={self.accepted!r}, command_id={self.command_id!r}, "
@@ -214,8 +233,10 @@ class Claim:
     """What one hook moment took from the store, and the reply that carries it."""
 
     __slots__ = (
+        "agent_id",
         "delivered",
         "dropped",
+        "follow_ups",
         "moment",
         "recovered",
         "reply",
@@ -237,7 +258,13 @@ class Claim:
         dropped: tuple[str, ...] = (),
         skipped: str | None = None,
         recovered: tuple[str, ...] = (),
+        agent_id: str | None = None,
+        follow_ups: tuple[str, ...] = (),
     ) -> None:
+        self.agent_id = agent_id
+        """The subagent the moment ran in (``None``: the main agent)."""
+        self.follow_ups = follow_ups
+        """The command ids of ``delivered`` that are follow-ups."""
         self.token = token
         self.vendor = vendor
         self.session_id = session_id
@@ -262,12 +289,27 @@ class HookStore(abc.ABC):
 
     @abc.abstractmethod
     def enqueue(
-        self, session_id: str, command_id: str, text: str, *, vendor: str | None = None
+        self,
+        session_id: str,
+        command_id: str,
+        text: str,
+        *,
+        vendor: str | None = None,
+        kind: str = STEER,
+        agent_id: str | None = None,
     ) -> StoredReceipt:
         """Queue one instruction, or refuse it (a pinned reason; only the audit stream changes)."""
 
     @abc.abstractmethod
-    def claim(self, vendor: str, session_id: str, moment: str, *, reply_would_be_empty: bool = True) -> Claim:
+    def claim(
+        self,
+        vendor: str,
+        session_id: str,
+        moment: str,
+        *,
+        reply_would_be_empty: bool = True,
+        agent_id: str | None = None,
+    ) -> Claim:
         """Decide one hook moment: claim what it carries, or drop the queue at a session end."""
 
     @abc.abstractmethod
@@ -319,6 +361,26 @@ class HookStore(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _kind_problem(kind: str, vendors: list[_vendors.VendorFacts]) -> str | None:
+    """Why ``kind`` cannot be carried for a session of ``vendors``, or ``None`` (a detail only:
+    the reason is ``_admit.decide``'s, from ``kind_ok``)."""
+    if kind == STEER:
+        return None
+    if kind == FOLLOW_UP:
+        return _vendors.follow_up_problem(vendors)
+    shown = kind if isinstance(kind, str) and kind.isprintable() else ascii(kind)
+    return f"an instruction is a {STEER!r} or a {FOLLOW_UP!r}, not {shown[:50]!r}"
+
+
+def _delivery_fields(moment: str, agent_id: str | None, follow_up: bool) -> dict[str, object]:
+    """The fields of a ``delivering``/``delivered`` event: where, which agent took it (``None``:
+    the main agent), and ``delivery: "follow_up"`` for a follow-up (C29)."""
+    fields: dict[str, object] = {"moment": moment, "agent_id": agent_id}
+    if follow_up:
+        fields["delivery"] = FOLLOW_UP
+    return fields
 
 
 def _queued_ms(now: float, enqueued_at: float) -> int:
@@ -453,9 +515,21 @@ class RelayStore(HookStore):
     # -- admission --------------------------------------------------------------------------
 
     def enqueue(
-        self, session_id: str, command_id: str, text: str, *, vendor: str | None = None
+        self,
+        session_id: str,
+        command_id: str,
+        text: str,
+        *,
+        vendor: str | None = None,
+        kind: str = STEER,
+        agent_id: str | None = None,
     ) -> StoredReceipt:
         """Queue one instruction for the next eligible hook moment of ``session_id``.
+
+        ``kind``: ``steer`` (the next context moment) or ``follow_up`` (the vendor's
+        follow-up moment only; ``unsupported-kind`` unless every vendor known for the
+        session has one, and at least one is known). ``agent_id``: the subagent it is for
+        (``None``: the session's main agent; a hook running in a subagent never takes it).
 
         A session id outside the runtime's id rules is a ``ValueError`` (as for
         ``HookSession``). Refusals (pinned reasons, in ``_admit.decide``'s order, as
@@ -470,6 +544,8 @@ class RelayStore(HookStore):
         if (problem := _vendors.session_id_problem(session_id)) is not None:
             # not a refusal receipt: the audit stream could not even name such a session
             raise ValueError(f"session_id refused: {problem}")
+        if agent_id is not None and (problem := _vendors.agent_id_problem(agent_id)) is not None:
+            raise ValueError(f"agent_id refused: {problem}")
         now = time.time()
         with self._transaction(session_id):
             self._point("enqueue")
@@ -486,7 +562,9 @@ class RelayStore(HookStore):
             if problem is None:
                 problem = _vendors.admission_problem(text, limits or [_vendors.STRICTEST])
             held, pending = self._run("counts", (session_id,)).fetchone()
+            kind_problem = _kind_problem(kind, limits)
             answer = _admit.decide(
+                kind_ok=kind_problem is None,
                 ended=row is not None and bool(row[1]),
                 known=known is not None,
                 same=known is not None and known[0] == text,
@@ -498,9 +576,9 @@ class RelayStore(HookStore):
                 self._emit("control.repeated", session_id, now, {"state": known[1]}, command_id)
                 return StoredReceipt(True, command_id, session_id, known[1], known[2], repeated=True)
             if answer != _admit.ADMIT:
-                return self._refuse(
-                    now, session_id, command_id, answer, _admit.detail(answer, problem, self.capacity)
-                )
+                why = kind_problem if answer == _admit.UNSUPPORTED_KIND else problem
+                detail = _admit.detail(answer, why, self.capacity)
+                return self._refuse(now, session_id, command_id, answer, detail)
             if row is None:
                 self._run("insert_session", (session_id, vendor, now))
                 epoch = 1
@@ -508,10 +586,15 @@ class RelayStore(HookStore):
                 if vendor is not None and row[0] is None:
                     self._run("name_session_vendor", (vendor, session_id))
                 epoch = row[2]
-            self._run("insert_instruction", (session_id, command_id, text, vendor, epoch, now))
+            row_values = (session_id, command_id, text, vendor, epoch, now, kind, agent_id)
+            self._run("insert_instruction", row_values)
             fields: dict[str, object] = {"pending": pending + 1}
             if vendor is not None:
                 fields["vendor"] = vendor
+            if kind != STEER:
+                fields["kind"] = kind
+            if agent_id is not None:
+                fields["agent_id"] = agent_id
             self._emit("control.accepted", session_id, now, fields, command_id)
             return StoredReceipt(True, command_id, session_id, QUEUED)
 
@@ -541,8 +624,22 @@ class RelayStore(HookStore):
             return False
         return self._run("any_live", (session_id,)).fetchone() is None
 
-    def claim(self, vendor: str, session_id: str, moment: str, *, reply_would_be_empty: bool = True) -> Claim:
-        """Decide one hook moment of ``vendor`` for ``session_id``; see the module docs. O(claimed)."""
+    def claim(
+        self,
+        vendor: str,
+        session_id: str,
+        moment: str,
+        *,
+        reply_would_be_empty: bool = True,
+        agent_id: str | None = None,
+    ) -> Claim:
+        """Decide one hook moment of ``vendor`` for ``session_id``; see the module docs. O(claimed).
+
+        ``agent_id``: the subagent the moment runs in (``None``: the main agent); it takes only
+        instructions sent to that agent. At a follow-up moment of the main agent (Claude Code's
+        ``Stop``) steers and follow-ups ride the vendor's "do not stop yet" reply; elsewhere
+        only steers ride.
+        """
         facts = _vendors.FACTS[vendor]
         token = self._new_token()
         if self._nothing_to_do(facts, session_id, moment):
@@ -615,7 +712,13 @@ class RelayStore(HookStore):
                 if unseen:
                     self._emit(prefix + "session.seen", session_id, now, {"moment": moment})
                 return Claim(token, vendor, session_id, moment, skipped=skip, recovered=recovered)
-            queued = self._run("queued_head", (session_id, self.capacity)).fetchall()
+            keep_going = agent_id is None and moment in facts.follow_up_moments
+            rows = self._run("queued_head", (session_id, self.capacity)).fetchall()
+            # this agent's own, in arrival order; follow-ups wait for the main agent's stop
+            queued = [
+                (r[0], r[1], r[2], r[3]) for r in rows if r[5] == agent_id and (r[4] == STEER or keep_going)
+            ]
+            kinds = {r[1]: r[4] for r in rows}
             if facts.cap is not None and any(_vendors.over_cap(r[2], facts) for r in queued):
                 queued = self._drop_over_cap(now, facts, session_id, moment, queued)
             count = _vendors.fit_count(
@@ -628,11 +731,18 @@ class RelayStore(HookStore):
                     token, vendor, session_id, moment, skipped=_vendors.NOTHING_QUEUED, recovered=recovered
                 )
             batch = queued[:count]
+            follow_ups = tuple(r[1] for r in batch if kinds.get(r[1]) == FOLLOW_UP)
             for arrival, command_id, _, _ in batch:
                 self._run("deliver", (token, os.getpid(), now, moment, vendor, arrival))
-                self._emit(prefix + "instruction.delivering", session_id, now, {"moment": moment}, command_id)
+                self._emit(
+                    prefix + "instruction.delivering",
+                    session_id,
+                    now,
+                    _delivery_fields(moment, agent_id, command_id in follow_ups),
+                    command_id,
+                )
             context = _vendors.SEPARATOR.join(r[2] for r in batch)
-            reply = _vendors.build_reply(facts.reply_shape, moment, context)
+            reply = _vendors.build_reply(facts.reply_shape, moment, context, keep_going=keep_going)
         self._point("claimed")
         return Claim(
             token,
@@ -642,6 +752,8 @@ class RelayStore(HookStore):
             reply=reply,
             delivered=tuple(r[1] for r in batch),
             recovered=recovered,
+            agent_id=agent_id,
+            follow_ups=follow_ups,
         )
 
     def _drop_over_cap(
@@ -703,10 +815,8 @@ class RelayStore(HookStore):
             rows = self._run("claimed", (claim.token,)).fetchall()
             for arrival, command_id, enqueued_at in rows:
                 self._run("finish", (state, reason, now, arrival))
-                fields: dict[str, object] = {
-                    "moment": claim.moment,
-                    "queued_ms": _queued_ms(now, enqueued_at),
-                }
+                fields = _delivery_fields(claim.moment, claim.agent_id, command_id in claim.follow_ups)
+                fields["queued_ms"] = _queued_ms(now, enqueued_at)
                 if reason is not None:
                     fields["reason"] = reason
                 self._emit(f"x.{claim.vendor}.instruction.{state}", claim.session_id, now, fields, command_id)

@@ -46,9 +46,11 @@ class VendorFacts:
     """One vendor's hook facts, as plain data (immutable by convention; never mutated)."""
 
     __slots__ = (
+        "agent_id_fields",
         "cap",
         "cap_counts_utf16",
         "context_moments",
+        "follow_up_moments",
         "held_moments",
         "moment_fields",
         "name",
@@ -77,6 +79,8 @@ class VendorFacts:
         reply_shape: str = HOOK_SPECIFIC_OUTPUT,
         session_id_fields: tuple[str, ...] = ("session_id",),
         moment_fields: tuple[str, ...] = ("hook_event_name",),
+        follow_up_moments: Iterable[str] = (),
+        agent_id_fields: tuple[str, ...] = (),
     ) -> None:
         self.name = name
         self.title = title
@@ -92,6 +96,11 @@ class VendorFacts:
         self.reply_shape = reply_shape
         self.session_id_fields = session_id_fields
         self.moment_fields = moment_fields
+        self.follow_up_moments = frozenset(follow_up_moments)
+        """Moments whose documented reply keeps the agent from stopping ("do not stop yet"):
+        a follow-up is delivered there, and only there; empty: the vendor refuses follow-ups."""
+        self.agent_id_fields = agent_id_fields
+        """The hook JSON fields naming the subagent a moment runs in (absent: the main agent)."""
 
     @property
     def known_moments(self) -> frozenset[str]:
@@ -166,14 +175,23 @@ def fit_count(lengths: Iterable[int], cap: int | None) -> int:
     return count
 
 
-def build_reply(reply_shape: str, moment: str, context: str) -> dict[str, object]:
+def build_reply(
+    reply_shape: str, moment: str, context: str, *, keep_going: bool = False
+) -> dict[str, object]:
     """The vendor's JSON reply carrying ``context`` at ``moment`` (never redacted).
 
-    >>> build_reply("hookSpecificOutput", "Stop", "Use the corrected path")
-    {'hookSpecificOutput': {'hookEventName': 'Stop', 'additionalContext': 'Use the corrected path'}}
+    ``keep_going``: a follow-up moment (Claude Code's ``Stop``): the documented "do not
+    stop yet" decision, whose ``reason`` the agent reads as its next instruction.
+
+    >>> build_reply("hookSpecificOutput", "PostToolBatch", "Use the corrected path")
+    {'hookSpecificOutput': {'hookEventName': 'PostToolBatch', 'additionalContext': 'Use the corrected path'}}
+    >>> build_reply("hookSpecificOutput", "Stop", "Then update the changelog", keep_going=True)
+    {'decision': 'block', 'reason': 'Then update the changelog'}
     >>> build_reply("context", "pre_llm_call", "Use the corrected path")
     {'context': 'Use the corrected path'}
     """
+    if keep_going:
+        return {"decision": "block", "reason": context}
     if reply_shape == CONTEXT:
         return {"context": context}
     return {"hookSpecificOutput": {"hookEventName": moment, "additionalContext": context}}
@@ -187,6 +205,26 @@ def command_id_problem(command_id: str) -> str | None:
 def session_id_problem(session_id: str) -> str | None:
     """Why a session id is refused, or ``None``: the runtime's id rules, as ``HookSession``'s."""
     return id_problem(session_id, "session id")
+
+
+def agent_id_problem(agent_id: str) -> str | None:
+    """Why a subagent id is refused, or ``None``: the runtime's id rules."""
+    return id_problem(agent_id, "agent id")
+
+
+def follow_up_problem(vendors: Iterable[VendorFacts]) -> str | None:
+    """Why a follow-up cannot be carried for a session these vendors may run, or ``None``.
+
+    Only a vendor whose hooks have a "do not stop yet" reply (``follow_up_moments``) can
+    deliver one; with no vendor known for the session, nothing says it ever will.
+    """
+    known = list(vendors)
+    if not known:
+        return "no vendor is known for this session yet: name it (--vendor) to send a follow-up"
+    for facts in known:
+        if not facts.follow_up_moments:
+            return f"{facts.title} has no 'do not stop yet' hook reply to carry a follow-up"
+    return None
 
 
 def text_problem(
@@ -279,10 +317,21 @@ _CLAUDE_CODE = VendorFacts(
         "FileChanged",
         "WorktreeCreate",
         "WorktreeRemove",
+        # Read from the CLIs' own hook-event lists (docs/hooks.md, "Claude Code versions"):
+        # MessageDisplay since 2.1.197 or earlier; the rest new in 2.1.332.
+        "MessageDisplay",
+        "PreModelSwitch",
+        "DirectoryAdded",
+        "PreSkillShellCommand",
     ),
     cap=10_000,
     cap_counts_utf16=True,
     session_end_moment="SessionEnd",
+    # The Stop hook's ``{"decision": "block", "reason"}`` keeps Claude working with the reason
+    # as its next instruction (hooks reference, "Stop decision control").
+    follow_up_moments=("Stop",),
+    # Hooks that run inside a subagent carry its ``agent_id`` (and ``agent_type``).
+    agent_id_fields=("agent_id",),
     # ``claude --resume`` reuses the session id: a later start or prompt opens a new epoch.
     reopen_moments=("SessionStart", "UserPromptSubmit"),
 )

@@ -9,8 +9,16 @@ store ``live-steering instruct`` (or ``instruct()``) writes to. The SDK has no
 session-end hook event, so the host calls ``end_session(session_id)`` when it is
 done with a session (``SessionEnd``: what is still queued is dropped, audited).
 
+The session id the hooks see is the one the host gives ``ClaudeAgentOptions(session_id=...)``
+(else the CLI makes one up: read it from the first ``SystemMessage``'s ``data["session_id"]``).
+A hook that runs inside a subagent carries its ``agent_id``: it takes only instructions sent
+to that subagent (``instruct(..., agent_id=...)``), never the main agent's. At ``Stop`` an
+instruction rides the "do not stop yet" decision, which costs one more model turn; that is
+also how a follow-up (``instruct(..., kind="follow_up")``) is delivered.
+
 Needs the ``claude-agent-sdk`` extra: ``pip install 'live-steering[claude-agent-sdk]'``.
-The callbacks run the store's work in a worker thread (``anyio.to_thread``).
+The callbacks run the store's work in a worker thread (``anyio.to_thread``); the SDK is
+asyncio-only, so this adapter is tested on asyncio.
 """
 
 from __future__ import annotations
@@ -45,36 +53,43 @@ SDK_EVENTS = (
 )
 
 
-def _callback(store_path: str | None) -> Any:
+def _callback(store_path: str | None, dsn: str | None) -> Any:
     async def steer(input_data: HookInput, tool_use_id: str | None, context: HookContext) -> HookJSONOutput:
         session_id = input_data.get("session_id")
         moment = input_data.get("hook_event_name")
         if not isinstance(session_id, str) or not session_id or not isinstance(moment, str):
             return {}
+        agent = input_data.get("agent_id")
+        agent_id = agent if isinstance(agent, str) and agent else None
         reply = await anyio.to_thread.run_sync(
-            lambda: deliver_in_process("claude-code", session_id, moment, store_path=store_path)
+            lambda: deliver_in_process(
+                "claude-code", session_id, moment, store_path=store_path, dsn=dsn, agent_id=agent_id
+            )
         )
         return reply if reply is not None else {}  # type: ignore[return-value]
 
     return steer
 
 
-def steering_hooks(*, store: str | None = None, timeout: float | None = None) -> dict[Any, list[HookMatcher]]:
+def steering_hooks(
+    *, store: str | None = None, dsn: str | None = None, timeout: float | None = None
+) -> dict[Any, list[HookMatcher]]:
     """The ``hooks=`` mapping for ``ClaudeAgentOptions``: steering on every SDK event that carries context.
 
-    ``store``: the store path (default: ``$LIVE_STEERING_STORE`` or the XDG default).
+    ``store``: the store path; ``dsn``: a PostgreSQL store instead (default for both:
+    ``$LIVE_STEERING_STORE_DSN``, else ``$LIVE_STEERING_STORE`` or the XDG default).
     Merge it with hooks of your own by extending each event's list.
 
     >>> from claude_agent_sdk import ClaudeAgentOptions                          # doctest: +SKIP
     >>> options = ClaudeAgentOptions(hooks=steering_hooks())                     # doctest: +SKIP
     """
     assert set(SDK_EVENTS) <= _vendors.FACTS["claude-code"].context_moments
-    steer = _callback(store)
+    steer = _callback(store, dsn)
     return {event: [HookMatcher(matcher=None, hooks=[steer], timeout=timeout)] for event in SDK_EVENTS}
 
 
-async def end_session(session_id: str, *, store: str | None = None) -> None:
+async def end_session(session_id: str, *, store: str | None = None, dsn: str | None = None) -> None:
     """The host is done with ``session_id``: drop its queued instructions as ``SessionEnd`` would."""
     await anyio.to_thread.run_sync(
-        lambda: deliver_in_process("claude-code", session_id, "SessionEnd", store_path=store)
+        lambda: deliver_in_process("claude-code", session_id, "SessionEnd", store_path=store, dsn=dsn)
     )
