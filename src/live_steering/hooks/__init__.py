@@ -1,4 +1,4 @@
-"""``live_steering.hooks``: steer agents whose only surface is a hook reply (CONTRACT.md C26, C26b).
+"""``live_steering.hooks``: steer agents whose only surface is a hook reply (rules C26, C26b: docs/rules.md).
 
 Two layers. The relay: ``instruct(session_id, text)`` (and ``instruct_async``) from
 any process puts an instruction into a durable ``SqliteHookStore``

@@ -154,7 +154,7 @@ _DISPOSITION_OF: Final = {
 
 @attrs.frozen
 class VendorProfile:
-    """What one vendor's hooks offer for steering, as data (the seed's adoption map).
+    """What one vendor's hooks offer for steering, as data.
 
     >>> PROFILES[Vendor.CLAUDE_CODE].cap
     10000
@@ -266,7 +266,7 @@ _HERMES = _profile(
     "context the runtime consumes; on_session_end fires per turn, on_session_finalize is the real end.",
 )
 
-#: Every vendor of the seed's adoption map, keyed by vendor. Read-only.
+#: Every vendor the relay knows, keyed by vendor. Read-only.
 PROFILES: Final[Mapping[Vendor, VendorProfile]] = types.MappingProxyType(
     {p.vendor: p for p in (_CLAUDE_CODE, _CODEX, _QWEN_CODE, _VSCODE, _HERMES)}
 )
