@@ -36,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     import argparse
     from typing import NoReturn
 
-    from . import acp, demo, hook, hooks, instruct, receipts, steer, stop
+    from . import acp, demo, hook, hooks, instruct, receipts, serve, steer, stop
 
     class Parser(argparse.ArgumentParser):
         """argparse, but a usage error is one line on stderr (exit 2), like every other CLI error."""
@@ -51,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"live-steering {_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     # in the order ``--help`` lists them
-    for module in (demo, receipts, steer, stop, acp, instruct, hook, hooks):
+    for module in (demo, receipts, steer, stop, acp, instruct, hook, hooks, serve):
         module.register(subparsers)
     parser._subcommands = subparsers.choices  # type: ignore[attr-defined]  # for main's errors
     return parser
