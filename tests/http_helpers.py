@@ -1,0 +1,140 @@
+"""Shared helpers for the HTTP tests: a fleet owner running a loop, and the app under a real server."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import anyio
+import anyio.abc
+import attrs
+import httpx
+
+from live_steering import Input, LiveRuntime
+from live_steering.fleet import Fleet
+
+TOKEN = "s3cret-token-for-tests"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@attrs.define
+class Owned:
+    """A session owned by a fleet node, whose loop writes every steer at its next boundary."""
+
+    session_id: str
+    written: list[str] = attrs.Factory(list)
+    ended: list[str] = attrs.Factory(list)
+    """The terminal reason of each generation the loop ran (``None`` while it runs)."""
+
+
+@contextlib.asynccontextmanager
+async def owned(
+    worker: Fleet, session_id: str = "chat-42", generation_id: str = "gen-1", **runtime: Any
+) -> AsyncIterator[Owned]:
+    """Own ``session_id`` on ``worker`` and run generation ``generation_id`` until it is stopped."""
+    state = Owned(session_id)
+
+    def write(steer: Input, metadata: Mapping[str, Any]) -> None:
+        state.written.append(steer.text)
+
+    async with anyio.create_task_group() as tg:
+        ready = anyio.Event()
+
+        async def loop() -> None:
+            async with worker.own(LiveRuntime(session_id=session_id, **runtime)) as rt:
+                async with rt.open_generation(generation_id) as gen:
+                    await worker.flush(session_id)
+                    ready.set()
+                    while await gen.wait_for_input():
+                        await gen.boundary(write)
+                assert gen.terminal_event is not None
+                state.ended.append(str(gen.terminal_event.get("reason")))
+                await worker.flush(session_id)
+                await anyio.sleep_forever()  # still the owner, between generations
+
+        tg.start_soon(loop)
+        await ready.wait()
+        try:
+            yield state
+        finally:
+            tg.cancel_scope.cancel()
+
+
+def client(app: Any, **options: Any) -> httpx.AsyncClient:
+    """An httpx client that drives the ASGI app in-process (no server: responses are buffered)."""
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1", **options)
+
+
+def free_socket() -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    return sock
+
+
+@contextlib.asynccontextmanager
+async def serving(app: Any) -> AsyncIterator[str]:
+    """``app`` under a real ASGI server on a free loopback port: uvicorn on asyncio, hypercorn on
+    trio (uvicorn runs on asyncio only). Yields the base URL; stops the server on exit."""
+    sock = free_socket()
+    port = sock.getsockname()[1]
+    import sniffio
+
+    backend = sniffio.current_async_library()
+    async with anyio.create_task_group() as tg:
+        if backend == "trio":
+            from hypercorn.config import Config
+            from hypercorn.trio import serve
+
+            config = Config()
+            config.bind = [f"fd://{sock.fileno()}"]
+            config.graceful_timeout = 1.0
+            config.accesslog = None
+            stopped = anyio.Event()
+
+            async def trigger() -> None:
+                await stopped.wait()
+
+            tg.start_soon(lambda: serve(app, config, shutdown_trigger=trigger))
+            try:
+                yield f"http://127.0.0.1:{port}"
+            finally:
+                stopped.set()
+        else:
+            import uvicorn
+
+            config_u = uvicorn.Config(app, lifespan="off", log_level="warning", timeout_graceful_shutdown=1)
+            server = uvicorn.Server(config_u)
+            server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
+            tg.start_soon(lambda: server.serve(sockets=[sock]))
+            try:
+                yield f"http://127.0.0.1:{port}"
+            finally:
+                server.should_exit = True
+    sock.close()
+
+
+async def read_sse(response: httpx.Response, count: int, *, name: str | None = None) -> list[dict[str, Any]]:
+    """The next ``count`` SSE records of a streamed response (``name``: only those of that event),
+    each as ``{"id", "event", "data"}``."""
+    import json
+
+    found: list[dict[str, Any]] = []
+    record: dict[str, Any] = {}
+    async for line in response.aiter_lines():
+        if line == "":
+            if "data" in record and (name is None or record.get("event") == name):
+                record["data"] = json.loads(record["data"])
+                found.append(record)
+                if len(found) == count:
+                    return found
+            record = {}
+            continue
+        if line.startswith(":"):
+            continue
+        field, _, value = line.partition(": ")
+        record[field] = value
+    return found
