@@ -90,7 +90,7 @@ async def serving(app: Any) -> AsyncIterator[str]:
             from hypercorn.trio import serve
 
             config = Config()
-            config.bind = [f"fd://{sock.fileno()}"]
+            config.bind = [f"fd://{sock.detach()}"]  # hypercorn closes the descriptor itself
             config.graceful_timeout = 1.0
             config.accesslog = None
             stopped = anyio.Event()
@@ -114,27 +114,66 @@ async def serving(app: Any) -> AsyncIterator[str]:
                 yield f"http://127.0.0.1:{port}"
             finally:
                 server.should_exit = True
-    sock.close()
+    if sock.fileno() != -1:
+        sock.close()
 
 
-async def read_sse(response: httpx.Response, count: int, *, name: str | None = None) -> list[dict[str, Any]]:
-    """The next ``count`` SSE records of a streamed response (``name``: only those of that event),
-    each as ``{"id", "event", "data"}``."""
-    import json
+class SSEStream:
+    """An event stream read over a plain socket with an HTTP/1.0 request, so the body is the raw
+    SSE bytes (no chunking) and nothing is left for a garbage collector (httpx leaves its body
+    iterators to one when a stream is read only in part, which trio reports)."""
 
-    found: list[dict[str, Any]] = []
-    record: dict[str, Any] = {}
-    async for line in response.aiter_lines():
-        if line == "":
+    def __init__(self, stream: anyio.abc.ByteStream) -> None:
+        self._stream = stream
+        self._buffer = b""
+        self.status = 0
+        self.headers: dict[str, str] = {}
+
+    async def _fill(self) -> None:
+        chunk = await self._stream.receive()
+        self._buffer += chunk
+
+    async def _start(self) -> None:
+        while b"\r\n\r\n" not in self._buffer:
+            await self._fill()
+        head, self._buffer = self._buffer.split(b"\r\n\r\n", 1)
+        lines = head.decode("latin-1").split("\r\n")
+        self.status = int(lines[0].split()[1])
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            self.headers[name.strip().lower()] = value.strip()
+
+    async def read(self, count: int, *, name: str | None = None) -> list[dict[str, Any]]:
+        """The next ``count`` records (``name``: only those of that event), as ``{"id", "event", "data"}``."""
+        import json
+
+        found: list[dict[str, Any]] = []
+        while len(found) < count:
+            while b"\n\n" not in self._buffer:
+                await self._fill()
+            raw, self._buffer = self._buffer.split(b"\n\n", 1)
+            record: dict[str, Any] = {}
+            for line in raw.decode("utf-8").split("\n"):
+                if line.startswith(":"):
+                    continue
+                field, _, value = line.partition(": ")
+                record[field] = value
             if "data" in record and (name is None or record.get("event") == name):
                 record["data"] = json.loads(record["data"])
                 found.append(record)
-                if len(found) == count:
-                    return found
-            record = {}
-            continue
-        if line.startswith(":"):
-            continue
-        field, _, value = line.partition(": ")
-        record[field] = value
-    return found
+        return found
+
+
+@contextlib.asynccontextmanager
+async def sse_stream(base_url: str, path: str, headers: Mapping[str, str] | None = None) -> AsyncIterator[SSEStream]:
+    """GET ``path`` as an event stream; the connection closes on exit."""
+    host, port = base_url.removeprefix("http://").rsplit(":", 1)
+    connection = await anyio.connect_tcp(host, int(port))
+    async with connection:
+        lines = [f"GET {path} HTTP/1.0", f"Host: {host}:{port}", "Accept: text/event-stream"]
+        lines += [f"{name}: {value}" for name, value in (headers or {}).items()]
+        await connection.send(("\r\n".join(lines) + "\r\n\r\n").encode("utf-8"))
+        stream = SSEStream(connection)
+        with anyio.fail_after(60):
+            await stream._start()
+        yield stream

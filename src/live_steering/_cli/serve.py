@@ -149,7 +149,8 @@ def run(args: argparse.Namespace) -> int:
         return 1
     finally:
         signal.signal(signal.SIGTERM, previous)
-        sock.close()
+        if sock.fileno() != -1:
+            sock.close()
     print(f"{_PROG}: stopped", file=sys.stderr, flush=True)
     return 0
 
@@ -189,7 +190,7 @@ async def _hypercorn(app: Any, sock: socket.socket) -> None:
     from hypercorn.trio import serve
 
     config = Config()
-    config.bind = [f"fd://{sock.fileno()}"]
+    config.bind = [f"fd://{sock.detach()}"]  # hypercorn closes the descriptor itself
     config.graceful_timeout = GRACE
     config.accesslog = None
     config.include_server_header = False

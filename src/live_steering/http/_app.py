@@ -349,7 +349,7 @@ class _Api:
         return StreamingResponse(
             stream(),
             media_type="text/event-stream",
-            headers={"X-Accel-Buffering": "no", "Cache-Control": "no-store"},
+            headers={"X-Accel-Buffering": "no"},
         )
 
     def _describer(self, kind: str, session_id: str) -> Any:
