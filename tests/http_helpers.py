@@ -165,7 +165,9 @@ class SSEStream:
 
 
 @contextlib.asynccontextmanager
-async def sse_stream(base_url: str, path: str, headers: Mapping[str, str] | None = None) -> AsyncIterator[SSEStream]:
+async def sse_stream(
+    base_url: str, path: str, headers: Mapping[str, str] | None = None
+) -> AsyncIterator[SSEStream]:
     """GET ``path`` as an event stream; the connection closes on exit."""
     host, port = base_url.removeprefix("http://").rsplit(":", 1)
     connection = await anyio.connect_tcp(host, int(port))

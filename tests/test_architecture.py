@@ -39,6 +39,7 @@ LAYERS: Mapping[str, int] = {
     f"{PACKAGE}.acp": 6,
     f"{PACKAGE}.fleet": 7,  # the receipt journal across processes: built on journal/'s changes
     f"{PACKAGE}.testing": 8,
+    f"{PACKAGE}.http": 8,  # the HTTP surface over the fleet (7) and the hook relay (6)
     f"{PACKAGE}._cli": 9,
 }
 WING_LAYER = 6
@@ -46,7 +47,18 @@ CLI = f"{PACKAGE}._cli"
 
 #: Optional dependencies (pip extras and the SDKs integrations wrap): only a wing imports one.
 OPTIONAL = frozenset(
-    {"acp", "httpx", "psycopg", "amplifier_core", "pydantic_ai", "agents", "claude_agent_sdk"}
+    {
+        "acp",
+        "httpx",
+        "psycopg",
+        "amplifier_core",
+        "pydantic_ai",
+        "agents",
+        "claude_agent_sdk",
+        "starlette",
+        "uvicorn",
+        "hypercorn",
+    }
 )
 
 #: An extra that serves several wings, each importing it only behind its own door: PostgreSQL

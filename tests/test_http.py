@@ -30,63 +30,71 @@ async def test_sessions_lists_runtime_and_hook_sessions(tmp_path: Path) -> None:
     hooks = str(tmp_path / "hooks.db")
     instruct("hook-7", "Use the corrected path", id="cmd-1", vendor="claude-code", store=hooks)
     path = str(tmp_path / "fleet.db")
-    async with SQLiteFleet(path, node_id="worker") as worker, SQLiteFleet(path, node_id="api") as host:
-        async with owned(worker), client(create_app(fleet=host, hooks_store=hooks, token=TOKEN)) as http:
-            response = await http.get("/v1/sessions", headers=AUTH)
-            assert response.status_code == 200
-            sessions = {s["id"]: s for s in response.json()["sessions"]}
-            assert sessions["chat-42"] == {
-                "id": "chat-42",
-                "kind": "runtime",
-                "vendor": None,
-                "owner_live": True,
-                "generation": {"id": "gen-1"},
-                "mode": "request_boundary",
-            }
-            assert sessions["hook-7"]["kind"] == "hook"
-            assert sessions["hook-7"]["vendor"] == "claude-code"
-            assert sessions["hook-7"]["generation"] is None
-            one = await http.get("/v1/sessions/chat-42", headers=AUTH)
-            assert one.json() == sessions["chat-42"]
-            assert (await http.get("/v1/sessions/nobody", headers=AUTH)).status_code == 404
-            assert (await http.get("/v1/sessions/" + "x" * 200, headers=AUTH)).status_code == 404
+    async with (
+        SQLiteFleet(path, node_id="worker") as worker,
+        SQLiteFleet(path, node_id="api") as host,
+        owned(worker),
+        client(create_app(fleet=host, hooks_store=hooks, token=TOKEN)) as http,
+    ):
+        response = await http.get("/v1/sessions", headers=AUTH)
+        assert response.status_code == 200
+        sessions = {s["id"]: s for s in response.json()["sessions"]}
+        assert sessions["chat-42"] == {
+            "id": "chat-42",
+            "kind": "runtime",
+            "vendor": None,
+            "owner_live": True,
+            "generation": {"id": "gen-1"},
+            "mode": "request_boundary",
+        }
+        assert sessions["hook-7"]["kind"] == "hook"
+        assert sessions["hook-7"]["vendor"] == "claude-code"
+        assert sessions["hook-7"]["generation"] is None
+        one = await http.get("/v1/sessions/chat-42", headers=AUTH)
+        assert one.json() == sessions["chat-42"]
+        assert (await http.get("/v1/sessions/nobody", headers=AUTH)).status_code == 404
+        assert (await http.get("/v1/sessions/" + "x" * 200, headers=AUTH)).status_code == 404
 
 
 async def test_submit_answers_the_owners_receipts_with_the_pinned_codes(tmp_path: Path) -> None:
     """200 accepted or repeat, 409 identity-conflict, 422 invalid-input / unsupported-kind, 404,
     410 stale-generation, 429 capacity; the body is the C4 receipt either way."""
     path = str(tmp_path / "fleet.db")
-    async with SQLiteFleet(path, node_id="worker") as worker, SQLiteFleet(path, node_id="api") as host:
-        async with owned(worker, identity_limit=2) as state, client(create_app(fleet=host, token=TOKEN)) as http:
-            url = "/v1/sessions/chat-42/inputs"
-            first = await http.post(url, json=steer("Use X", "m-1"), headers=AUTH)
-            assert (first.status_code, first.json()) == (
-                200,
-                {"accepted": True, "inputId": "m-1", "generationId": "gen-1", "disposition": "queued"},
-            )
-            final = await http.get(f"{url}/m-1?wait=30", headers=AUTH)
-            assert final.json()["disposition"] == "applied"
-            assert state.written == ["Use X"]
-            repeat = await http.post(url, json=steer("Use X", "m-1"), headers=AUTH)
-            assert (repeat.status_code, repeat.json()["disposition"]) == (200, "applied")
-            cases = [
-                (steer("Other text", "m-1"), 409, "identity-conflict"),
-                (steer("   ", "m-2"), 422, "invalid-input"),
-                (steer("nul \x00 here", "m-2"), 422, "invalid-input"),
-                (steer("a note", "m-2", kind="note"), 422, "unsupported-kind"),
-                (steer("late", "m-2", generation_id="gen-0"), 410, "stale-generation"),
-            ]
-            for body, status, reason in cases:
-                response = await http.post(url, json=body, headers=AUTH)
-                assert (response.status_code, response.json()["reason"]) == (status, reason), body
-                assert response.json()["accepted"] is False
-                assert response.json()["disposition"] is None
-            assert (await http.post(url, json=steer("Use Y", "m-2"), headers=AUTH)).status_code == 200
-            full = await http.post(url, json=steer("Use Z", "m-3"), headers=AUTH)
-            assert (full.status_code, full.json()["reason"]) == (429, "capacity")
-            missing = await http.post("/v1/sessions/nobody/inputs", json=steer("x", "m-4"), headers=AUTH)
-            assert missing.status_code == 404
-            assert state.written == ["Use X", "Use Y"]
+    async with (
+        SQLiteFleet(path, node_id="worker") as worker,
+        SQLiteFleet(path, node_id="api") as host,
+        owned(worker, identity_limit=2) as state,
+        client(create_app(fleet=host, token=TOKEN)) as http,
+    ):
+        url = "/v1/sessions/chat-42/inputs"
+        first = await http.post(url, json=steer("Use X", "m-1"), headers=AUTH)
+        assert (first.status_code, first.json()) == (
+            200,
+            {"accepted": True, "inputId": "m-1", "generationId": "gen-1", "disposition": "queued"},
+        )
+        final = await http.get(f"{url}/m-1?wait=30", headers=AUTH)
+        assert final.json()["disposition"] == "applied"
+        assert state.written == ["Use X"]
+        repeat = await http.post(url, json=steer("Use X", "m-1"), headers=AUTH)
+        assert (repeat.status_code, repeat.json()["disposition"]) == (200, "applied")
+        cases = [
+            (steer("Other text", "m-1"), 409, "identity-conflict"),
+            (steer("   ", "m-2"), 422, "invalid-input"),
+            (steer("nul \x00 here", "m-2"), 422, "invalid-input"),
+            (steer("a note", "m-2", kind="note"), 422, "unsupported-kind"),
+            (steer("late", "m-2", generation_id="gen-0"), 410, "stale-generation"),
+        ]
+        for body, status, reason in cases:
+            response = await http.post(url, json=body, headers=AUTH)
+            assert (response.status_code, response.json()["reason"]) == (status, reason), body
+            assert response.json()["accepted"] is False
+            assert response.json()["disposition"] is None
+        assert (await http.post(url, json=steer("Use Y", "m-2"), headers=AUTH)).status_code == 200
+        full = await http.post(url, json=steer("Use Z", "m-3"), headers=AUTH)
+        assert (full.status_code, full.json()["reason"]) == (429, "capacity")
+        missing = await http.post("/v1/sessions/nobody/inputs", json=steer("x", "m-4"), headers=AUTH)
+        assert missing.status_code == 404
+        assert state.written == ["Use X", "Use Y"]
 
 
 async def test_no_live_owner_is_answered_from_the_store(tmp_path: Path) -> None:
@@ -99,7 +107,11 @@ async def test_no_live_owner_is_answered_from_the_store(tmp_path: Path) -> None:
                 await http.post("/v1/sessions/chat-42/inputs", json=steer("Use X", "m-1"), headers=AUTH)
                 await http.get("/v1/sessions/chat-42/inputs/m-1?wait=30", headers=AUTH)
             listed = (await http.get("/v1/sessions/chat-42", headers=AUTH)).json()
-            assert (listed["owner_live"], listed["generation"], listed["mode"]) == (False, None, "unavailable")
+            assert (listed["owner_live"], listed["generation"], listed["mode"]) == (
+                False,
+                None,
+                "unavailable",
+            )
             repeat = await http.post("/v1/sessions/chat-42/inputs", json=steer("Use X", "m-1"), headers=AUTH)
             assert (repeat.status_code, repeat.json()["disposition"]) == (200, "applied")
             new = await http.post("/v1/sessions/chat-42/inputs", json=steer("Use Y", "m-2"), headers=AUTH)
@@ -111,29 +123,34 @@ async def test_stop_ends_the_generation_and_holds_a_follow_up(tmp_path: Path) ->
     """POST .../stop stops the running generation (200); a follow-up queued for after it is held
     (C29: a stop discards the plan); a second stop is 409 not-running; a new steer then 410."""
     path = str(tmp_path / "fleet.db")
-    async with SQLiteFleet(path, node_id="worker") as worker, SQLiteFleet(path, node_id="api") as host:
-        async with owned(worker) as state, client(create_app(fleet=host, token=TOKEN)) as http:
-            url = "/v1/sessions/chat-42"
-            follow = await http.post(f"{url}/inputs", json=steer("Then run the suite", "f-1", kind="follow_up"),
-                                     headers=AUTH)
-            assert (follow.status_code, follow.json()["disposition"]) == (200, "queued")
-            stopped = await http.post(f"{url}/stop", json={}, headers=AUTH)
-            assert (stopped.status_code, stopped.json()) == (
-                200,
-                {"stopped": True, "sessionId": "chat-42", "generationId": "gen-1", "reason": None},
-            )
-            held = await http.get(f"{url}/inputs/f-1?wait=30", headers=AUTH)
-            assert held.json() == {
-                "accepted": True,
-                "inputId": "f-1",
-                "generationId": "gen-1",
-                "disposition": "held",
-                "reason": "generation-stopped",
-            }
-            again = await http.post(f"{url}/stop", json={"generation_id": "gen-1"}, headers=AUTH)
-            assert (again.status_code, again.json()["reason"]) == (409, "not-running")
-            assert state.written == []
-            assert (await http.post("/v1/sessions/nobody/stop", json={}, headers=AUTH)).status_code == 404
+    async with (
+        SQLiteFleet(path, node_id="worker") as worker,
+        SQLiteFleet(path, node_id="api") as host,
+        owned(worker) as state,
+        client(create_app(fleet=host, token=TOKEN)) as http,
+    ):
+        url = "/v1/sessions/chat-42"
+        follow = await http.post(
+            f"{url}/inputs", json=steer("Then run the suite", "f-1", kind="follow_up"), headers=AUTH
+        )
+        assert (follow.status_code, follow.json()["disposition"]) == (200, "queued")
+        stopped = await http.post(f"{url}/stop", json={}, headers=AUTH)
+        assert (stopped.status_code, stopped.json()) == (
+            200,
+            {"stopped": True, "sessionId": "chat-42", "generationId": "gen-1", "reason": None},
+        )
+        held = await http.get(f"{url}/inputs/f-1?wait=30", headers=AUTH)
+        assert held.json() == {
+            "accepted": True,
+            "inputId": "f-1",
+            "generationId": "gen-1",
+            "disposition": "held",
+            "reason": "generation-stopped",
+        }
+        again = await http.post(f"{url}/stop", json={"generation_id": "gen-1"}, headers=AUTH)
+        assert (again.status_code, again.json()["reason"]) == (409, "not-running")
+        assert state.written == []
+        assert (await http.post("/v1/sessions/nobody/stop", json={}, headers=AUTH)).status_code == 404
 
 
 async def test_wait_returns_the_current_receipt_when_nothing_is_final(tmp_path: Path) -> None:
@@ -141,17 +158,19 @@ async def test_wait_returns_the_current_receipt_when_nothing_is_final(tmp_path: 
     path = str(tmp_path / "fleet.db")
     async with SQLiteFleet(path, node_id="worker") as worker, SQLiteFleet(path, node_id="api") as host:
         runtime_session = "quiet"
-        async with worker.own(LiveRuntime(session_id=runtime_session)) as rt:
-            async with rt.open_generation("gen-1") as gen:
-                await worker.flush(runtime_session)
-                async with client(create_app(fleet=host, token=TOKEN)) as http:
-                    url = f"/v1/sessions/{runtime_session}/inputs"
-                    await http.post(url, json=steer("Use X", "m-1"), headers=AUTH)
-                    waited = await http.get(f"{url}/m-1?wait=0.2", headers=AUTH)
-                    assert (waited.status_code, waited.json()["disposition"]) == (200, "queued")
-                    for bad in ("soon", "-1", "nan", "inf"):
-                        assert (await http.get(f"{url}/m-1?wait={bad}", headers=AUTH)).status_code == 400
-                gen.stop()  # ends it on purpose: the steer no boundary took is held
+        async with (
+            worker.own(LiveRuntime(session_id=runtime_session)) as rt,
+            rt.open_generation("gen-1") as gen,
+        ):
+            await worker.flush(runtime_session)
+            async with client(create_app(fleet=host, token=TOKEN)) as http:
+                url = f"/v1/sessions/{runtime_session}/inputs"
+                await http.post(url, json=steer("Use X", "m-1"), headers=AUTH)
+                waited = await http.get(f"{url}/m-1?wait=0.2", headers=AUTH)
+                assert (waited.status_code, waited.json()["disposition"]) == (200, "queued")
+                for bad in ("soon", "-1", "nan", "inf"):
+                    assert (await http.get(f"{url}/m-1?wait={bad}", headers=AUTH)).status_code == 400
+            gen.stop()  # ends it on purpose: the steer no boundary took is held
 
 
 async def test_hook_sessions_take_steers_and_refuse_other_kinds(tmp_path: Path) -> None:

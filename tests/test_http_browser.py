@@ -46,9 +46,18 @@ def _driver(profile: Path) -> Any:
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run",
-                 "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--window-size=1200,900"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--disable-dev-shm-usage",
+        f"--user-data-dir={profile}",
+        "--window-size=1200,900",
+    ):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     return webdriver.Chrome(options=options, service=Service(DRIVER))
@@ -65,32 +74,37 @@ async def test_console_steers_and_stops_a_running_session(tmp_path: Path, anyio_
     def write(steer: Input, metadata: Mapping[str, Any]) -> None:
         written.append(steer.text)
 
-    async with SQLiteFleet(path, node_id="worker") as worker, SQLiteFleet(path, node_id="api") as host:
-        async with anyio.create_task_group() as tg:
-            ready = anyio.Event()
+    async with (
+        SQLiteFleet(path, node_id="worker") as worker,
+        SQLiteFleet(path, node_id="api") as host,
+        anyio.create_task_group() as tg,
+    ):
+        ready = anyio.Event()
 
-            async def owner() -> None:
-                async with worker.own(LiveRuntime(session_id="chat-42")) as runtime:
-                    async with runtime.open_generation("gen-1") as gen:
-                        await worker.flush("chat-42")
-                        ready.set()
-                        while await gen.wait_for_input():
-                            await release.wait()  # the page must show `queued` first
-                            await gen.boundary(write)
+        async def owner() -> None:
+            async with worker.own(LiveRuntime(session_id="chat-42")) as runtime:
+                async with runtime.open_generation("gen-1") as gen:
                     await worker.flush("chat-42")
-                    await anyio.sleep_forever()
+                    ready.set()
+                    while await gen.wait_for_input():
+                        await release.wait()  # the page must show `queued` first
+                        await gen.boundary(write)
+                await worker.flush("chat-42")
+                await anyio.sleep_forever()
 
-            tg.start_soon(owner)
-            await ready.wait()
-            app = create_app(fleet=host, token=TOKEN, poll_interval=0.05)
-            async with serving(app) as url:
-                def drive() -> dict[str, Any]:
-                    return _drive(url, tmp_path, lambda: anyio.from_thread.run_sync(release.set))
+        tg.start_soon(owner)
+        await ready.wait()
+        app = create_app(fleet=host, token=TOKEN, poll_interval=0.05)
+        async with serving(app) as url:
 
-                seen = await anyio.to_thread.run_sync(drive)
-            tg.cancel_scope.cancel()
+            def drive() -> dict[str, Any]:
+                return _drive(url, tmp_path, lambda: anyio.from_thread.run_sync(release.set))
+
+            seen = await anyio.to_thread.run_sync(drive)
+        tg.cancel_scope.cancel()
     assert written == ["Use the corrected path"]
-    assert seen["states"][:1] == ["queued"] and seen["states"][-1] == "applied"
+    assert seen["states"][:1] == ["queued"]
+    assert seen["states"][-1] == "applied"
     assert "ended" in seen["generation"]
     assert seen["csp_errors"] == []
 
@@ -118,7 +132,7 @@ def _drive(url: str, tmp_path: Path, release: Any) -> dict[str, Any]:
         assert driver.switch_to.active_element == text  # focus moved to the box
         text.send_keys("Use the corrected path")
         driver.find_element(By.ID, "send").send_keys(Keys.ENTER)
-        state = '#receipts tbody tr .state'
+        state = "#receipts tbody tr .state"
         states = [wait.until(lambda d: d.find_element(By.CSS_SELECTOR, state).text or False)]
         release()
         wait.until(lambda d: d.find_element(By.CSS_SELECTOR, state).text == "applied")

@@ -31,9 +31,17 @@ def make_fleet_store(path: Path) -> str:
     return str(path)
 
 
-def run(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*SERVE, *args], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, **(env or {})}, cwd=cwd)
+def run(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*SERVE, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+        cwd=cwd,
+    )
 
 
 @pytest.mark.parametrize(
@@ -65,22 +73,44 @@ def test_serve_reports_a_busy_port_in_one_line(tmp_path: Path) -> None:
         busy.listen()
         done = run("--hooks-store", str(tmp_path / "h.db"), "--port", str(busy.getsockname()[1]))
     assert done.returncode == 1
-    assert "cannot listen on 127.0.0.1" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert "cannot listen on 127.0.0.1" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize(("backend", "signum"), [
-    ("asyncio", signal.SIGTERM), ("asyncio", signal.SIGINT), ("trio", signal.SIGTERM), ("trio", signal.SIGINT)])
+@pytest.mark.parametrize(
+    ("backend", "signum"),
+    [
+        ("asyncio", signal.SIGTERM),
+        ("asyncio", signal.SIGINT),
+        ("trio", signal.SIGTERM),
+        ("trio", signal.SIGINT),
+    ],
+)
 def test_serve_runs_and_stops_gracefully(tmp_path: Path, backend: str, signum: int) -> None:
     """The console and the API answer on the port it prints; SIGTERM or SIGINT stops it: exit 0."""
     store = make_fleet_store(tmp_path / "fleet.db")
     hooks = str(tmp_path / "hooks.db")
     instruct("hook-7", "Use X", id="cmd-1", store=hooks)
-    command = [*SERVE, "--store", store, "--hooks-store", hooks, "--port", "0", "--token-env", "SERVE_TOKEN",
-               "--backend", backend]
+    command = [
+        *SERVE,
+        "--store",
+        store,
+        "--hooks-store",
+        hooks,
+        "--port",
+        "0",
+        "--token-env",
+        "SERVE_TOKEN",
+        "--backend",
+        backend,
+    ]
     env = {**os.environ, "SERVE_TOKEN": TOKEN}
-    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as proc, \
-            stopped(proc):
-        assert proc.stdout is not None and proc.stderr is not None
+    with (
+        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as proc,
+        stopped(proc),
+    ):
+        assert proc.stdout is not None
+        assert proc.stderr is not None
         line = proc.stdout.readline()
         assert "listening on http://127.0.0.1:" in line, line + proc.stderr.read()
         url = line.split("listening on ", 1)[1].strip()
@@ -102,8 +132,11 @@ def test_the_hook_and_instruct_paths_never_import_starlette() -> None:
         "import sys\n"
         "from live_steering._cli import build_parser\n"
         "build_parser()\n"
-        "bad = sorted(m for m in ('starlette', 'uvicorn', 'hypercorn', 'live_steering.http') if m in sys.modules)\n"
+        "names = ('starlette', 'uvicorn', 'hypercorn', 'live_steering.http')\n"
+        "bad = sorted(m for m in names if m in sys.modules)\n"
         "print(bad)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
     assert done.stdout.strip() == "[]"

@@ -54,8 +54,9 @@ async def test_every_api_route_needs_the_token(tmp_path: Path, headers: dict[str
             response = await http.request(method, url, json=body, headers=headers)
             assert response.status_code == 401, (method, url)
             assert response.headers["www-authenticate"].startswith("Bearer")
-        hook = await http.post("/v1/hooks/claude-code", content=b"{}", headers={
-            **headers, "Content-Type": "application/json"})
+        hook = await http.post(
+            "/v1/hooks/claude-code", content=b"{}", headers={**headers, "Content-Type": "application/json"}
+        )
         assert hook.status_code == 401
     with open_store(str(tmp_path / "hooks.db")) as store:
         assert [row["command_id"] for row in store.instructions("hook-7")] == ["cmd-0"]
@@ -84,8 +85,9 @@ async def test_bodies_that_carry_no_input_are_refused_before_any_store(tmp_path:
             assert response.status_code == 400, raw
             assert "error" in response.json()
         for content_type in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data", ""):
-            response = await http.post(url, content=json.dumps(BODY).encode(), headers={
-                **AUTH, "Content-Type": content_type})
+            response = await http.post(
+                url, content=json.dumps(BODY).encode(), headers={**AUTH, "Content-Type": content_type}
+            )
             assert response.status_code == 415, content_type
     with open_store(str(tmp_path / "hooks.db")) as store:
         assert [row["command_id"] for row in store.instructions("hook-7")] == ["cmd-0"]
@@ -100,8 +102,11 @@ async def test_odd_text_gets_the_relays_receipt(tmp_path: Path) -> None:
             b'{"kind": "steer", "text": "nul \\u0000", "id": "c-2"}',
             b'{"kind": "steer", "text": "ok", "id": "\\udfff"}',
         ):
-            response = await http.post("/v1/sessions/hook-7/inputs", content=raw, headers={
-                **AUTH, "Content-Type": "application/json"})
+            response = await http.post(
+                "/v1/sessions/hook-7/inputs",
+                content=raw,
+                headers={**AUTH, "Content-Type": "application/json"},
+            )
             assert (response.status_code, response.json()["reason"]) == (422, "invalid-input"), raw
 
 
@@ -124,9 +129,11 @@ async def test_paths_outside_the_package_are_never_served(tmp_path: Path) -> Non
         ):
             response = await http.get(path)
             assert response.status_code in (404, 405), path
-            assert "root:" not in response.text and "do not serve" not in response.text
+            assert "root:" not in response.text
+            assert "do not serve" not in response.text
         page = await http.get("/")
-        assert page.status_code == 200 and "<title>live-steering console</title>" in page.text
+        assert page.status_code == 200
+        assert "<title>live-steering console</title>" in page.text
 
 
 async def test_headers_cors_and_loopback_host_names(tmp_path: Path) -> None:
@@ -140,11 +147,14 @@ async def test_headers_cors_and_loopback_host_names(tmp_path: Path) -> None:
         page = await http.get("/")
         assert "script-src 'self'" in page.headers["content-security-policy"]
         assert page.headers["x-content-type-options"] == "nosniff"
-        preflight = await http.options("/v1/sessions", headers={
-            "Origin": "https://evil.example", "Access-Control-Request-Method": "POST"})
+        preflight = await http.options(
+            "/v1/sessions",
+            headers={"Origin": "https://evil.example", "Access-Control-Request-Method": "POST"},
+        )
         assert "access-control-allow-origin" not in preflight.headers
-    allowed = hooks_app(tmp_path / "x" if (tmp_path / "x").mkdir() is None else tmp_path,
-                        cors_origins=["https://app.example"])
+    other_dir = tmp_path / "cors"
+    other_dir.mkdir()
+    allowed = hooks_app(other_dir, cors_origins=["https://app.example"])
     async with client(allowed) as http:
         response = await http.get("/v1/sessions", headers={**AUTH, "Origin": "https://app.example"})
         assert response.headers["access-control-allow-origin"] == "https://app.example"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
@@ -30,7 +31,7 @@ async def test_events_stream_resumes_without_duplicates_or_gaps(tmp_path: Path) 
         app = create_app(fleet=host, token=TOKEN, poll_interval=0.05)
         async with owned(worker), serving(app) as url, httpx.AsyncClient(base_url=url, timeout=60) as http:
             events_url = "/v1/sessions/chat-42/events"
-            seen: list[dict[str, object]] = []
+            seen: list[dict[str, Any]] = []
             async with sse_stream(url, events_url, AUTH) as stream:
                 assert stream.status == 200
                 assert stream.headers["content-type"].startswith("text/event-stream")
@@ -38,7 +39,9 @@ async def test_events_stream_resumes_without_duplicates_or_gaps(tmp_path: Path) 
                 session = await stream.read(1, name="session")
                 assert session[0]["data"]["generation"] == {"id": "gen-1"}
                 for n in range(3):
-                    await http.post("/v1/sessions/chat-42/inputs", json=steer(f"s{n}", f"m-{n}"), headers=AUTH)
+                    await http.post(
+                        "/v1/sessions/chat-42/inputs", json=steer(f"s{n}", f"m-{n}"), headers=AUTH
+                    )
                     await http.get(f"/v1/sessions/chat-42/inputs/m-{n}?wait=30", headers=AUTH)
                 seen += await stream.read(4)  # accepted, writing, applied of m-0, accepted of m-1
             last = seen[-1]["id"]
@@ -50,9 +53,14 @@ async def test_events_stream_resumes_without_duplicates_or_gaps(tmp_path: Path) 
             ids = [int(str(r["id"])) for r in seen]
             assert ids == sorted(set(ids))  # increasing, no duplicate
             with sqlite3.connect(path) as db:
-                stored = [row[0] for row in db.execute(
-                    "SELECT id FROM ls_changes WHERE session_id = 'chat-42' ORDER BY id")]
-            assert ids == stored[: len(ids)] and len(ids) >= 12  # no gap either
+                stored = [
+                    row[0]
+                    for row in db.execute(
+                        "SELECT id FROM ls_changes WHERE session_id = 'chat-42' ORDER BY id"
+                    )
+                ]
+            assert ids == stored[: len(ids)]
+            assert len(ids) >= 12
             applied = [r["data"]["input_id"] for r in seen if r["event"] == "steering.applied"]
             assert applied == [f"m-{n}" for n in range(5)]
             for record in seen:
@@ -75,14 +83,21 @@ async def test_resume_from_an_event_the_log_no_longer_holds_is_announced(tmp_pat
                 await http.post("/v1/sessions/chat-42/inputs", json=steer(f"s{n}", f"m-{n}"), headers=AUTH)
                 await http.get(f"/v1/sessions/chat-42/inputs/m-{n}?wait=30", headers=AUTH)
             with sqlite3.connect(path) as db:
-                first = db.execute("SELECT min(id) FROM ls_changes WHERE session_id = 'chat-42'").fetchone()[0]
+                first = db.execute("SELECT min(id) FROM ls_changes WHERE session_id = 'chat-42'").fetchone()[
+                    0
+                ]
                 db.execute("DELETE FROM ls_changes WHERE id <= ?", (first + 2,))  # prune m-0's rows
-                kept = [row[0] for row in db.execute(
-                    "SELECT id FROM ls_changes WHERE session_id = 'chat-42' ORDER BY id")]
+                kept = [
+                    row[0]
+                    for row in db.execute(
+                        "SELECT id FROM ls_changes WHERE session_id = 'chat-42' ORDER BY id"
+                    )
+                ]
             headers = {**AUTH, "Last-Event-ID": str(first + 1)}
             async with sse_stream(url, "/v1/sessions/chat-42/events", headers) as stream:
                 records = await stream.read(2 + len(kept))
-            assert records[0]["event"] == "reset" and "id" not in records[0]
+            assert records[0]["event"] == "reset"
+            assert "id" not in records[0]
             assert records[0]["data"]["reason"] == "not-in-log"
             assert records[0]["data"]["last_event_id"] == first + 1
             assert [int(str(r["id"])) for r in records if "id" in r] == kept
@@ -97,8 +112,11 @@ async def test_hook_event_text_is_redacted_unless_asked_with_the_token(tmp_path:
     a configured token; with no token configured, ?text=1 changes nothing."""
     path = str(tmp_path / "hooks.db")
     instruct("hook-7", "a private instruction", id="cmd-1", store=path)
-    for token, asked, shown in ((TOKEN, "", "[redacted]"), (TOKEN, "?text=1", "a private instruction"),
-                                (None, "?text=1", "[redacted]")):
+    for token, asked, shown in (
+        (TOKEN, "", "[redacted]"),
+        (TOKEN, "?text=1", "a private instruction"),
+        (None, "?text=1", "[redacted]"),
+    ):
         app = create_app(hooks_store=path, token=token, poll_interval=0.05)
         async with serving(app) as url:
             headers = AUTH if token else {}
@@ -150,7 +168,7 @@ async def test_a_slow_client_does_not_starve_the_others(tmp_path: Path) -> None:
             request = (
                 b"POST /v1/sessions/hook-7/inputs HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                 b"Authorization: Bearer " + TOKEN.encode() + b"\r\nContent-Type: application/json\r\n"
-                b"Content-Length: 100000\r\n\r\n{\"kind\""
+                b'Content-Length: 100000\r\n\r\n{"kind"'
             )
             for at in range(0, 40):  # part of the headers, a byte on each connection in turn
                 for connection in slow:

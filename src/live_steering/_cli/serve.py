@@ -22,6 +22,7 @@ import socket
 import sys
 from typing import Any
 
+from .._errors import LiveSteeringError
 from .._extras import install_hint
 from ._output import error
 
@@ -80,7 +81,7 @@ def _token(args: argparse.Namespace) -> str | None:
     return value
 
 
-class _Terminated(Exception):
+class _Terminated(LiveSteeringError):
     """SIGTERM, raised where the server re-raises the signal it captured: the fleet closes cleanly."""
 
 
@@ -101,7 +102,10 @@ def run(args: argparse.Namespace) -> int:
     from ._fleet import StoreProblem, connect
 
     if args.store is None and args.dsn is None and args.hooks_store is None:
-        error(_PROG, "give a fleet store (--store PATH or --dsn DSN), a hook store (--hooks-store PATH), or both")
+        error(
+            _PROG,
+            "give a fleet store (--store PATH or --dsn DSN), a hook store (--hooks-store PATH), or both",
+        )
         return 2
     if not 0 <= args.port <= 65535:
         error(_PROG, f"--port {args.port}: not a port number")

@@ -17,6 +17,7 @@ node owned it once), else a hook session when the hook store knows it, else noth
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Sequence
@@ -113,9 +114,11 @@ class _Api:
     def _unauthorised(self, request: Request) -> Response | None:
         if token_ok(self.token, request.scope["headers"]):
             return None
-        return _error(401, "a bearer token is required (Authorization: Bearer TOKEN)", **{
-            "WWW-Authenticate": 'Bearer realm="live-steering"'
-        })
+        return _error(
+            401,
+            "a bearer token is required (Authorization: Bearer TOKEN)",
+            **{"WWW-Authenticate": 'Bearer realm="live-steering"'},
+        )
 
     async def _json_body(self, request: Request) -> Any | Response:
         content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -171,7 +174,7 @@ class _Api:
         found = await self._find(request.path_params["session"])
         if found is None:
             return _error(404, "no such session")
-        kind, what = found
+        _kind, what = found
         if isinstance(what, Lease):
             return JSONResponse(FleetView.describe(what))
         return JSONResponse(what)
@@ -232,10 +235,8 @@ class _Api:
             fleet = self.fleet
             if wait > 0:
                 with anyio.move_on_after(wait):
-                    try:
+                    with contextlib.suppress(UnknownInputError):
                         await fleet.wait_final(session_id, input_id)
-                    except UnknownInputError:
-                        pass
             wire = await fleet.receipt(session_id, input_id)
         else:
             assert self.hooks is not None
@@ -426,9 +427,7 @@ def create_app(
         Route("/v1/sessions/{session}/events", api.events, methods=["GET"]),
     ]
     if hooks is not None:
-        routes.append(
-            Route("/v1/hooks/{vendor}", HookRoute(hooks.path, hooks.dsn, token), methods=["POST"])
-        )
+        routes.append(Route("/v1/hooks/{vendor}", HookRoute(hooks.path, hooks.dsn, token), methods=["POST"]))
     if console:
         routes += [Route(path, api.static(*_STATIC[path]), methods=["GET"]) for path in _STATIC]
     middleware = []

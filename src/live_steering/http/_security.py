@@ -25,6 +25,8 @@ from typing import Any, Final
 
 import anyio
 
+from .._errors import LiveSteeringError
+
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -59,12 +61,12 @@ def _host_name(value: str) -> str:
     return value.rpartition(":")[0] if value.count(":") == 1 else value
 
 
-class BodyTooLarge(Exception):
-    pass
+class BodyTooLarge(LiveSteeringError):
+    """A request body went past its cap (answered 413)."""
 
 
-class BodyTimeout(Exception):
-    pass
+class BodyTimeout(LiveSteeringError):
+    """A request body did not arrive within its deadline (answered 408)."""
 
 
 async def read_body(receive: Receive, limit: int, deadline: float) -> bytes:

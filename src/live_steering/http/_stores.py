@@ -257,8 +257,13 @@ class HookView:
         other kind is answered by the one refusal order with that fact (``unsupported-kind``)."""
         if steer.kind != "steer":
             answer = _admission.decide(kind_ok=False)
-            return {"accepted": False, "inputId": steer.id, "generationId": None, "disposition": None,
-                    "reason": answer}
+            return {
+                "accepted": False,
+                "inputId": steer.id,
+                "generationId": None,
+                "disposition": None,
+                "reason": answer,
+            }
         stored = await self._with_store(lambda store: store.enqueue(session_id, steer.id, steer.text))
         return hook_receipt_wire(stored)
 
@@ -266,9 +271,7 @@ class HookView:
         stored = await self._with_store(lambda store: store.receipt(session_id, command_id))
         return None if stored is None else hook_receipt_wire(stored)
 
-    async def events(
-        self, session_id: str, after: int, limit: int, show_text: bool
-    ) -> list[dict[str, Any]]:
+    async def events(self, session_id: str, after: int, limit: int, show_text: bool) -> list[dict[str, Any]]:
         rows = await self._with_store(
             lambda store: store.events(after=after, session_id=session_id, limit=limit, show_text=show_text)
         )
