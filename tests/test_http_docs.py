@@ -79,7 +79,7 @@ def test_the_curl_examples_run_as_written(tmp_path: Path) -> None:
     plain = [o for c, o in zip(commands, outputs, strict=True) if "--max-time" not in c]
     for output in plain:
         assert output.strip() in expected, output
-    stream = outputs[[i for i, c in enumerate(commands) if "--max-time" in c][0]]
+    stream = outputs[next(i for i, c in enumerate(commands) if "--max-time" in c)]
     shown = [line for line in stream.splitlines() if not line.startswith("data: ")]
     assert shown == [line for line in printed if not line.startswith("data: ")][5:-1][: len(shown)]
     assert "event: steering.applied" in stream
