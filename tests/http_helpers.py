@@ -70,6 +70,7 @@ def client(app: Any, **options: Any) -> httpx.AsyncClient:
 def free_socket() -> socket.socket:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as `live-steering serve` does
     sock.bind(("127.0.0.1", 0))
     sock.listen(128)
     return sock

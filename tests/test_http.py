@@ -219,3 +219,31 @@ def test_create_app_refuses_bad_configuration(tmp_path: Path) -> None:
         create_app(hooks_store=str(tmp_path / "h.db"), token="")
     with pytest.raises(ValueError, match="max_body"):
         create_app(hooks_store=str(tmp_path / "h.db"), max_body=0)
+
+
+async def test_a_submit_anchored_to_a_lease_read_before_the_generation_moved_is_asked_again(
+    tmp_path: Path,
+) -> None:
+    """A submit with no generation_id, anchored to a lease read before the generation changed,
+    is refused by the owner (nothing admitted) and asked again with the new anchor: accepted."""
+    path = str(tmp_path / "fleet.db")
+    async with (
+        SQLiteFleet(path, node_id="worker") as worker,
+        SQLiteFleet(path, node_id="api") as host,
+        worker.own(LiveRuntime(session_id="chat-42")) as runtime,
+    ):
+        app = create_app(fleet=host, token=TOKEN, lease_age=3600)
+        async with client(app) as http:
+            async with runtime.open_generation("gen-1"):
+                await worker.flush("chat-42")
+                listed = await http.get("/v1/sessions/chat-42", headers=AUTH)  # the lease is read here
+                assert listed.json()["generation"] == {"id": "gen-1"}
+            async with runtime.open_generation("gen-2") as gen:
+                await worker.flush("chat-42")
+                sent = await http.post(
+                    "/v1/sessions/chat-42/inputs", json=steer("Use X", "m-1"), headers=AUTH
+                )
+                assert (sent.status_code, sent.json()["generationId"]) == (200, "gen-2")
+                gen.stop()
+        entries = await host.entries(session_id="chat-42")
+        assert [(e.input_id, e.generation_id) for e in entries] == [("m-1", "gen-2")]

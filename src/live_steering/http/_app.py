@@ -40,7 +40,7 @@ from ..hooks._store import StoreError
 from ._events import Feeds, parse_cursor, sse
 from ._hook_route import HookRoute
 from ._security import BodyTimeout, BodyTooLarge, Guard, read_body, token_ok
-from ._stores import FleetView, HookView, valid_session_id
+from ._stores import LEASE_AGE, FleetView, HookView, valid_session_id
 
 #: The status of a refusal, by its pinned reason (C32); the hook relay's own two as their
 #: nearest kin (``session-ended`` as a generation that ended, ``queue-full`` as capacity).
@@ -100,8 +100,9 @@ class _Api:
         max_wait: float,
         poll_interval: float,
         heartbeat: float,
+        lease_age: float,
     ) -> None:
-        self.fleet = None if fleet is None else FleetView(fleet)
+        self.fleet = None if fleet is None else FleetView(fleet, lease_age)
         self.hooks = hooks
         self.token = token
         self.max_body = max_body
@@ -197,11 +198,27 @@ class _Api:
         if generation_id is not None and not isinstance(generation_id, str):
             return _error(400, "'generation_id' must be a string when given")
         session_id = request.path_params["session"]
+        steer = Input(fields["kind"], fields["text"], id=fields["id"])
+        recent = None if self.fleet is None else self.fleet.recent_lease(session_id)
+        if recent is not None:
+            # A lease read a moment ago: its session exists (lease rows stay), and the owner
+            # decides whatever anchor it gives. A refusal admitted nothing (C6), so when the
+            # running generation has moved meanwhile, the submit is asked again, freshly anchored.
+            assert self.fleet is not None
+            wire = await self.fleet.submit(session_id, steer, generation_id, recent)
+            if generation_id is None and wire.get("reason") in _MOVED:
+                fresh = await self.fleet.lease(session_id)
+                if fresh is not None and fresh.generation_id != recent.generation_id:
+                    wire = await self.fleet.submit(session_id, steer, None, fresh)
+            kind = "runtime"
+            feed = self.feeds.get((kind, session_id))
+            if feed is not None:
+                feed.nudge()
+            return JSONResponse(wire, status_code=_status(wire))
         found = await self._find(session_id)
         if found is None:
             return _error(404, "no such session")
         kind, what = found
-        steer = Input(fields["kind"], fields["text"], id=fields["id"])
         if isinstance(what, Lease):
             assert self.fleet is not None
             wire = await self.fleet.submit(session_id, steer, generation_id, what)
@@ -378,6 +395,9 @@ class _Api:
         return endpoint
 
 
+#: Refusals a submit anchored to a recently read lease gets when the generation moved meanwhile.
+_MOVED: Final = frozenset({"stale-generation", "finishing"})
+
 #: Event types after which a session's description (its generation) may have moved.
 _SESSION_MOVES: Final = frozenset({"steering.held", "steering.applied", "steering.unknown"})
 
@@ -392,6 +412,7 @@ def create_app(
     max_wait: float = DEFAULT_MAX_WAIT,
     poll_interval: float = 0.2,
     heartbeat: float = HEARTBEAT,
+    lease_age: float = LEASE_AGE,
     cors_origins: Sequence[str] = (),
     console: bool = True,
 ) -> Any:
@@ -407,6 +428,9 @@ def create_app(
     only; ``live-steering serve`` refuses a public address without one). ``max_body``: the
     largest request body (413 past it). ``max_wait``: the cap of ``?wait=``. ``poll_interval``:
     how often an event stream reads its store when nothing new was submitted here.
+    ``lease_age``: how long a session's lease, once read, anchors submits that name no
+    generation (0: read it for every submit); a submit refused because the generation moved
+    meanwhile is asked again, freshly anchored.
     ``cors_origins``: origins allowed to call the API from a browser (none by default: no
     CORS header is ever sent). ``console``: serve the web console at ``/``.
     """
@@ -417,7 +441,7 @@ def create_app(
     if not isinstance(max_body, int) or max_body < 1:
         raise ValueError("max_body must be a positive number of bytes")
     hooks = None if hooks_store is None and hooks_dsn is None else HookView(hooks_store, hooks_dsn)
-    api = _Api(fleet, hooks, token, max_body, max_wait, poll_interval, heartbeat)
+    api = _Api(fleet, hooks, token, max_body, max_wait, poll_interval, heartbeat, lease_age)
     routes: list[BaseRoute] = [
         Route("/v1/sessions", api.sessions, methods=["GET"]),
         Route("/v1/sessions/{session}", api.session, methods=["GET"]),

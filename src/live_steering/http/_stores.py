@@ -42,6 +42,11 @@ from ..hooks._store import HookStore, StoredReceipt
 
 _T = TypeVar("_T")
 
+#: Seconds a lease read anchors later submits without being read again.
+LEASE_AGE: Final = 0.5
+#: Sessions whose last lease read is kept (the table is emptied past it: a bound, not an LRU).
+_LEASES_KEPT: Final = 10_000
+
 #: How a runtime session's change rows read as events (C21's names).
 _EVENT_OF_CHANGE: Final = {
     "accepted": "steering.accepted",
@@ -99,8 +104,10 @@ def valid_session_id(session_id: str) -> bool:
 class FleetView:
     """A runtime session's reads and requests, through one open ``Fleet`` node."""
 
-    def __init__(self, fleet: Fleet) -> None:
+    def __init__(self, fleet: Fleet, lease_age: float = LEASE_AGE) -> None:
         self.fleet = fleet
+        self.lease_age = lease_age
+        self._leases: dict[str, tuple[float, Lease]] = {}
 
     async def _read(self, function: Callable[..., _T], *args: Any) -> _T:
         return await self.fleet._call(function, *args)
@@ -109,7 +116,24 @@ class FleetView:
         return await self._read(lambda: self.fleet._store().lease_sessions())
 
     async def lease(self, session_id: str) -> Lease | None:
-        return await self.fleet.lease(session_id)
+        lease = await self.fleet.lease(session_id)
+        if lease is not None:
+            if len(self._leases) >= _LEASES_KEPT:
+                self._leases.clear()
+            self._leases[session_id] = (anyio.current_time(), lease)
+        return lease
+
+    def recent_lease(self, session_id: str) -> Lease | None:
+        """The session's live lease as read at most ``lease_age`` seconds ago, else ``None``.
+
+        A submit's one extra store read (the running generation, when the body names none)
+        costs as much as the HTTP round trip itself on a busy machine; a lease read a moment
+        ago anchors as well, since the owner decides whatever anchor it gets and a refused
+        submit is asked again (``_app.py``)."""
+        found = self._leases.get(session_id)
+        if found is None or not found[1].live or anyio.current_time() - found[0] >= self.lease_age:
+            return None
+        return found[1]
 
     @staticmethod
     def describe(lease: Lease) -> dict[str, Any]:
