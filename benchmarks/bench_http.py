@@ -137,10 +137,11 @@ async def _times(call: Callable[[], Awaitable[Any]], count: int) -> list[float]:
 class _Subscriber:
     """One SSE client on a plain socket (HTTP/1.0: the body is the raw stream)."""
 
-    def __init__(self, stream: anyio.abc.ByteStream) -> None:
+    def __init__(self, stream: anyio.abc.ByteStream, arrived: Callable[[str], None]) -> None:
         self.stream = stream
         self.seen: dict[str, float] = {}
         self.buffer = b""
+        self.arrived = arrived
 
     async def run(self, ready: Callable[[], None]) -> None:
         first = True
@@ -154,7 +155,9 @@ class _Subscriber:
                 if b"event: steering.accepted" in record:
                     at = time.perf_counter()
                     start = record.index(b'"input_id":"') + len(b'"input_id":"')
-                    self.seen[record[start : record.index(b'"', start)].decode()] = at
+                    input_id = record[start : record.index(b'"', start)].decode()
+                    self.seen[input_id] = at
+                    self.arrived(input_id)
 
 
 async def _measure(backend: str, folder: str, rounds: int, fanout_rounds: int, warm_up: int) -> list[Row]:
@@ -232,6 +235,15 @@ async def _measure(backend: str, folder: str, rounds: int, fanout_rounds: int, w
                     all_ready.set()
 
             subscribers: list[_Subscriber] = []
+            waiting: dict[str, int] = {}
+            everyone = anyio.Event()
+
+            def arrived(input_id: str) -> None:
+                if input_id in waiting:
+                    waiting[input_id] -= 1
+                    if waiting[input_id] == 0:
+                        everyone.set()
+
             with sqlite3.connect(path) as db:  # subscribe from now: the history is not the figure
                 (last,) = db.execute(
                     "SELECT max(id) FROM ls_changes WHERE session_id = ?", (session,)
@@ -244,19 +256,20 @@ async def _measure(backend: str, folder: str, rounds: int, fanout_rounds: int, w
                         f"Host: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n\r\n"
                     )
                     await stream.send(request.encode())
-                    subscriber = _Subscriber(stream)
+                    subscriber = _Subscriber(stream, arrived)
                     subscribers.append(subscriber)
                     tg.start_soon(subscriber.run, ready)
                 with anyio.fail_after(60):
                     await all_ready.wait()
                 for _ in range(fanout_rounds):
                     input_id = f"f{next(counter)}"
+                    waiting[input_id] = SUBSCRIBERS
+                    everyone = anyio.Event()
                     sent = time.perf_counter()  # the event exists before the answer: timed from the request
                     answer = await http.post(url, json={"kind": "steer", "text": "Use X", "id": input_id})
                     assert answer.status_code == 200
                     with anyio.fail_after(60):
-                        while not all(input_id in s.seen for s in subscribers):
-                            await anyio.sleep(0.005)
+                        await everyone.wait()
                     latencies += [s.seen[input_id] - sent for s in subscribers]
                 tg.cancel_scope.cancel()
             for subscriber in subscribers:
