@@ -80,6 +80,21 @@ class JSONResponse(_StarletteJSON):
         return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
 
 
+class _ClosingStream(StreamingResponse):
+    """A streaming response that closes its body generator when the stream ends, however it ends
+    (Starlette leaves it to the garbage collector, which on trio comes late, with a warning)."""
+
+    async def stream_response(self, send: Any) -> None:
+        body = self.body_iterator
+        try:
+            await super().stream_response(send)
+        finally:
+            close = getattr(body, "aclose", None)
+            if close is not None:
+                with anyio.CancelScope(shield=True):
+                    await close()
+
+
 def _error(status: int, message: str, **headers: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status, headers=headers or None)
 
@@ -346,25 +361,29 @@ class _Api:
             described = await view()
             if described is not None:
                 yield sse({"sequence": 0, **described}, name="session", with_id=False)
-            async for event in feeds.subscribe((kind, session_id), read, start, heartbeat):
-                if event is None:
-                    yield b": keepalive\n\n"
-                    now = await view()
-                    if now is not None and now != described:
-                        described = now
-                        yield sse({"sequence": 0, **now}, name="session", with_id=False)
-                    continue
-                shown = {**event, "session_id": session_id}
-                if "text" in shown and not show_text:
-                    shown["text"] = "[redacted]"
-                yield sse(shown)
-                if event.get("type") in _SESSION_MOVES:
-                    now = await view()
-                    if now is not None and now != described:
-                        described = now
-                        yield sse({"sequence": 0, **now}, name="session", with_id=False)
+            # closed here, not by a garbage collector, when the client goes (the feed's count)
+            async with contextlib.aclosing(
+                feeds.subscribe((kind, session_id), read, start, heartbeat)
+            ) as events:
+                async for event in events:
+                    if event is None:
+                        yield b": keepalive\n\n"
+                        now = await view()
+                        if now is not None and now != described:
+                            described = now
+                            yield sse({"sequence": 0, **now}, name="session", with_id=False)
+                        continue
+                    shown = {**event, "session_id": session_id}
+                    if "text" in shown and not show_text:
+                        shown["text"] = "[redacted]"
+                    yield sse(shown)
+                    if event.get("type") in _SESSION_MOVES:
+                        now = await view()
+                        if now is not None and now != described:
+                            described = now
+                            yield sse({"sequence": 0, **now}, name="session", with_id=False)
 
-        return StreamingResponse(
+        return _ClosingStream(
             stream(),
             media_type="text/event-stream",
             headers={"X-Accel-Buffering": "no"},

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import bisect
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any, Final
 
 import anyio
@@ -128,7 +128,7 @@ class Feeds:
 
     async def subscribe(
         self, key: tuple[str, str], read: Reader, cursor: int, heartbeat: float
-    ) -> AsyncIterator[dict[str, Any] | None]:
+    ) -> AsyncGenerator[dict[str, Any] | None, None]:
         """Events above ``cursor`` as they come; ``None`` when ``heartbeat`` seconds pass without one."""
         feed = self._feeds.get(key)
         if feed is None:
