@@ -72,7 +72,7 @@ def free_socket() -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as `live-steering serve` does
     sock.bind(("127.0.0.1", 0))
-    sock.listen(128)
+    sock.listen(2048)
     return sock
 
 
@@ -93,6 +93,7 @@ async def serving(app: Any) -> AsyncIterator[str]:
             config = Config()
             config.bind = [f"fd://{sock.detach()}"]  # hypercorn closes the descriptor itself
             config.graceful_timeout = 1.0
+            config.keep_alive_timeout = 300  # a loaded test loop may leave a kept-alive connection idle
             config.accesslog = None
             stopped = anyio.Event()
 
@@ -107,7 +108,11 @@ async def serving(app: Any) -> AsyncIterator[str]:
         else:
             import uvicorn
 
-            config_u = uvicorn.Config(app, lifespan="off", log_level="warning", timeout_graceful_shutdown=1)
+            # a long keep-alive: a loaded test loop (server and clients in one) may leave a kept-alive
+            # connection idle past uvicorn's 5 s, and a request racing its close fails (ReadError)
+            config_u = uvicorn.Config(
+                app, lifespan="off", log_level="warning", timeout_graceful_shutdown=1, timeout_keep_alive=300
+            )
             server = uvicorn.Server(config_u)
             server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
             tg.start_soon(lambda: server.serve(sockets=[sock]))

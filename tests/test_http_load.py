@@ -21,7 +21,7 @@ import pytest
 from http_helpers import AUTH, TOKEN, serving, sse_stream
 from live_steering import Disposition, Input, LiveRuntime, Receipt
 from live_steering.fleet import SQLiteFleet
-from live_steering.http import create_app
+from live_steering.http import _events, create_app
 from live_steering.testing import History
 
 pytestmark = pytest.mark.anyio
@@ -36,6 +36,15 @@ def _receipt(wire: Mapping[str, Any]) -> Receipt:
         None if disposition is None else Disposition(disposition),
         wire.get("reason"),
     )
+
+
+def _feeds(app: Any) -> Any:
+    """The app's per-session feeds (its ``Feeds``), found through a route's bound endpoint."""
+    for route in app.app.routes:
+        owner = getattr(route.endpoint, "__self__", None)
+        if owner is not None and hasattr(owner, "feeds"):
+            return owner.feeds
+    raise AssertionError("no feeds")
 
 
 async def _load(tmp_path: Path, clients: int, steers: int, subscribers: int) -> None:
@@ -123,8 +132,11 @@ async def _load(tmp_path: Path, clients: int, steers: int, subscribers: int) -> 
                             ]
                         expected_count[0] = len(stored)
                         done_sending.set()
+                        feeds = _feeds(app)
+                        assert all(len(f.recent) <= _events.RECENT for f in feeds._feeds.values())
                 gen.stop()
                 await stop_loop.wait()
+    assert feeds._feeds == {}  # every subscriber gone: no feed is kept
     history.detach()
     assert sorted(written) == sorted(f"c{c}-s{s}" for c in range(clients) for s in range(steers))
     report = history.check(require_final=True)
@@ -133,8 +145,11 @@ async def _load(tmp_path: Path, clients: int, steers: int, subscribers: int) -> 
         assert ids == stored  # every event once, in order, none missing, across the reconnect
 
 
-async def test_many_clients_and_subscribers(tmp_path: Path) -> None:
-    """40 clients x 10 steers and 20 subscribers: honest receipts, no subscriber loses an event."""
+async def test_many_clients_and_subscribers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """40 clients x 10 steers and 20 subscribers: honest receipts, no subscriber loses an event;
+    with a feed of 64 events (of about 1,200), subscribers that fall behind read the store, and
+    the feed's memory stays bounded."""
+    monkeypatch.setattr(_events, "RECENT", 64)
     await _load(tmp_path, clients=40, steers=10, subscribers=20)
 
 

@@ -133,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
         # headers, then its body) waits out the client's delayed ACK, 40 ms per request.
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind((args.host.strip("[]"), args.port))
-        sock.listen(512)
+        sock.listen(2048)
     except OSError as exc:
         error(_PROG, f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
         return 1
