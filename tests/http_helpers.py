@@ -93,7 +93,7 @@ async def serving(app: Any) -> AsyncIterator[str]:
             config = Config()
             config.bind = [f"fd://{sock.detach()}"]  # hypercorn closes the descriptor itself
             config.graceful_timeout = 1.0
-            config.keep_alive_timeout = 300  # a loaded test loop may leave a kept-alive connection idle
+            config.keep_alive_timeout = 3600  # a loaded test loop may leave a kept-alive connection idle
             config.accesslog = None
             stopped = anyio.Event()
 
@@ -111,7 +111,7 @@ async def serving(app: Any) -> AsyncIterator[str]:
             # a long keep-alive: a loaded test loop (server and clients in one) may leave a kept-alive
             # connection idle past uvicorn's 5 s, and a request racing its close fails (ReadError)
             config_u = uvicorn.Config(
-                app, lifespan="off", log_level="warning", timeout_graceful_shutdown=1, timeout_keep_alive=300
+                app, lifespan="off", log_level="warning", timeout_graceful_shutdown=1, timeout_keep_alive=3600
             )
             server = uvicorn.Server(config_u)
             server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
