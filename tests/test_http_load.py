@@ -47,7 +47,7 @@ def _feeds(app: Any) -> Any:
     raise AssertionError("no feeds")
 
 
-async def _load(tmp_path: Path, clients: int, steers: int, subscribers: int) -> None:
+async def _load(tmp_path: Path, clients: int, steers: int, subscribers: int, bound: float = 600) -> None:
     path = str(tmp_path / "fleet.db")
     total = clients * steers
     written: list[str] = []
@@ -111,7 +111,7 @@ async def _load(tmp_path: Path, clients: int, steers: int, subscribers: int) -> 
                 anyio.create_task_group() as tg,
             ):
                 tg.start_soon(loop)
-                with anyio.fail_after(600):
+                with anyio.fail_after(bound):
                     async with anyio.create_task_group() as watchers:
                         for n in range(subscribers):
                             watchers.start_soon(subscriber, n)
@@ -156,4 +156,6 @@ async def test_many_clients_and_subscribers(tmp_path: Path, monkeypatch: pytest.
 @pytest.mark.slow
 async def test_the_issues_load(tmp_path: Path) -> None:
     """200 clients x 50 steers into one owned session, 100 SSE subscribers (issue 23's counts)."""
-    await _load(tmp_path, clients=200, steers=50, subscribers=100)
+    # one process plays server, owner, 200 clients and 100 subscribers: over 10 minutes on a busy
+    # 2-core machine (a bound against a hang, never a measurement)
+    await _load(tmp_path, clients=200, steers=50, subscribers=100, bound=3600)
