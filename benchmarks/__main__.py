@@ -38,6 +38,11 @@ def _parser() -> argparse.ArgumentParser:
         help="run the fleet group instead: remote submits, SQLite and PostgreSQL (benchmarks/bench_fleet.py)",
     )
     parser.add_argument(
+        "--http",
+        action="store_true",
+        help="run the HTTP group instead: http_submit and http_events_fanout (benchmarks/bench_http.py)",
+    )
+    parser.add_argument(
         "--dsn",
         metavar="DSN",
         help="with --fleet: the PostgreSQL to measure (default: a throwaway cluster, if installed)",
@@ -116,6 +121,18 @@ def _main(args: argparse.Namespace, hogs: int) -> int:
         else:
             print(bench_fleet.table(rows))
             print(f"\n{len(rows)} fleet figures in {elapsed:.1f} s")
+        print(f"benchmarks: {elapsed:.1f} s", file=sys.stderr)
+        return 0 if all(row["ok"] for row in rows) else 1
+    if args.http:
+        from . import bench_http
+
+        rows = bench_http.run(backends, quick=args.quick, tiny=args.tiny)
+        elapsed = time.monotonic() - started
+        if args.json:
+            print(json.dumps({"http": rows}))
+        else:
+            print(bench_http.table(rows))
+            print(f"\n{len(rows)} HTTP figures in {elapsed:.1f} s")
         print(f"benchmarks: {elapsed:.1f} s", file=sys.stderr)
         return 0 if all(row["ok"] for row in rows) else 1
     groups = tuple(args.group) if args.group else GROUPS

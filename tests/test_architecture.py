@@ -40,6 +40,7 @@ LAYERS: Mapping[str, int] = {
     f"{PACKAGE}.otel": 6,
     f"{PACKAGE}.fleet": 7,  # the receipt journal across processes: built on journal/'s changes
     f"{PACKAGE}.testing": 8,
+    f"{PACKAGE}.http": 8,  # the HTTP surface over the fleet (7) and the hook relay (6)
     f"{PACKAGE}._cli": 9,
 }
 WING_LAYER = 6
@@ -58,6 +59,9 @@ OPTIONAL = frozenset(
         "opentelemetry",
         "langgraph",
         "langchain_core",
+        "starlette",
+        "uvicorn",
+        "hypercorn",
     }
 )
 

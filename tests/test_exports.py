@@ -118,6 +118,11 @@ SUBPACKAGE_EXPORTS: dict[str, set[str]] = {
         "FencedError",
         "LeaseHeldError",
     },
+    "live_steering.http": {
+        "create_app",
+        "STATUS_OF_REASON",
+        "STATUS_OF_STOP",
+    },
     "live_steering.hooks": {
         "instruct",
         "instruct_async",

@@ -77,10 +77,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
         modules = (hooks,)
     else:
-        from . import acp, demo, hook, hooks, instruct, receipts, steer, stop
+        from . import acp, demo, hook, hooks, instruct, receipts, serve, steer, stop
 
         # in the order ``--help`` lists them
-        modules = (demo, receipts, steer, stop, acp, instruct, hook, hooks)
+        modules = (demo, receipts, steer, stop, acp, instruct, hook, hooks, serve)
     for module in modules:
         module.register(subparsers)
     parser._subcommands = subparsers.choices  # type: ignore[attr-defined]  # for main's errors

@@ -1,0 +1,130 @@
+"""``POST /v1/hooks/{vendor}``: a vendor's HTTP hook, answered as ``live-steering hook VENDOR`` answers.
+
+The request body is the vendor's hook JSON (what the command reads on stdin); the
+response body is exactly what the command writes on stdout for it (the vendor's reply
+as one JSON line, or nothing: ``200`` with an empty body, which every vendor's HTTP hook
+reads as "nothing to say"). It is the command's own code path, ``_command.run_hook``,
+run on a worker thread with the body as its stdin and this response as its stdout: the
+same store, the same claim, the same audit events, the same failures recorded.
+
+The one order that matters (C26b) is kept across the network: the command confirms a
+delivery only after its reply is written and flushed. Here ``flush`` sends the response
+and returns once the server took it; a client gone by then makes ``flush`` raise, and
+the command abandons the claim (``unknown``, ``reply-not-written``), as it does when its
+stdout breaks. An instruction is never confirmed delivered on a reply that was not sent,
+and never claimed twice.
+
+Whatever fails on this side (the store locked, missing, damaged) the command writes
+nothing and returns: the vendor gets ``200`` and an empty body, and its agent goes on.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+from typing import Any
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+
+from ..hooks._command import MAX_STDIN_BYTES, run_hook
+from ._security import BodyTimeout, BodyTooLarge, Receive, Scope, Send, plain, read_body, token_ok
+
+_log = logging.getLogger("live_steering.http")
+
+#: Seconds a vendor has to send its hook JSON.
+BODY_DEADLINE = 30.0
+
+
+class _Reply(io.RawIOBase):
+    """The command's stdout: ``write`` collects the reply, ``flush`` sends it as the response."""
+
+    def __init__(self, send: Send) -> None:
+        super().__init__()
+        self._send = send
+        self._data = bytearray()
+        self.sent = False
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        self._data += bytes(data)
+        return len(data)
+
+    def flush(self) -> None:
+        if self.sent or not self._data:
+            return
+        self.sent = True
+        body = bytes(self._data)
+        anyio.from_thread.run(_respond, self._send, 200, body)
+
+
+async def _respond(send: Send, status: int, body: bytes) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode("ascii")),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class HookRoute:
+    """The ASGI endpoint (a class, so Starlette hands it the raw request)."""
+
+    def __init__(self, path: str | None, dsn: str | None, token: str | None) -> None:
+        self.path = path
+        self.dsn = dsn
+        self.token = token
+        self._limiter = anyio.CapacityLimiter(8)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not token_ok(self.token, scope["headers"]):
+            await plain(send, 401, b"a bearer token is required (Authorization: Bearer TOKEN)\n")
+            return
+        vendor: str = scope["path_params"]["vendor"]
+        content_type = next((v for k, v in scope["headers"] if k == b"content-type"), b"")
+        if content_type.split(b";")[0].strip().lower() != b"application/json":
+            # JSON only: a cross-site form post cannot reach this route without a CORS preflight
+            await plain(send, 415, b"send the hook JSON as Content-Type: application/json\n")
+            return
+        try:
+            body = await read_body(receive, MAX_STDIN_BYTES, BODY_DEADLINE)
+        except BodyTooLarge:
+            # the command's own answer to too much stdin: recorded (stdin-too-large), no reply
+            body = b" " * (MAX_STDIN_BYTES + 1)
+            await self._run(vendor, body, None)
+            await plain(send, 413, b"")
+            return
+        except BodyTimeout:
+            await plain(send, 408, b"")
+            return
+        reply = _Reply(send)
+        await self._run(vendor, body, reply)
+        if not reply.sent:
+            await _respond(send, 200, b"")
+
+    async def _run(self, vendor: str, body: bytes, reply: _Reply | None) -> None:
+        stdout: Any = reply if reply is not None else io.BytesIO()
+        stderr = io.StringIO()
+
+        def call() -> None:
+            run_hook(
+                vendor,
+                store_path=self.path,
+                dsn=self.dsn,
+                stdin=io.BytesIO(body),
+                stdout=stdout,
+                stderr=stderr,
+            )
+
+        await anyio.to_thread.run_sync(call, limiter=self._limiter)
+        said = stderr.getvalue().strip()
+        if said:
+            _log.warning("%s", said)

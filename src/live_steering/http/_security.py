@@ -1,0 +1,160 @@
+"""The server's guards: the bearer token, the body cap, the headers every answer carries.
+
+Nothing here knows a route's meaning. ``Guard`` wraps the whole ASGI application:
+
+* every answer gets ``X-Content-Type-Options: nosniff``, ``Referrer-Policy: no-referrer``
+  and ``X-Frame-Options: DENY``; answers under ``/v1/`` get ``Cache-Control: no-store``;
+  the console's get its Content-Security-Policy (same-origin scripts, styles and fetches
+  only, no inline code, no framing);
+* with no token configured (loopback only, ``serve`` refuses otherwise), a request whose
+  ``Host`` is not a loopback name is refused 421: a web page cannot reach a loopback
+  server through a rebound DNS name.
+
+The token is compared with ``hmac.compare_digest`` on bytes (constant time in the
+token's length). ``read_body`` reads a request body up to a cap (413 past it) with a
+deadline for the whole body (408), so a client that sends slowly holds only its own
+request.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any, Final
+
+import anyio
+
+from .._errors import LiveSteeringError
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+#: The console's policy: everything from this origin, nothing inline, never framed.
+CONSOLE_CSP: Final = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+
+LOOPBACK_NAMES: Final = frozenset({"localhost", "localhost.", "ip6-localhost"})
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a name or an address, ``[::1]`` included) is this machine's loopback."""
+    host = host.strip().lower()
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _host_name(value: str) -> str:
+    if value.startswith("["):
+        return value.partition("]")[0] + "]"
+    return value.rpartition(":")[0] if value.count(":") == 1 else value
+
+
+class BodyTooLarge(LiveSteeringError):
+    """A request body went past its cap (answered 413)."""
+
+
+class BodyTimeout(LiveSteeringError):
+    """A request body did not arrive within its deadline (answered 408)."""
+
+
+async def read_body(receive: Receive, limit: int, deadline: float) -> bytes:
+    """The request body, at most ``limit`` bytes (``BodyTooLarge`` past it, before reading the
+    rest), within ``deadline`` seconds for the whole of it (``BodyTimeout``)."""
+    chunks: list[bytes] = []
+    size = 0
+    with anyio.move_on_after(deadline) as scope:
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                break
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                raise BodyTooLarge
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+    if scope.cancelled_caught:
+        raise BodyTimeout
+    return b"".join(chunks)
+
+
+def token_ok(expected: str | None, headers: list[tuple[bytes, bytes]]) -> bool:
+    """Whether the request carries ``Authorization: Bearer <expected>`` (always, with no token)."""
+    if expected is None:
+        return True
+    given = b""
+    for name, value in headers:
+        if name.lower() == b"authorization":
+            scheme, _, credentials = value.partition(b" ")
+            if scheme.lower() == b"bearer":
+                given = credentials.strip()
+            break
+    # compare_digest takes the time of the expected token's length whatever was given
+    return hmac.compare_digest(given, expected.encode("utf-8"))
+
+
+class Guard:
+    """The ASGI middleware of the module docs."""
+
+    def __init__(self, app: ASGIApp, *, token: str | None) -> None:
+        self.app = app
+        self.token = token
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path: str = scope.get("path", "")
+        root: str = scope.get("root_path", "")
+        if root and path.startswith(root):  # mounted in another app: the path below the mount
+            path = path[len(root) :]
+        if self.token is None:
+            host = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"host"), "")
+            if not is_loopback(_host_name(host)):
+                await plain(send, 421, b"this server answers only loopback host names (no token set)\n")
+                return
+        api = path.startswith("/v1/")
+
+        async def guarded(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                headers.append((b"x-content-type-options", b"nosniff"))
+                headers.append((b"referrer-policy", b"no-referrer"))
+                headers.append((b"x-frame-options", b"DENY"))
+                if api:
+                    headers.append((b"cache-control", b"no-store"))
+                else:
+                    headers.append((b"content-security-policy", CONSOLE_CSP.encode("ascii")))
+                message["headers"] = headers
+            await send(message)
+
+        await self.app(scope, receive, guarded)
+
+
+async def plain(send: Send, status: int, body: bytes) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"content-length", str(len(body)).encode("ascii")),
+                (b"x-content-type-options", b"nosniff"),
+                (b"cache-control", b"no-store"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,249 @@
+"""C32 over the ASGI app in-process: every route, every pinned status code, ?wait, stop, follow-ups.
+
+The app is driven through httpx's ASGI transport on both anyio backends, over a SQLite fleet
+store whose owner runs a loop in the same test (the owner's core decides every receipt), and
+over a hook store filled with ``instruct``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from http_helpers import AUTH, TOKEN, client, owned
+from live_steering import LiveRuntime
+from live_steering.fleet import SQLiteFleet
+from live_steering.hooks import instruct
+from live_steering.http import STATUS_OF_REASON, create_app
+
+pytestmark = pytest.mark.anyio
+
+
+def steer(text: str, id_: str, kind: str = "steer", **extra: Any) -> dict[str, Any]:
+    return {"kind": kind, "text": text, "id": id_, **extra}
+
+
+async def test_sessions_lists_runtime_and_hook_sessions(tmp_path: Path) -> None:
+    """GET /v1/sessions names each session's kind, vendor, owner liveness, generation and mode."""
+    hooks = str(tmp_path / "hooks.db")
+    instruct("hook-7", "Use the corrected path", id="cmd-1", vendor="claude-code", store=hooks)
+    path = str(tmp_path / "fleet.db")
+    async with (
+        SQLiteFleet(path, node_id="worker") as worker,
+        SQLiteFleet(path, node_id="api") as host,
+        owned(worker),
+        client(create_app(fleet=host, hooks_store=hooks, token=TOKEN)) as http,
+    ):
+        response = await http.get("/v1/sessions", headers=AUTH)
+        assert response.status_code == 200
+        sessions = {s["id"]: s for s in response.json()["sessions"]}
+        assert sessions["chat-42"] == {
+            "id": "chat-42",
+            "kind": "runtime",
+            "vendor": None,
+            "owner_live": True,
+            "generation": {"id": "gen-1"},
+            "mode": "request_boundary",
+        }
+        assert sessions["hook-7"]["kind"] == "hook"
+        assert sessions["hook-7"]["vendor"] == "claude-code"
+        assert sessions["hook-7"]["generation"] is None
+        one = await http.get("/v1/sessions/chat-42", headers=AUTH)
+        assert one.json() == sessions["chat-42"]
+        assert (await http.get("/v1/sessions/nobody", headers=AUTH)).status_code == 404
+        assert (await http.get("/v1/sessions/" + "x" * 200, headers=AUTH)).status_code == 404
+
+
+async def test_submit_answers_the_owners_receipts_with_the_pinned_codes(tmp_path: Path) -> None:
+    """200 accepted or repeat, 409 identity-conflict, 422 invalid-input / unsupported-kind, 404,
+    410 stale-generation, 429 capacity; the body is the C4 receipt either way."""
+    path = str(tmp_path / "fleet.db")
+    async with (
+        SQLiteFleet(path, node_id="worker") as worker,
+        SQLiteFleet(path, node_id="api") as host,
+        owned(worker, identity_limit=2) as state,
+        client(create_app(fleet=host, token=TOKEN)) as http,
+    ):
+        url = "/v1/sessions/chat-42/inputs"
+        first = await http.post(url, json=steer("Use X", "m-1"), headers=AUTH)
+        assert (first.status_code, first.json()) == (
+            200,
+            {"accepted": True, "inputId": "m-1", "generationId": "gen-1", "disposition": "queued"},
+        )
+        final = await http.get(f"{url}/m-1?wait=30", headers=AUTH)
+        assert final.json()["disposition"] == "applied"
+        assert state.written == ["Use X"]
+        repeat = await http.post(url, json=steer("Use X", "m-1"), headers=AUTH)
+        assert (repeat.status_code, repeat.json()["disposition"]) == (200, "applied")
+        cases = [
+            (steer("Other text", "m-1"), 409, "identity-conflict"),
+            (steer("   ", "m-2"), 422, "invalid-input"),
+            (steer("nul \x00 here", "m-2"), 422, "invalid-input"),
+            (steer("a note", "m-2", kind="note"), 422, "unsupported-kind"),
+            (steer("late", "m-2", generation_id="gen-0"), 410, "stale-generation"),
+        ]
+        for body, status, reason in cases:
+            response = await http.post(url, json=body, headers=AUTH)
+            assert (response.status_code, response.json()["reason"]) == (status, reason), body
+            assert response.json()["accepted"] is False
+            assert response.json()["disposition"] is None
+        assert (await http.post(url, json=steer("Use Y", "m-2"), headers=AUTH)).status_code == 200
+        full = await http.post(url, json=steer("Use Z", "m-3"), headers=AUTH)
+        assert (full.status_code, full.json()["reason"]) == (429, "capacity")
+        missing = await http.post("/v1/sessions/nobody/inputs", json=steer("x", "m-4"), headers=AUTH)
+        assert missing.status_code == 404
+        assert state.written == ["Use X", "Use Y"]
+
+
+async def test_no_live_owner_is_answered_from_the_store(tmp_path: Path) -> None:
+    """After the owner left, a repeat gets its stored receipt and a new id stale-generation (410)."""
+    path = str(tmp_path / "fleet.db")
+    async with SQLiteFleet(path, node_id="worker") as worker, SQLiteFleet(path, node_id="api") as host:
+        app = create_app(fleet=host, token=TOKEN)
+        async with client(app) as http:
+            async with owned(worker):
+                await http.post("/v1/sessions/chat-42/inputs", json=steer("Use X", "m-1"), headers=AUTH)
+                await http.get("/v1/sessions/chat-42/inputs/m-1?wait=30", headers=AUTH)
+            listed = (await http.get("/v1/sessions/chat-42", headers=AUTH)).json()
+            assert (listed["owner_live"], listed["generation"], listed["mode"]) == (
+                False,
+                None,
+                "unavailable",
+            )
+            repeat = await http.post("/v1/sessions/chat-42/inputs", json=steer("Use X", "m-1"), headers=AUTH)
+            assert (repeat.status_code, repeat.json()["disposition"]) == (200, "applied")
+            new = await http.post("/v1/sessions/chat-42/inputs", json=steer("Use Y", "m-2"), headers=AUTH)
+            assert (new.status_code, new.json()["reason"]) == (410, "stale-generation")
+            assert (await http.get("/v1/sessions/chat-42/inputs/m-9", headers=AUTH)).status_code == 404
+
+
+async def test_stop_ends_the_generation_and_holds_a_follow_up(tmp_path: Path) -> None:
+    """POST .../stop stops the running generation (200); a follow-up queued for after it is held
+    (C29: a stop discards the plan); a second stop is 409 not-running; a new steer then 410."""
+    path = str(tmp_path / "fleet.db")
+    async with (
+        SQLiteFleet(path, node_id="worker") as worker,
+        SQLiteFleet(path, node_id="api") as host,
+        owned(worker) as state,
+        client(create_app(fleet=host, token=TOKEN)) as http,
+    ):
+        url = "/v1/sessions/chat-42"
+        follow = await http.post(
+            f"{url}/inputs", json=steer("Then run the suite", "f-1", kind="follow_up"), headers=AUTH
+        )
+        assert (follow.status_code, follow.json()["disposition"]) == (200, "queued")
+        stopped = await http.post(f"{url}/stop", json={}, headers=AUTH)
+        assert (stopped.status_code, stopped.json()) == (
+            200,
+            {"stopped": True, "sessionId": "chat-42", "generationId": "gen-1", "reason": None},
+        )
+        held = await http.get(f"{url}/inputs/f-1?wait=30", headers=AUTH)
+        assert held.json() == {
+            "accepted": True,
+            "inputId": "f-1",
+            "generationId": "gen-1",
+            "disposition": "held",
+            "reason": "generation-stopped",
+        }
+        again = await http.post(f"{url}/stop", json={"generation_id": "gen-1"}, headers=AUTH)
+        assert (again.status_code, again.json()["reason"]) == (409, "not-running")
+        assert state.written == []
+        assert (await http.post("/v1/sessions/nobody/stop", json={}, headers=AUTH)).status_code == 404
+
+
+async def test_wait_returns_the_current_receipt_when_nothing_is_final(tmp_path: Path) -> None:
+    """?wait=S bounds the wait: a steer no boundary took yet answers queued after S; bad waits 400."""
+    path = str(tmp_path / "fleet.db")
+    async with SQLiteFleet(path, node_id="worker") as worker, SQLiteFleet(path, node_id="api") as host:
+        runtime_session = "quiet"
+        async with (
+            worker.own(LiveRuntime(session_id=runtime_session)) as rt,
+            rt.open_generation("gen-1") as gen,
+        ):
+            await worker.flush(runtime_session)
+            async with client(create_app(fleet=host, token=TOKEN)) as http:
+                url = f"/v1/sessions/{runtime_session}/inputs"
+                await http.post(url, json=steer("Use X", "m-1"), headers=AUTH)
+                waited = await http.get(f"{url}/m-1?wait=0.2", headers=AUTH)
+                assert (waited.status_code, waited.json()["disposition"]) == (200, "queued")
+                for bad in ("soon", "-1", "nan", "inf"):
+                    assert (await http.get(f"{url}/m-1?wait={bad}", headers=AUTH)).status_code == 400
+            gen.stop()  # ends it on purpose: the steer no boundary took is held
+
+
+async def test_hook_sessions_take_steers_and_refuse_other_kinds(tmp_path: Path) -> None:
+    """A hook session's input goes to the relay (its receipt, generationId null); it ignores
+    generation_id; a follow-up is refused unsupported-kind (422); it cannot be stopped (405)."""
+    hooks = str(tmp_path / "hooks.db")
+    instruct("hook-7", "first", id="cmd-0", store=hooks)
+    async with client(create_app(hooks_store=hooks, token=TOKEN)) as http:
+        url = "/v1/sessions/hook-7/inputs"
+        response = await http.post(url, json=steer("Use X", "cmd-1", generation_id="whatever"), headers=AUTH)
+        assert (response.status_code, response.json()) == (
+            200,
+            {"accepted": True, "inputId": "cmd-1", "generationId": None, "disposition": "queued"},
+        )
+        conflict = await http.post(url, json=steer("Other", "cmd-1"), headers=AUTH)
+        assert (conflict.status_code, conflict.json()["reason"]) == (409, "identity-conflict")
+        follow = await http.post(url, json=steer("later", "cmd-2", kind="follow_up"), headers=AUTH)
+        assert (follow.status_code, follow.json()["reason"]) == (422, "unsupported-kind")
+        receipt = await http.get(f"{url}/cmd-1", headers=AUTH)
+        assert receipt.json()["disposition"] == "queued"
+        assert (await http.post("/v1/sessions/hook-7/stop", json={}, headers=AUTH)).status_code == 405
+
+
+def test_status_table_covers_every_pinned_reason() -> None:
+    """Every refusal reason of C7 (and the relay's two) has C32's status."""
+    assert STATUS_OF_REASON == {
+        "identity-conflict": 409,
+        "invalid-input": 422,
+        "unsupported-kind": 422,
+        "stale-generation": 410,
+        "finishing": 410,
+        "session-ended": 410,
+        "capacity": 429,
+        "queue-full": 429,
+        "unavailable": 503,
+        "unreachable": 503,
+        "closed": 503,
+    }
+
+
+def test_create_app_refuses_bad_configuration(tmp_path: Path) -> None:
+    """No store at all, an empty token, a zero body cap: ValueError, nothing served."""
+    with pytest.raises(ValueError, match="needs a fleet"):
+        create_app()
+    with pytest.raises(ValueError, match="token"):
+        create_app(hooks_store=str(tmp_path / "h.db"), token="")
+    with pytest.raises(ValueError, match="max_body"):
+        create_app(hooks_store=str(tmp_path / "h.db"), max_body=0)
+
+
+async def test_a_submit_anchored_to_a_lease_read_before_the_generation_moved_is_asked_again(
+    tmp_path: Path,
+) -> None:
+    """A submit with no generation_id, anchored to a lease read before the generation changed,
+    is refused by the owner (nothing admitted) and asked again with the new anchor: accepted."""
+    path = str(tmp_path / "fleet.db")
+    async with (
+        SQLiteFleet(path, node_id="worker") as worker,
+        SQLiteFleet(path, node_id="api") as host,
+        worker.own(LiveRuntime(session_id="chat-42")) as runtime,
+    ):
+        app = create_app(fleet=host, token=TOKEN, lease_age=3600)
+        async with client(app) as http:
+            async with runtime.open_generation("gen-1"):
+                await worker.flush("chat-42")
+                listed = await http.get("/v1/sessions/chat-42", headers=AUTH)  # the lease is read here
+                assert listed.json()["generation"] == {"id": "gen-1"}
+            async with runtime.open_generation("gen-2") as gen:
+                await worker.flush("chat-42")
+                sent = await http.post(
+                    "/v1/sessions/chat-42/inputs", json=steer("Use X", "m-1"), headers=AUTH
+                )
+                assert (sent.status_code, sent.json()["generationId"]) == (200, "gen-2")
+                gen.stop()
+        entries = await host.entries(session_id="chat-42")
+        assert [(e.input_id, e.generation_id) for e in entries] == [("m-1", "gen-2")]

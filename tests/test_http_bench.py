@@ -1,0 +1,25 @@
+"""``python -m benchmarks --http``: each figure once per backend, with its rule (a tiny run: the
+numbers mean nothing, the machinery is what is tested)."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_http_group_reports_every_figure_with_its_rule(backend: str) -> None:
+    """http_submit: ratio = value / (remote_submit + bare HTTP), ok by 1.3; http_events_fanout: a p99."""
+    from benchmarks import bench_http
+
+    rows = bench_http.run((backend,), quick=False, tiny=True)
+    assert [(r["name"], r["backend"]) for r in rows] == [
+        ("http_submit", backend),
+        ("http_events_fanout", backend),
+    ]
+    submit, fanout = rows
+    assert submit["floor"] == pytest.approx(submit["remote_submit"] + submit["bare_http"], abs=1e-6)
+    assert submit["ratio"] == round(submit["value"] / submit["floor"], 3)
+    assert submit["ok"] is (submit["ratio"] <= 1.3)
+    assert fanout["subscribers"] == 100
+    assert 0 < fanout["value"] <= fanout["p99"]
+    assert "http_submit" in bench_http.table(rows)

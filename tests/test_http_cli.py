@@ -1,0 +1,142 @@
+"""``live-steering serve``: one-line errors, the loopback rule, a real run stopped by SIGTERM and
+SIGINT on both servers, and the CLI paths that must never import Starlette."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import anyio
+import pytest
+
+from live_steering.fleet import SQLiteFleet
+from live_steering.hooks import instruct
+from process_helpers import stopped
+
+SERVE = [sys.executable, "-m", "live_steering._cli", "serve"]
+TOKEN = "cli-token-123"
+
+
+def make_fleet_store(path: Path) -> str:
+    async def create() -> None:
+        async with SQLiteFleet(str(path), node_id="maker"):
+            pass
+
+    anyio.run(create)
+    return str(path)
+
+
+def run(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*SERVE, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+        cwd=cwd,
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "words"),
+    [
+        ([], {}, "give a fleet store"),
+        (["--hooks-store", "h.db", "--host", "0.0.0.0"], {}, "not a loopback address"),
+        (["--hooks-store", "h.db", "--host", "192.168.1.5"], {}, "not a loopback address"),
+        (["--hooks-store", "h.db", "--token-env", "NO_SUCH_VAR_HERE"], {}, "not set or empty"),
+        (["--hooks-store", "h.db", "--token-env", "EMPTY_TOKEN"], {"EMPTY_TOKEN": ""}, "not set or empty"),
+        (["--store", "missing.db"], {}, "no fleet store at"),
+        (["--hooks-store", "h.db", "--port", "70000"], {}, "not a port number"),
+        (["--store", "a.db", "--dsn", "host=x"], {}, "not allowed with argument"),
+    ],
+)
+def test_serve_refuses_in_one_line(tmp_path: Path, args: list[str], env: dict[str, str], words: str) -> None:
+    """Usage and store problems: exit 2, one line on stderr, no traceback, nothing served."""
+    done = run(*args, env=env, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert words in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_serve_reports_a_busy_port_in_one_line(tmp_path: Path) -> None:
+    """An address already in use: exit 1, one line."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        done = run("--hooks-store", str(tmp_path / "h.db"), "--port", str(busy.getsockname()[1]))
+    assert done.returncode == 1
+    assert "cannot listen on 127.0.0.1" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("backend", "signum"),
+    [
+        ("asyncio", signal.SIGTERM),
+        ("asyncio", signal.SIGINT),
+        ("trio", signal.SIGTERM),
+        ("trio", signal.SIGINT),
+    ],
+)
+def test_serve_runs_and_stops_gracefully(tmp_path: Path, backend: str, signum: int) -> None:
+    """The console and the API answer on the port it prints; SIGTERM or SIGINT stops it: exit 0."""
+    store = make_fleet_store(tmp_path / "fleet.db")
+    hooks = str(tmp_path / "hooks.db")
+    instruct("hook-7", "Use X", id="cmd-1", store=hooks)
+    command = [
+        *SERVE,
+        "--store",
+        store,
+        "--hooks-store",
+        hooks,
+        "--port",
+        "0",
+        "--token-env",
+        "SERVE_TOKEN",
+        "--backend",
+        backend,
+    ]
+    env = {**os.environ, "SERVE_TOKEN": TOKEN}
+    with (
+        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as proc,
+        stopped(proc),
+    ):
+        assert proc.stdout is not None
+        assert proc.stderr is not None
+        line = proc.stdout.readline()
+        assert "listening on http://127.0.0.1:" in line, line + proc.stderr.read()
+        url = line.split("listening on ", 1)[1].strip()
+        with urllib.request.urlopen(url, timeout=60) as page:
+            assert b"live-steering console" in page.read()
+        request = urllib.request.Request(url + "v1/sessions", headers={"Authorization": f"Bearer {TOKEN}"})
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            assert b'"hook-7"' in answer.read()
+        proc.send_signal(signum)
+        assert proc.wait(timeout=60) == 0
+        errors = proc.stderr.read()
+    assert "live-steering serve: stopped" in errors
+    assert "Traceback" not in errors
+
+
+def test_the_hook_and_instruct_paths_never_import_starlette() -> None:
+    """Building the CLI's parser (every subcommand but hook) and running `hook` load no server."""
+    code = (
+        "import sys\n"
+        "from live_steering._cli import build_parser\n"
+        "build_parser()\n"
+        "names = ('starlette', 'uvicorn', 'hypercorn', 'live_steering.http')\n"
+        "bad = sorted(m for m in names if m in sys.modules)\n"
+        "print(bad)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.strip() == "[]"

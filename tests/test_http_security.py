@@ -1,0 +1,226 @@
+"""C32's security rules against hostile input: tokens, body caps, malformed and oddly encoded
+bodies, path traversal, CORS, headers, loopback host names; and the HTTP hook route."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from http_helpers import AUTH, TOKEN, client
+from live_steering.hooks import instruct, open_store
+from live_steering.http import create_app
+
+pytestmark = pytest.mark.anyio
+FIXTURES = Path(__file__).parent / "fixtures" / "hooks" / "claude-code"
+BODY = {"kind": "steer", "text": "Use X", "id": "cmd-1"}
+
+
+def hooks_app(tmp_path: Path, **options: object) -> object:
+    path = str(tmp_path / "hooks.db")
+    instruct("hook-7", "first", id="cmd-0", store=path)
+    return create_app(hooks_store=path, token=TOKEN, **options)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"Authorization": "Bearer"},
+        {"Authorization": "Bearer wrong"},
+        {"Authorization": f"Bearer {TOKEN[:-1]}"},
+        {"Authorization": f"Bearer {TOKEN}x"},
+        {"Authorization": f"Basic {TOKEN}"},
+        {"Authorization": TOKEN},
+        {"Authorization": f"Bearer {TOKEN.upper()}"},
+    ],
+)
+async def test_every_api_route_needs_the_token(tmp_path: Path, headers: dict[str, str]) -> None:
+    """Missing, empty, wrong, truncated, extended, other-scheme tokens: 401, and nothing is queued."""
+    app = hooks_app(tmp_path)
+    async with client(app) as http:
+        routes = [
+            ("GET", "/v1/sessions", None),
+            ("GET", "/v1/sessions/hook-7", None),
+            ("POST", "/v1/sessions/hook-7/inputs", BODY),
+            ("GET", "/v1/sessions/hook-7/inputs/cmd-0", None),
+            ("POST", "/v1/sessions/hook-7/stop", {}),
+            ("GET", "/v1/sessions/hook-7/events", None),
+        ]
+        for method, url, body in routes:
+            response = await http.request(method, url, json=body, headers=headers)
+            assert response.status_code == 401, (method, url)
+            assert response.headers["www-authenticate"].startswith("Bearer")
+        hook = await http.post(
+            "/v1/hooks/claude-code", content=b"{}", headers={**headers, "Content-Type": "application/json"}
+        )
+        assert hook.status_code == 401
+    with open_store(str(tmp_path / "hooks.db")) as store:
+        assert [row["command_id"] for row in store.instructions("hook-7")] == ["cmd-0"]
+
+
+async def test_bodies_that_carry_no_input_are_refused_before_any_store(tmp_path: Path) -> None:
+    """Not JSON, not UTF-8, not an object, fields of the wrong type 400; not application/json
+    415; and the store holds nothing new. (Bodies over the cap: tests/test_http_server.py, through
+    a real server: the in-process transport cannot leave a body unread.)"""
+    app = hooks_app(tmp_path, max_body=4096)
+    url = "/v1/sessions/hook-7/inputs"
+    json_type = {**AUTH, "Content-Type": "application/json"}
+    async with client(app) as http:
+        cases = [
+            b"{not json",
+            b'{"kind": "steer", "text": "caf\xe9", "id": "c"}',  # Latin-1, not UTF-8
+            b"\xff\xfe{\x00}\x00",  # UTF-16 with a BOM
+            b"[1, 2]",
+            b'{"kind": "steer", "text": 5, "id": "c"}',
+            b'{"kind": "steer", "text": "t", "id": null}',
+            b'{"kind": "steer", "text": "t", "id": "c", "generation_id": 7}',
+            b'"just a string"',
+        ]
+        for raw in cases:
+            response = await http.post(url, content=raw, headers=json_type)
+            assert response.status_code == 400, raw
+            assert "error" in response.json()
+        for content_type in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data", ""):
+            response = await http.post(
+                url, content=json.dumps(BODY).encode(), headers={**AUTH, "Content-Type": content_type}
+            )
+            assert response.status_code == 415, content_type
+    with open_store(str(tmp_path / "hooks.db")) as store:
+        assert [row["command_id"] for row in store.instructions("hook-7")] == ["cmd-0"]
+
+
+async def test_odd_text_gets_the_relays_receipt(tmp_path: Path) -> None:
+    """A lone surrogate or a NUL in valid JSON is an input: refused invalid-input (422) by the store."""
+    app = hooks_app(tmp_path)
+    async with client(app) as http:
+        for raw in (
+            b'{"kind": "steer", "text": "half \\ud800 pair", "id": "c-1"}',
+            b'{"kind": "steer", "text": "nul \\u0000", "id": "c-2"}',
+            b'{"kind": "steer", "text": "ok", "id": "\\udfff"}',
+        ):
+            response = await http.post(
+                "/v1/sessions/hook-7/inputs",
+                content=raw,
+                headers={**AUTH, "Content-Type": "application/json"},
+            )
+            assert (response.status_code, response.json()["reason"]) == (422, "invalid-input"), raw
+
+
+async def test_paths_outside_the_package_are_never_served(tmp_path: Path) -> None:
+    """Traversal in every spelling is 404 (or a normalised 404), never a file from disk."""
+    app = hooks_app(tmp_path)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("do not serve")
+    async with client(app) as http:
+        for path in (
+            "/../../../../etc/passwd",
+            "/static/../../etc/passwd",
+            "/console.js/..%2f..%2fsecret.txt",
+            "/%2e%2e/%2e%2e/etc/passwd",
+            "/..%5c..%5cetc%5cpasswd",
+            "/static/index.html",
+            "/index.html",
+            "/_stores.py",
+            "/console.js%00.html",
+        ):
+            response = await http.get(path)
+            assert response.status_code in (404, 405), path
+            assert "root:" not in response.text
+            assert "do not serve" not in response.text
+        page = await http.get("/")
+        assert page.status_code == 200
+        assert "<title>live-steering console</title>" in page.text
+
+
+async def test_headers_cors_and_loopback_host_names(tmp_path: Path) -> None:
+    """nosniff everywhere, no-store on the API, a CSP on the console, no CORS header unless
+    configured; with no token, a non-loopback Host is refused 421 (DNS rebinding)."""
+    async with client(hooks_app(tmp_path)) as http:
+        api = await http.get("/v1/sessions", headers={**AUTH, "Origin": "https://evil.example"})
+        assert api.headers["x-content-type-options"] == "nosniff"
+        assert api.headers["cache-control"] == "no-store"
+        assert not any(name.startswith("access-control-") for name in api.headers)
+        page = await http.get("/")
+        assert "script-src 'self'" in page.headers["content-security-policy"]
+        assert page.headers["x-content-type-options"] == "nosniff"
+        preflight = await http.options(
+            "/v1/sessions",
+            headers={"Origin": "https://evil.example", "Access-Control-Request-Method": "POST"},
+        )
+        assert "access-control-allow-origin" not in preflight.headers
+    other_dir = tmp_path / "cors"
+    other_dir.mkdir()
+    allowed = hooks_app(other_dir, cors_origins=["https://app.example"])
+    async with client(allowed) as http:
+        response = await http.get("/v1/sessions", headers={**AUTH, "Origin": "https://app.example"})
+        assert response.headers["access-control-allow-origin"] == "https://app.example"
+        other = await http.get("/v1/sessions", headers={**AUTH, "Origin": "https://evil.example"})
+        assert "access-control-allow-origin" not in other.headers
+    open_app = create_app(hooks_store=str(tmp_path / "open.db"))
+    async with client(open_app) as http:
+        assert (await http.get("/v1/sessions")).status_code == 200
+        rebound = await http.get("/v1/sessions", headers={"Host": "evil.example"})
+        assert rebound.status_code == 421
+        for host in ("localhost:8765", "[::1]:8765", "127.0.0.2"):
+            assert (await http.get("/v1/sessions", headers={"Host": host})).status_code == 200, host
+
+
+# -- POST /v1/hooks/{vendor}: the answer `live-steering hook VENDOR` prints ----------------------
+
+
+def _command(vendor: str, store: str, payload: bytes) -> bytes:
+    done = subprocess.run(
+        [sys.executable, "-m", "live_steering._cli", "hook", vendor, "--store", store],
+        input=payload,
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
+    return done.stdout
+
+
+async def test_hook_route_answers_exactly_as_the_command(tmp_path: Path) -> None:
+    """Same store state, same payload: the route's body is the command's stdout byte for byte;
+    the instruction is delivered once (a second moment gets nothing)."""
+    payload = (FIXTURES / "PostToolUse.json").read_bytes()
+    session = json.loads(payload)["session_id"]
+    by_route, by_command = str(tmp_path / "route.db"), str(tmp_path / "command.db")
+    for store in (by_route, by_command):
+        instruct(session, "Use the corrected path", id="cmd-1", vendor="claude-code", store=store)
+    expected = _command("claude-code", by_command, payload)
+    assert expected  # the command had something to say
+    app = create_app(hooks_store=by_route, token=TOKEN)
+    async with client(app) as http:
+        headers = {**AUTH, "Content-Type": "application/json"}
+        first = await http.post("/v1/hooks/claude-code", content=payload, headers=headers)
+        assert (first.status_code, first.content) == (200, expected)
+        second = await http.post("/v1/hooks/claude-code", content=payload, headers=headers)
+        assert (second.status_code, second.content) == (200, _command("claude-code", by_command, payload))
+        assert second.content == b""
+        receipt = await http.get(f"/v1/sessions/{session}/inputs/cmd-1", headers=AUTH)
+        assert receipt.json()["disposition"] == "applied"
+
+
+async def test_hook_route_lets_the_agent_go_on_when_anything_fails(tmp_path: Path) -> None:
+    """Malformed hook JSON, an unknown vendor, a store that cannot be opened: 200 and an empty
+    body, as the command exits 0 with nothing on stdout; the failures are recorded."""
+    path = str(tmp_path / "hooks.db")
+    instruct("s-1", "x", id="c-1", store=path)
+    headers = {**AUTH, "Content-Type": "application/json"}
+    async with client(create_app(hooks_store=path, token=TOKEN)) as http:
+        for vendor, raw in (("claude-code", b"{oops"), ("no-such-vendor", b"{}"), ("claude-code", b"[]")):
+            response = await http.post(f"/v1/hooks/{vendor}", content=raw, headers=headers)
+            assert (response.status_code, response.content) == (200, b"")
+    with open_store(path) as store:
+        failures = [e["reason"] for e in store.events() if str(e["type"]).endswith("hook.failed")]
+    assert failures == ["malformed-input", "unknown-vendor", "malformed-input"]
+    broken = tmp_path / "a-directory"
+    broken.mkdir()
+    async with client(create_app(hooks_store=str(broken), token=TOKEN)) as http:
+        payload = (FIXTURES / "PostToolUse.json").read_bytes()
+        response = await http.post("/v1/hooks/claude-code", content=payload, headers=headers)
+        assert (response.status_code, response.content) == (200, b"")

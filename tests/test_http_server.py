@@ -1,0 +1,183 @@
+"""The app under real ASGI servers (uvicorn on asyncio, hypercorn on trio): the event stream over
+SSE, its resume, text redaction, body caps, and a slow client that must not starve the others."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from http_helpers import AUTH, TOKEN, owned, serving, sse_stream
+from live_steering.fleet import SQLiteFleet
+from live_steering.hooks import instruct
+from live_steering.http import create_app
+
+pytestmark = pytest.mark.anyio
+
+
+def steer(text: str, id_: str) -> dict[str, str]:
+    return {"kind": "steer", "text": text, "id": id_}
+
+
+async def test_events_stream_resumes_without_duplicates_or_gaps(tmp_path: Path) -> None:
+    """``id:`` is each event's sequence; a reconnect with Last-Event-ID continues after it: the
+    sequences seen across both connections are exactly the store's, once each, in order."""
+    path = str(tmp_path / "fleet.db")
+    async with SQLiteFleet(path, node_id="worker") as worker, SQLiteFleet(path, node_id="api") as host:
+        app = create_app(fleet=host, token=TOKEN, poll_interval=0.05)
+        async with owned(worker), serving(app) as url, httpx.AsyncClient(base_url=url, timeout=60) as http:
+            events_url = "/v1/sessions/chat-42/events"
+            seen: list[dict[str, Any]] = []
+            async with sse_stream(url, events_url, AUTH) as stream:
+                assert stream.status == 200
+                assert stream.headers["content-type"].startswith("text/event-stream")
+                assert stream.headers["cache-control"] == "no-store"
+                session = await stream.read(1, name="session")
+                assert session[0]["data"]["generation"] == {"id": "gen-1"}
+                for n in range(3):
+                    await http.post(
+                        "/v1/sessions/chat-42/inputs", json=steer(f"s{n}", f"m-{n}"), headers=AUTH
+                    )
+                    await http.get(f"/v1/sessions/chat-42/inputs/m-{n}?wait=30", headers=AUTH)
+                seen += await stream.read(4)  # accepted, writing, applied of m-0, accepted of m-1
+            last = seen[-1]["id"]
+            for n in range(3, 5):
+                await http.post("/v1/sessions/chat-42/inputs", json=steer(f"s{n}", f"m-{n}"), headers=AUTH)
+                await http.get(f"/v1/sessions/chat-42/inputs/m-{n}?wait=30", headers=AUTH)
+            async with sse_stream(url, events_url, {**AUTH, "Last-Event-ID": str(last)}) as stream:
+                seen += [r for r in await stream.read(12) if "id" in r]
+            ids = [int(str(r["id"])) for r in seen]
+            assert ids == sorted(set(ids))  # increasing, no duplicate
+            with sqlite3.connect(path) as db:
+                stored = [
+                    row[0]
+                    for row in db.execute(
+                        "SELECT id FROM ls_changes WHERE session_id = 'chat-42' ORDER BY id"
+                    )
+                ]
+            assert ids == stored[: len(ids)]
+            assert len(ids) >= 12
+            applied = [r["data"]["input_id"] for r in seen if r["event"] == "steering.applied"]
+            assert applied == [f"m-{n}" for n in range(5)]
+            for record in seen:
+                assert record["data"]["sequence"] == int(str(record["id"]))
+                assert record["data"]["session_id"] == "chat-42"
+            # ?after= is the same cursor for a client that cannot set headers
+            async with sse_stream(url, f"{events_url}?after={ids[-2]}", AUTH) as stream:
+                again = [r for r in await stream.read(2) if "id" in r]
+            assert [int(str(r["id"])) for r in again][:1] == [ids[-1]]
+
+
+async def test_resume_from_an_event_the_log_no_longer_holds_is_announced(tmp_path: Path) -> None:
+    """A Last-Event-ID whose event was pruned (or never was the session's) opens with one
+    ``reset`` record, then everything the store still holds for the session."""
+    path = str(tmp_path / "fleet.db")
+    async with SQLiteFleet(path, node_id="worker") as worker, SQLiteFleet(path, node_id="api") as host:
+        app = create_app(fleet=host, token=TOKEN, poll_interval=0.05)
+        async with owned(worker), serving(app) as url, httpx.AsyncClient(base_url=url, timeout=60) as http:
+            for n in range(2):
+                await http.post("/v1/sessions/chat-42/inputs", json=steer(f"s{n}", f"m-{n}"), headers=AUTH)
+                await http.get(f"/v1/sessions/chat-42/inputs/m-{n}?wait=30", headers=AUTH)
+            with sqlite3.connect(path) as db:
+                first = db.execute("SELECT min(id) FROM ls_changes WHERE session_id = 'chat-42'").fetchone()[
+                    0
+                ]
+                db.execute("DELETE FROM ls_changes WHERE id <= ?", (first + 2,))  # prune m-0's rows
+                kept = [
+                    row[0]
+                    for row in db.execute(
+                        "SELECT id FROM ls_changes WHERE session_id = 'chat-42' ORDER BY id"
+                    )
+                ]
+            headers = {**AUTH, "Last-Event-ID": str(first + 1)}
+            async with sse_stream(url, "/v1/sessions/chat-42/events", headers) as stream:
+                records = await stream.read(2 + len(kept))
+            assert records[0]["event"] == "reset"
+            assert "id" not in records[0]
+            assert records[0]["data"]["reason"] == "not-in-log"
+            assert records[0]["data"]["last_event_id"] == first + 1
+            assert [int(str(r["id"])) for r in records if "id" in r] == kept
+            fine = {**AUTH, "Last-Event-ID": str(kept[0])}
+            async with sse_stream(url, "/v1/sessions/chat-42/events", fine) as stream:
+                (record,) = await stream.read(1)
+            assert record["event"] == "session"  # held: no reset
+
+
+async def test_hook_event_text_is_redacted_unless_asked_with_the_token(tmp_path: Path) -> None:
+    """The stream shows ``[redacted]`` for instruction text, and the text only with ?text=1 and
+    a configured token; with no token configured, ?text=1 changes nothing."""
+    path = str(tmp_path / "hooks.db")
+    instruct("hook-7", "a private instruction", id="cmd-1", store=path)
+    for token, asked, shown in (
+        (TOKEN, "", "[redacted]"),
+        (TOKEN, "?text=1", "a private instruction"),
+        (None, "?text=1", "[redacted]"),
+    ):
+        app = create_app(hooks_store=path, token=token, poll_interval=0.05)
+        async with serving(app) as url:
+            headers = AUTH if token else {}
+            async with sse_stream(url, f"/v1/sessions/hook-7/events{asked}", headers) as stream:
+                (record,) = await stream.read(1, name="control.accepted")
+        assert record["data"]["text"] == shown
+        assert record["data"]["disposition"] == "queued"
+        assert record["data"]["input_id"] == "cmd-1"
+
+
+async def test_bodies_over_the_cap_are_refused_413(tmp_path: Path) -> None:
+    """An API body over ``max_body`` and a hook body over the command's 8 MiB: 413, nothing queued
+    or claimed; the hook's is recorded as the command records it (stdin-too-large)."""
+    from live_steering.hooks import open_store
+    from live_steering.hooks._command import MAX_STDIN_BYTES
+
+    path = str(tmp_path / "hooks.db")
+    instruct("hook-7", "first", id="cmd-0", store=path)
+    app = create_app(hooks_store=path, token=TOKEN, max_body=4096)
+    headers = {**AUTH, "Content-Type": "application/json"}
+    async with serving(app) as url, httpx.AsyncClient(base_url=url, timeout=120) as http:
+        body = b'{"kind": "steer", "id": "c", "text": "' + b"x" * 10_000 + b'"}'
+        response = await http.post("/v1/sessions/hook-7/inputs", content=body, headers=headers)
+        assert response.status_code == 413
+        huge = b"{" + b" " * (MAX_STDIN_BYTES + 10) + b"}"
+        try:
+            hook = await http.post("/v1/hooks/claude-code", content=huge, headers=headers)
+            assert hook.status_code == 413
+        except httpx.WriteError:  # the server answered and closed before the upload ended
+            pass
+        assert (await http.get("/v1/sessions", headers=AUTH)).status_code == 200
+    with open_store(path) as store:
+        assert [row["command_id"] for row in store.instructions("hook-7")] == ["cmd-0"]
+        assert [row["state"] for row in store.instructions("hook-7")] == ["queued"]
+        reasons = [e["reason"] for e in store.events() if str(e["type"]).endswith("hook.failed")]
+        assert reasons == ["stdin-too-large"]
+
+
+async def test_a_slow_client_does_not_starve_the_others(tmp_path: Path) -> None:
+    """A slowloris-style client (headers a byte at a time, then a body it never finishes) holds
+    only its own connection: other clients are answered meanwhile, many times over."""
+    path = str(tmp_path / "hooks.db")
+    instruct("hook-7", "first", id="cmd-0", store=path)
+    app = create_app(hooks_store=path, token=TOKEN)
+    async with serving(app) as url, httpx.AsyncClient(base_url=url, timeout=60) as http:
+        port = int(url.rsplit(":", 1)[1])
+        slow = [await anyio.connect_tcp("127.0.0.1", port) for _ in range(20)]
+        try:
+            request = (
+                b"POST /v1/sessions/hook-7/inputs HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                b"Authorization: Bearer " + TOKEN.encode() + b"\r\nContent-Type: application/json\r\n"
+                b'Content-Length: 100000\r\n\r\n{"kind"'
+            )
+            for at in range(0, 40):  # part of the headers, a byte on each connection in turn
+                for connection in slow:
+                    await connection.send(request[at : at + 1])
+            for connection in slow[:10]:
+                await connection.send(request[40:])  # the rest: a body that never ends
+            for n in range(20):
+                response = await http.get("/v1/sessions/hook-7/inputs/cmd-0", headers=AUTH)
+                assert response.status_code == 200, n
+        finally:
+            for connection in slow:
+                await connection.aclose()
