@@ -175,7 +175,8 @@ async def test_wait_returns_the_current_receipt_when_nothing_is_final(tmp_path: 
 
 async def test_hook_sessions_take_steers_and_refuse_other_kinds(tmp_path: Path) -> None:
     """A hook session's input goes to the relay (its receipt, generationId null); it ignores
-    generation_id; a follow-up is refused unsupported-kind (422); it cannot be stopped (405)."""
+    generation_id; a follow-up to a session of no known vendor is refused unsupported-kind (422);
+    it cannot be stopped (405)."""
     hooks = str(tmp_path / "hooks.db")
     instruct("hook-7", "first", id="cmd-0", store=hooks)
     async with client(create_app(hooks_store=hooks, token=TOKEN)) as http:
@@ -192,6 +193,20 @@ async def test_hook_sessions_take_steers_and_refuse_other_kinds(tmp_path: Path) 
         receipt = await http.get(f"{url}/cmd-1", headers=AUTH)
         assert receipt.json()["disposition"] == "queued"
         assert (await http.post("/v1/sessions/hook-7/stop", json={}, headers=AUTH)).status_code == 405
+
+
+async def test_a_claude_code_session_takes_a_follow_up(tmp_path: Path) -> None:
+    """Claude Code has a "do not stop yet" reply (its Stop decision): a follow-up to its session is
+    queued; the same to a Codex session, which has none, is refused unsupported-kind (422)."""
+    hooks = str(tmp_path / "hooks.db")
+    instruct("claude-1", "first", id="cmd-0", vendor="claude-code", store=hooks)
+    instruct("codex-1", "first", id="cmd-0", vendor="codex", store=hooks)
+    async with client(create_app(hooks_store=hooks, token=TOKEN)) as http:
+        later = steer("Then run the suite", "f-1", kind="follow_up")
+        queued = await http.post("/v1/sessions/claude-1/inputs", json=later, headers=AUTH)
+        assert (queued.status_code, queued.json()["disposition"]) == (200, "queued")
+        refused = await http.post("/v1/sessions/codex-1/inputs", json=later, headers=AUTH)
+        assert (refused.status_code, refused.json()["reason"]) == (422, "unsupported-kind")
 
 
 def test_status_table_covers_every_pinned_reason() -> None:

@@ -277,18 +277,13 @@ class HookView:
         }
 
     async def enqueue(self, session_id: str, steer: Input) -> dict[str, Any]:
-        """The relay's receipt. The relay queues steers only (its store has no follow-ups yet): any
-        other kind is answered by the one refusal order with that fact (``unsupported-kind``)."""
-        if steer.kind != "steer":
-            answer = _admission.decide(kind_ok=False)
-            return {
-                "accepted": False,
-                "inputId": steer.id,
-                "generationId": None,
-                "disposition": None,
-                "reason": answer,
-            }
-        stored = await self._with_store(lambda store: store.enqueue(session_id, steer.id, steer.text))
+        """The relay's receipt for a steer or a follow-up. The store decides through the one
+        refusal order: a follow-up is ``unsupported-kind`` unless every vendor known for the
+        session has a "do not stop yet" reply (Claude Code's ``Stop`` decision, C29), as is any
+        other kind."""
+        stored = await self._with_store(
+            lambda store: store.enqueue(session_id, steer.id, steer.text, kind=steer.kind)
+        )
         return hook_receipt_wire(stored)
 
     async def receipt(self, session_id: str, command_id: str) -> dict[str, Any] | None:
