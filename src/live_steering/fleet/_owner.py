@@ -55,9 +55,14 @@ from ._store import (
     Request,
     StoreConnection,
     Taken,
+    answer_malformed,
 )
 
 _log = logging.getLogger("live_steering.fleet")
+
+#: The owner's event for a request row it could not read (``Request.problem``), refused
+#: ``invalid-input`` and so settled: published on the runtime's stream (docs/events.md).
+QUARANTINED_EVENT: Final = "fleet.request_quarantined"
 
 _STARTS: Final = frozenset({"generation.started", "generation.continued"})
 _ENDS: Final = frozenset(
@@ -266,6 +271,20 @@ class Owner:
         """One request, decided by the core (which knows the identities of earlier owners too)."""
         input = request.input
         runtime = self.runtime
+        if request.problem is not None:  # a row no node wrote: quarantined, the session lives on
+            receipt = answer_malformed(request)
+            _log.warning("the owner of session %r quarantined %s", self.session_id, request.problem)
+            self._door.publish(
+                QUARANTINED_EVENT,
+                {
+                    "request_no": request.request_no,
+                    "input_id": input.id,
+                    "generation_id": request.anchor,
+                    "reason": receipt.reason,
+                    "problem": request.problem,
+                },
+            )
+            return receipt
         if request.stop is not None:  # a host's stop of a generation by id, in request order
             try:
                 stopped = runtime.stop(request.anchor, StopReason(request.stop))
