@@ -114,6 +114,7 @@ SUBPACKAGE_EXPORTS: dict[str, set[str]] = {
         "FleetError",
         "FencedError",
         "LeaseHeldError",
+        "OwnerLostError",
     },
     "live_steering.hooks": {
         "instruct",

@@ -11,7 +11,8 @@ import anyio
 import pytest
 
 from fleet_helpers import FleetStore, new_session
-from live_steering import Disposition, Input, LiveRuntime
+from live_steering import Disposition, Input, LiveRuntime, RuntimeClosedError
+from live_steering.fleet import FleetError, OwnerLostError
 
 pytestmark = [
     pytest.mark.anyio,
@@ -63,9 +64,9 @@ async def test_a_malformed_request_row_is_quarantined(fleet_store: FleetStore) -
                 )
                 numbers.append(int(rows[0][0]))
             await owner.flush(session)
-            assert owner.owner(session) is not None
             statistics = owner.owner(session)
-            assert statistics is not None and statistics.failed is None
+            assert statistics is not None
+            assert statistics.failed is None
             store = host._store()
             for n, request_no in enumerate(numbers):
                 receipt = await host._call(store.request_receipt, request_no)
@@ -83,3 +84,36 @@ async def test_a_malformed_request_row_is_quarantined(fleet_store: FleetStore) -
             after = await host.submit(session, Input("steer", "still here", id="ok"), "g1")
             assert after.disposition is Disposition.QUEUED
         assert await host.request_states(session) == {"decided": len(POISON) + 1}
+
+
+async def test_a_fenced_owner_loop_ends_loudly(fleet_store: FleetStore) -> None:
+    """Issue 25 (3): once a commit met the fence (here the idle owner's own, not the boundary's),
+    ``boundary()``, ``wait_for_input()`` (a steer was pending) and a new generation all raise
+    ``OwnerLostError``: a ``FleetError`` and a ``RuntimeClosedError``, caused by ``FencedError``
+    (or, on PostgreSQL, by the lost connection when the taker ended the zombie's session)."""
+    session = new_session()
+    async with fleet_store.fleet("a", ttl=30.0) as node_a, fleet_store.fleet("host") as host:
+        async with node_a.own(LiveRuntime(session_id=session)) as runtime:
+            async with runtime.open_generation("g1") as gen:
+                await host.submit(session, Input("steer", "x", id="x"), "g1")
+                await node_a.flush(session)
+                thief = fleet_store.connection()
+                try:
+                    await anyio.to_thread.run_sync(thief.execute, "UPDATE ls_leases SET expires_at = 0")
+                    assert await anyio.to_thread.run_sync(thief.take, session, "b", 30.0) is not None
+                finally:
+                    await anyio.to_thread.run_sync(thief.close)
+                with pytest.raises(FleetError):
+                    await node_a.flush(session)  # the commit that meets the fence
+                assert runtime.closed
+                for call in (gen.wait_for_input, lambda: gen.boundary(lambda input, metadata: None)):
+                    with pytest.raises(OwnerLostError) as raised:
+                        await call()
+                    assert isinstance(raised.value, RuntimeClosedError)
+                    assert isinstance(raised.value.__cause__, FleetError)
+            with pytest.raises(OwnerLostError):
+                async with runtime.open_generation("g2"):
+                    pass
+        receipt = await host.receipt(session, "x")
+        assert receipt is not None
+        assert receipt.disposition is Disposition.HELD

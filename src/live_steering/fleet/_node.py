@@ -601,6 +601,11 @@ class Fleet(abc.ABC):
         owner to go (``None``: raise ``LeaseHeldError`` at once). A dead owner (its lock is
         free) or an expired one is taken over at once, and what it left ``queued`` is
         finalised as in C23 in the same transaction.
+
+        An owner that fails (its lease taken over: fenced; its store lost) closes the runtime,
+        and from then on ``gen.boundary()``, ``gen.wait_for_input()`` and ``open_generation``
+        raise ``OwnerLostError``; a block left without an error, when none was raised yet, raises it
+        too, so a loop that ended meanwhile (a stop) still learns that the session was lost.
         """
         if not isinstance(runtime, LiveRuntime):
             raise TypeError(f"own takes a LiveRuntime, got {type(runtime).__name__}")
@@ -653,6 +658,8 @@ class Fleet(abc.ABC):
                         await self._owner_call(limiter, conn.release, session_id, self.node_id, owner.epoch)
                 finally:
                     await anyio.to_thread.run_sync(conn.close, limiter=limiter)
+        if owner.failure is not None and not owner.told:
+            raise owner._lost()  # the block ended as if nothing happened: it did not own it to the end
 
     async def _owner_call(
         self, limiter: anyio.CapacityLimiter, function: Callable[..., _T], *args: Any

@@ -52,6 +52,7 @@ from ._store import (
     Decision,
     FencedError,
     FleetError,
+    OwnerLostError,
     Request,
     StoreConnection,
     Taken,
@@ -145,11 +146,25 @@ class Owner:
         self._generation: tuple[str | None] | None = None
         self._taken_generation: tuple[str | None] | None = None
         self._requested = True  # decide what waited for this owner before it took the lease
+        self.told = False
+        """True once an ``OwnerLostError`` was raised to a caller (``Fleet.own`` raises one on
+        leaving the block only if none was)."""
         self._closing = False
         self._decisions = 0
         self._largest = 0
         self._detach_listener = runtime.add_listener(self._on_event)
         runtime.set_write_barrier(self._barrier)
+
+    def _lost(self) -> OwnerLostError:
+        """A fresh ``OwnerLostError`` for one more caller after the owner failed; its cause is the
+        failure (``FencedError`` when the lease was taken over)."""
+        failure = self._committer.failure
+        self.told = True
+        error = OwnerLostError(
+            f"the owner of session {self.session_id!r} lost the session: {failure}; this loop must end"
+        )
+        error.__cause__ = failure
+        return error
 
     @property
     def failure(self) -> FleetError | None:
@@ -409,9 +424,7 @@ class _Commits:
         }
 
     def again(self, failure: FleetError) -> FleetError:
-        error = FleetError(str(failure))
-        error.__cause__ = failure
-        return error
+        return self._owner._lost()
 
     def closed(self, number: int | None) -> FleetError:
         session_id = self._owner.session_id
@@ -428,5 +441,7 @@ class _Commits:
         else:
             _log.error("%s", error)
         # nothing this runtime does from now on can be journaled: stop it (its inputs are
-        # finalised by whoever takes the lease next)
-        await self._owner.runtime.aclose()
+        # finalised by whoever takes the lease next), and have its loop end loudly
+        owner = self._owner
+        owner._door.fail_closed(owner._lost)
+        await owner.runtime.aclose()

@@ -42,7 +42,7 @@ import attrs
 
 from .. import _admission as admission
 from .._admission import content_digest
-from .._errors import LiveSteeringError
+from .._errors import LiveSteeringError, RuntimeClosedError
 from .._rules import DEFAULT_MAX_TEXT_CHARS, KINDS
 from .._types import Disposition, HoldReason, Input, Receipt
 from .._validate import input_problem, utf8_encodable
@@ -64,6 +64,14 @@ class FleetError(LiveSteeringError, RuntimeError):
 
 class FencedError(FleetError):
     """This owner's lease was taken over: it may write nothing more (C28)."""
+
+
+class OwnerLostError(FleetError, RuntimeClosedError):
+    """This node's owner of the session failed (its lease was taken over: ``FencedError`` is the
+    cause; or its store was lost) and closed its runtime: the one error its engine's loop gets
+    from then on, from ``gen.boundary()``, ``gen.wait_for_input()``, the write barrier and a new
+    ``open_generation``, so every loop ends loudly. A ``RuntimeClosedError`` too: code that
+    handles a closed runtime keeps working."""
 
 
 class LeaseHeldError(FleetError):
