@@ -880,8 +880,10 @@ class SteeringCore:
         else:
             generation_id = self.check_generation_id(generation_id)
         if self.closed:
-            raise self.closed_error() if self.closed_error is not None else RuntimeClosedError(
-                "the runtime is closed"
+            raise (
+                self.closed_error()
+                if self.closed_error is not None
+                else RuntimeClosedError("the runtime is closed")
             )
         if self.current is not None:
             raise GenerationStateError(
