@@ -28,9 +28,8 @@ async def main() -> None:
     async def host() -> None:
         await running.wait()
         generation_id = runtime.generation["id"]
-        receipt = await runtime.capability["submit"](
-            Input("steer", "Only fix the failing test", id="host-1"), generation_id
-        )
+        receipt = await runtime.capability["submit"](Input("steer", "Only fix the failing test", id="host-1"),
+                                                     generation_id)
         print("host got:", receipt.to_dict())
         may_finish.set()
 

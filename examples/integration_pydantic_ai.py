@@ -21,13 +21,8 @@ def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     """A stand-in for your model: asks for the tests, then answers the last user message it got."""
     if len(messages) == 1:
         return ModelResponse(parts=[ToolCallPart("run_tests", {})])
-    prompts = [
-        p.content
-        for m in messages
-        if isinstance(m, ModelRequest)
-        for p in m.parts
-        if isinstance(p, UserPromptPart)
-    ]
+    prompts = [p.content for m in messages if isinstance(m, ModelRequest) for p in m.parts
+               if isinstance(p, UserPromptPart)]
     return ModelResponse(parts=[TextPart(f"Done, as asked: {prompts[-1]}")])
 
 
@@ -46,9 +41,8 @@ async def main() -> None:
     async def host() -> None:
         await running.wait()
         generation_id = runtime.generation["id"]
-        receipt = await runtime.capability["submit"](
-            Input("steer", "Only fix the failing test", id="host-1"), generation_id
-        )
+        receipt = await runtime.capability["submit"](Input("steer", "Only fix the failing test", id="host-1"),
+                                                     generation_id)
         print("host got:", receipt.to_dict())
         may_finish.set()
 
