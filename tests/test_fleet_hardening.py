@@ -5,6 +5,7 @@ the sockets of dead nodes. (The fault-injection runs with real processes are in
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -12,7 +13,7 @@ import pytest
 
 from fleet_helpers import FleetStore, new_session
 from live_steering import Disposition, Input, LiveRuntime, RuntimeClosedError
-from live_steering.fleet import FleetError, OwnerLostError
+from live_steering.fleet import FleetError, LeaseHeldError, OwnerLostError
 
 pytestmark = [
     pytest.mark.anyio,
@@ -117,3 +118,45 @@ async def test_a_fenced_owner_loop_ends_loudly(fleet_store: FleetStore) -> None:
         receipt = await host.receipt(session, "x")
         assert receipt is not None
         assert receipt.disposition is Disposition.HELD
+
+
+@pytest.mark.parametrize("link", ["file", "folder"])
+async def test_a_store_opened_through_a_symlink_is_the_same_store(
+    tmp_path: Path, link: str, anyio_backend: str
+) -> None:
+    """Issue 25 (1): nodes that name one SQLite file through a symlink (to the file, or to its
+    folder) and through its real path find the same liveness locks: the live owner looks live,
+    a recovery changes nothing, a second owner is refused ``LeaseHeldError``, and the steer a host
+    sent through the link is applied by the owner, never finalised ``held runtime-lost``."""
+    real = tmp_path / "a" / "fleet.db"
+    real.parent.mkdir()
+    if link == "file":
+        through = tmp_path / "link.db"
+        through.symlink_to(Path("a") / "fleet.db")
+    else:
+        (tmp_path / "b").symlink_to("a", target_is_directory=True)
+        through = tmp_path / "b" / "fleet.db"
+    session = new_session()
+    real_store, linked = FleetStore("sqlite", str(real)), FleetStore("sqlite", str(through))
+    for owner_store, other_store in ((real_store, linked), (linked, real_store)):
+        session = new_session()
+        async with owner_store.fleet("owner") as owner, other_store.fleet("host") as host:
+            async with (
+                owner.own(LiveRuntime(session_id=session)) as runtime,
+                runtime.open_generation("g1") as gen,
+            ):
+                await owner.flush(session)
+                lease = await host.lease(session)
+                assert lease is not None
+                assert lease.live
+                assert not await host.recover(session)
+                with pytest.raises(LeaseHeldError):
+                    async with host.own(LiveRuntime(session_id=session)):
+                        pass
+                queued = await host.submit(session, Input("steer", "x", id="x"), "g1")
+                assert queued.disposition is Disposition.QUEUED
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(gen.boundary, lambda input, metadata: None)
+                    final = await host.wait_final(session, "x")
+                assert final.disposition is Disposition.APPLIED
+    assert not (tmp_path / "link.db.locks").exists()

@@ -95,9 +95,13 @@ class SQLiteConnection(StoreConnection):
 
     def __init__(self, path: str) -> None:
         super().__init__()
-        self.path = path
+        # Everything derived from the store's path (the liveness locks' folder, the wake-up
+        # sockets, SQLite's WAL and shared-memory files) comes from its real path: opened through
+        # a symlink, a node named the lock folder after the link, so a live owner's flock was
+        # not found (it looked dead) and a second owner through the link took its live lease.
+        self.path = os.path.realpath(path)
         self._conn = sqlite3.connect(
-            path, isolation_level=None, check_same_thread=False, timeout=_BUSY_TIMEOUT_MS / 1000
+            self.path, isolation_level=None, check_same_thread=False, timeout=_BUSY_TIMEOUT_MS / 1000
         )
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=FULL")
