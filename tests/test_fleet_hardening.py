@@ -136,27 +136,27 @@ async def test_a_store_opened_through_a_symlink_is_the_same_store(
     else:
         (tmp_path / "b").symlink_to("a", target_is_directory=True)
         through = tmp_path / "b" / "fleet.db"
-    session = new_session()
     real_store, linked = FleetStore("sqlite", str(real)), FleetStore("sqlite", str(through))
     for owner_store, other_store in ((real_store, linked), (linked, real_store)):
         session = new_session()
-        async with owner_store.fleet("owner") as owner, other_store.fleet("host") as host:
-            async with (
-                owner.own(LiveRuntime(session_id=session)) as runtime,
-                runtime.open_generation("g1") as gen,
-            ):
-                await owner.flush(session)
-                lease = await host.lease(session)
-                assert lease is not None
-                assert lease.live
-                assert not await host.recover(session)
-                with pytest.raises(LeaseHeldError):
-                    async with host.own(LiveRuntime(session_id=session)):
-                        pass
-                queued = await host.submit(session, Input("steer", "x", id="x"), "g1")
-                assert queued.disposition is Disposition.QUEUED
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(gen.boundary, lambda input, metadata: None)
-                    final = await host.wait_final(session, "x")
-                assert final.disposition is Disposition.APPLIED
+        async with (
+            owner_store.fleet("owner") as owner,
+            other_store.fleet("host") as host,
+            owner.own(LiveRuntime(session_id=session)) as runtime,
+            runtime.open_generation("g1") as gen,
+        ):
+            await owner.flush(session)
+            lease = await host.lease(session)
+            assert lease is not None
+            assert lease.live
+            assert not await host.recover(session)
+            with pytest.raises(LeaseHeldError):
+                async with host.own(LiveRuntime(session_id=session)):
+                    pass
+            queued = await host.submit(session, Input("steer", "x", id="x"), "g1")
+            assert queued.disposition is Disposition.QUEUED
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(gen.boundary, lambda input, metadata: None)
+                final = await host.wait_final(session, "x")
+            assert final.disposition is Disposition.APPLIED
     assert not (tmp_path / "link.db.locks").exists()
