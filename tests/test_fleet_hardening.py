@@ -5,6 +5,8 @@ the sockets of dead nodes. (The fault-injection runs with real processes are in
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -160,3 +162,60 @@ async def test_a_store_opened_through_a_symlink_is_the_same_store(
                 final = await host.wait_final(session, "x")
             assert final.disposition is Disposition.APPLIED
     assert not (tmp_path / "link.db.locks").exists()
+
+
+def test_receipts_with_a_session_that_is_not_utf8_fails_in_one_line(fleet_store: FleetStore) -> None:
+    """Issue 25 (6): ``live-steering receipts STORE --session $'\\xff'`` is a usage error in one
+    line (exit 2), on a SQLite path and with ``--dsn``, never a traceback."""
+    fleet_store.connection().close()  # the store exists, with its tables
+    where = ["--dsn", fleet_store.location] if fleet_store.kind == "postgres" else [fleet_store.location]
+    for extra in ([], ["--recover"], ["--json"]):
+        proc = subprocess.run(
+            [sys.executable, "-m", "live_steering._cli", "receipts", *where, "--session", b"\xff", *extra],
+            capture_output=True,
+            stdin=subprocess.DEVNULL,
+            timeout=60,
+            check=False,
+        )
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stdout == b""
+        assert proc.stderr.count(b"\n") == 1, proc.stderr
+        assert proc.stderr.startswith(b"live-steering receipts: --session must be valid UTF-8"), proc.stderr
+
+
+async def test_an_interrupted_submit_withdraws_its_request(
+    fleet_store: FleetStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 25 (6): a submit left by ``KeyboardInterrupt`` (raised at its first poll for the
+    answer, the request stored and undecided: trio delivers it at any checkpoint) withdraws the
+    request, as a cancelled one does: the owner can never decide it later."""
+    session = new_session()
+    holder = fleet_store.connection()  # a live owner that decides nothing: the lease and its lock
+    try:
+        assert await anyio.to_thread.run_sync(holder.take, session, "silent", 60.0) is not None
+        async with fleet_store.fleet("host", poll_interval=0.01) as host:
+            real_call = host._call
+
+            async def interrupted(function: Any, *args: Any, **kwargs: Any) -> Any:
+                if getattr(function, "__name__", "") == "request_receipt":
+                    raise KeyboardInterrupt
+                return await real_call(function, *args, **kwargs)
+
+            monkeypatch.setattr(host, "_call", interrupted)
+            with pytest.raises(KeyboardInterrupt):
+                await host.submit(session, Input("steer", "x", id="x"), "g1")
+            monkeypatch.undo()
+            assert await host.request_states(session) == {"withdrawn": 1}
+            with anyio.CancelScope() as scope:  # and a cancelled one, for comparison
+
+                async def cancel_soon() -> None:
+                    while (await host.request_states(session)).get("pending", 0) == 0:  # noqa: ASYNC110 - another connection's row
+                        await anyio.sleep(0.01)
+                    scope.cancel()
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(cancel_soon)
+                    await host.submit(session, Input("steer", "y", id="y"), "g1")
+            assert await host.request_states(session) == {"withdrawn": 2}
+    finally:
+        await anyio.to_thread.run_sync(holder.close)

@@ -345,8 +345,9 @@ class Fleet(abc.ABC):
 
         Returns the owner's receipt: ``queued`` is durable when returned. With no reply
         before ``timeout`` (default: the fleet's), the request is withdrawn and refused
-        ``unreachable``, and it is never decided later. Cancelling the call withdraws it
-        too, unless it was already decided (then ``fleet.receipt`` tells what happened).
+        ``unreachable``, and it is never decided later. Any other way out of the call (a
+        cancel, ``KeyboardInterrupt``, the store lost) withdraws it too, unless it was already
+        decided (then ``fleet.receipt`` tells what happened).
         """
         session_id = checked_id(session_id, "session_id")
         if not isinstance(input, Input):
@@ -445,7 +446,9 @@ class Fleet(abc.ABC):
             if decided is None:
                 self._unreachable += 1
             return decided
-        except anyio.get_cancelled_exc_class():
+        except BaseException:
+            # Every way out without an answer (a cancel, KeyboardInterrupt, a lost store) withdraws
+            # the request, so it is never decided later: decided already, ``fleet.receipt`` tells.
             with anyio.CancelScope(shield=True), contextlib.suppress(FleetError):
                 await self._call(store.withdraw, request_no)
             raise
