@@ -5,17 +5,22 @@ the sockets of dead nodes. (The fault-injection runs with real processes are in
 
 from __future__ import annotations
 
+import os
+import shutil
+import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
-from fleet_helpers import FleetStore, new_session
+from fleet_helpers import FleetStore, new_session, spawn
 from live_steering import Disposition, Input, LiveRuntime, RuntimeClosedError
 from live_steering.fleet import FleetError, LeaseHeldError, OwnerLostError
+from live_steering.fleet._sqlite import node_socket, socket_dir
 
 pytestmark = [
     pytest.mark.anyio,
@@ -219,3 +224,56 @@ async def test_an_interrupted_submit_withdraws_its_request(
             assert await host.request_states(session) == {"withdrawn": 2}
     finally:
         await anyio.to_thread.run_sync(holder.close)
+
+
+def _dead_socket(path: Path) -> None:
+    """A socket file no process listens on: what ``kill -9`` of a node leaves behind."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(str(path))
+    sock.close()
+
+
+def _names(folder: Path) -> list[str]:
+    """The entries of a folder; ``[]`` when it is gone."""
+    return sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+
+
+async def test_the_sockets_and_folders_of_dead_nodes_are_swept(
+    monkeypatch: pytest.MonkeyPatch, anyio_backend: str
+) -> None:
+    """Issue 25 (7): a SQLite node that opens sweeps what nodes that died left in the temp folder
+    (their sockets, in its store's folder and in other stores' folders, and those folders once
+    empty), leaves live nodes' sockets and every other folder alone, and the store's last node
+    to close leaves no folder behind, though a node of it was killed (``kill -9``)."""
+    temp = Path(tempfile.mkdtemp(prefix="lsf-"))  # short: a socket's path has 107 bytes at most
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    monkeypatch.setenv("TMPDIR", str(temp))  # the child's too
+    live = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        dead_folder = temp / "live-steering-0123456789abcdef"
+        dead_folder.mkdir(mode=0o700)
+        _dead_socket(dead_folder / "a.sock")
+        _dead_socket(dead_folder / "b.sock")
+        live_folder = temp / "live-steering-fedcba9876543210"
+        live_folder.mkdir(mode=0o700)
+        live.bind(str(live_folder / "live.sock"))
+        other = temp / "live-steering-clients"  # not a socket folder: never touched
+        other.mkdir()
+        _dead_socket(other / "c.sock")
+        store = FleetStore("sqlite", str(temp / "fleet.db"))
+        folder = Path(socket_dir(store.location))
+        child = await spawn(store, "owner", new_session(), "--node", "doomed", backend=anyio_backend)
+        try:
+            await child.next("owning")
+        finally:
+            await child.kill()
+        assert _names(folder) == [Path(node_socket(store.location, "doomed")).name]
+        async with store.fleet("host"):
+            assert _names(folder) == [Path(node_socket(store.location, "host")).name]
+            assert dead_folder.name not in _names(temp)
+            assert _names(live_folder) == ["live.sock"]
+            assert _names(other) == ["c.sock"]
+        assert folder.name not in _names(temp)
+    finally:
+        live.close()
+        shutil.rmtree(temp)
