@@ -11,16 +11,18 @@ import socket
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
-from fleet_helpers import FleetStore, new_session, spawn
-from live_steering import Disposition, Input, LiveRuntime, RuntimeClosedError
-from live_steering.fleet import FleetError, LeaseHeldError, OwnerLostError
+from fleet_helpers import BOUND, FleetStore, new_session, restart_cluster, spawn, terminate_backends
+from live_steering import Disposition, Input, LiveRuntime, Receipt, RuntimeClosedError
+from live_steering.fleet import Fleet, FleetError, LeaseHeldError, OwnerLostError
 from live_steering.fleet._sqlite import node_socket, socket_dir
+from live_steering.testing._postgres import PostgresCluster, find_binaries
 
 pytestmark = [
     pytest.mark.anyio,
@@ -277,3 +279,90 @@ async def test_the_sockets_and_folders_of_dead_nodes_are_swept(
     finally:
         live.close()
         shutil.rmtree(temp)
+
+
+@pytest.fixture
+def own_cluster() -> Iterator[PostgresCluster]:
+    """A PostgreSQL cluster of the test's own (it is restarted, its backends ended), stopped by pid."""
+    if find_binaries() is None:
+        message = "PostgreSQL is not installed (/usr/lib/postgresql/*/bin)"
+        if os.environ.get("LIVE_STEERING_REQUIRE_PG") == "1":
+            pytest.fail(f"{message}, and LIVE_STEERING_REQUIRE_PG=1")
+        pytest.skip(message)
+    cluster = PostgresCluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+async def _owned_again(host: Fleet, session: str, n: int) -> Receipt:
+    """Steer the session until a live owner queues it: the store may be down, the owner gone."""
+    while True:
+        try:
+            generation = await host.generation(session)
+            if generation is not None:
+                receipt = await host.submit(
+                    session, Input("steer", f"after {n}", id=f"after-{n}"), generation["id"]
+                )
+                if receipt.disposition is Disposition.QUEUED:
+                    return receipt
+        except FleetError:
+            pass  # the server is still down, or the host's connection was ended: try again
+        await anyio.sleep(0.05)
+
+
+@pytest.mark.parametrize("fault", ["terminate", "restart"])
+async def test_a_session_is_owned_again_once_the_server_is_back(
+    own_cluster: PostgresCluster, fault: str, anyio_backend: str
+) -> None:
+    """Issue 25 (4): every backend ended (``pg_terminate_backend``), or the server restarted after
+    a while down: the standby waiting in ``own(wait=...)`` and the owner ride it out with bounded
+    backoff (neither fails with ``FleetError``), and the session is owned again (by either: the
+    owner that reconnected, or the standby that took it over) once the server is back."""
+    store = FleetStore("postgres", own_cluster.dsn)
+    session = new_session()
+    failures: list[BaseException] = []
+    done = anyio.Event()
+    owning = anyio.Event()
+
+    async def node(fleet: Fleet, wait: float | None) -> None:
+        name = fleet.node_id
+        try:
+            async with (
+                fleet.own(LiveRuntime(session_id=session), wait=wait) as runtime,
+                runtime.open_generation(f"g-{name}") as gen,
+            ):
+                await fleet.flush(session)
+                owning.set()
+                while not done.is_set():
+                    with anyio.move_on_after(0.2):
+                        if await gen.wait_for_input():
+                            await gen.boundary(lambda input, metadata: None)
+        except OwnerLostError:
+            pass  # the other one owns it now: this one's loop ended loudly, as it must
+        except Exception as exc:
+            failures.append(exc)
+
+    async with (
+        store.fleet("a", ttl=3.0, poll_interval=0.2) as a,
+        store.fleet("b", ttl=3.0, poll_interval=0.2) as b,  # open before the fault: opening needs the server
+        store.fleet("host", timeout=5.0) as host,
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(node, a, None)
+        await owning.wait()
+        tg.start_soon(node, b, BOUND * 4)  # a standby: waits for the lease
+        assert (await _owned_again(host, session, 0)).disposition is Disposition.QUEUED
+        if fault == "terminate":
+            assert await anyio.to_thread.run_sync(terminate_backends, own_cluster.dsn) >= 3
+        else:
+            await anyio.to_thread.run_sync(lambda: restart_cluster(own_cluster, down=1.0))
+        back = anyio.current_time()
+        with anyio.fail_after(BOUND):
+            await _owned_again(host, session, 1)
+        took = anyio.current_time() - back
+        done.set()
+        tg.cancel_scope.cancel()
+    print(f"owned again {took:.2f} s after the server was back ({fault})")
+    assert failures == []

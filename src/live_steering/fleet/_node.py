@@ -62,6 +62,24 @@ DEFAULT_POLL: Final = 1.0
 _EARLY_REPLIES: Final = 4_096
 
 
+class Backoff:
+    """Bounded exponential backoff for a retry after a lost store: 0.05 s doubling to 1 s, so a
+    node retries at least once a second and is back within about a second of the store."""
+
+    FIRST: Final = 0.05
+    MOST: Final = 1.0
+
+    def __init__(self) -> None:
+        self.delay = self.FIRST
+
+    def reset(self) -> None:
+        self.delay = self.FIRST
+
+    async def sleep(self) -> None:
+        await anyio.sleep(self.delay)
+        self.delay = min(self.delay * 2, self.MOST)
+
+
 @attrs.define(eq=False)
 class _Queued:
     """A submit waiting for the node's next group insert."""
@@ -623,20 +641,35 @@ class Fleet(abc.ABC):
         if session_id in self._owners:
             raise LeaseHeldError(f"this node already owns session {session_id!r}")
         limiter = anyio.CapacityLimiter(1)
-        conn = await self._call(self._connect)
+        conn: StoreConnection | None = None
+        backoff = Backoff()
         try:
             with anyio.fail_after(wait) if wait is not None else contextlib.nullcontext():
                 while True:
-                    taken = await self._owner_call(limiter, conn.take, session_id, self.node_id, self.ttl)
+                    try:
+                        if conn is None:
+                            conn = await self._call(self._connect)
+                        taken = await self._owner_call(limiter, conn.take, session_id, self.node_id, self.ttl)
+                    except FleetError as exc:
+                        if wait is None or not isinstance(exc.__cause__, self._errors()):
+                            raise
+                        # a standby outlives a lost connection and a restart of the server: it
+                        # tries again, on a new connection when the last one is gone, until ``wait``
+                        _log.warning("fleet node %r: waiting for %r: %s", self.node_id, session_id, exc)
+                        await backoff.sleep()
+                        continue
+                    backoff.reset()
                     if taken is not None:
                         break
                     if wait is None:
                         raise LeaseHeldError(f"session {session_id!r} is owned by another live node")
                     await anyio.sleep(min(0.01, self.ttl / 10))  # a probe: a read, no write
         except BaseException:
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(conn.close)
+            if conn is not None:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(conn.close)
             raise
+        assert conn is not None  # the loop above ends with a connection or raises
         owner = Owner(
             runtime,
             conn,
@@ -646,6 +679,7 @@ class Fleet(abc.ABC):
             ttl=self.ttl,
             poll_interval=self.poll_interval,
             location=self._journal_path,
+            errors=self._errors(),
         )
         self._owners[session_id] = owner
         assert self._task_group is not None

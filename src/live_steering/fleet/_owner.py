@@ -119,8 +119,12 @@ class Owner:
         ttl: float,
         poll_interval: float,
         location: str = "",
+        errors: tuple[type[Exception], ...] = (),
     ) -> None:
         self.runtime = runtime
+        self._errors = errors
+        """The engine's errors: a fence-and-lock that failed with one, before anything was
+        decided, is tried again (a lost connection, a restarting server) while the lease lasts."""
         self.session_id = runtime.session_id
         self.conn = conn
         self.location = location
@@ -333,7 +337,7 @@ class Owner:
         started = anyio.current_time()
         renew = self._ttl if started >= self._last_renewal + self._renew else None
         async with holding(self._limiter):  # the connection is this transaction's until it ends
-            requests = await conn.begin_batch_async(self.session_id, self._node_id, self.epoch, renew)
+            requests = await self._begin(renew)
             try:
                 decisions, batch = self._decide_all(requests)  # in the event loop, rows locked
             except BaseException:
@@ -346,6 +350,33 @@ class Owner:
             self._last_renewal = started
         self._decisions += len(decisions)
         self._largest = max(self._largest, len(decisions))
+
+    async def _begin(self, renew: float | None) -> list[Request]:
+        """The fence-and-lock, tried again with a bounded backoff (0.05 s doubling to 1 s) when the
+        store failed it (a lost connection: the next try reconnects and takes the liveness lock
+        again; a server restarting): nothing was decided yet, so nothing is lost by trying again.
+        Given up once the lease this owner last renewed has run out (another node may take it
+        from then on), and never for ``FencedError``."""
+        lease_ends = self._last_renewal + self._ttl
+        delay = 0.05
+        while True:
+            try:
+                return await self.conn.begin_batch_async(self.session_id, self._node_id, self.epoch, renew)
+            except FencedError:
+                raise
+            except self._errors as exc:
+                if anyio.current_time() + delay >= lease_ends:
+                    raise
+                _log.warning(
+                    "the owner of session %r: the store failed (%s); trying again in %.2f s",
+                    self.session_id,
+                    exc,
+                    delay,
+                )
+            await anyio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+            if renew is None:
+                renew = self._ttl  # renew on the next try: the lease is what the waiting spends
 
     async def aclose(self) -> None:
         """Close the runtime, commit what it owes, stop the committer. Shielded; idempotent."""
