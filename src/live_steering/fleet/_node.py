@@ -363,9 +363,11 @@ class Fleet(abc.ABC):
 
         Returns the owner's receipt: ``queued`` is durable when returned. With no reply
         before ``timeout`` (default: the fleet's), the request is withdrawn and refused
-        ``unreachable``, and it is never decided later. Any other way out of the call (a
-        cancel, ``KeyboardInterrupt``, the store lost) withdraws it too, unless it was already
-        decided (then ``fleet.receipt`` tells what happened).
+        ``unreachable``, and it is never decided later. A store that goes away meanwhile (a lost
+        connection, a server restart) is waited out until the deadline, and the withdrawal
+        tried again until one more ``timeout`` has passed (then ``FleetError``: the request may
+        still be decided, ``fleet.receipt`` tells). Any other way out of the call (a cancel,
+        ``KeyboardInterrupt``) withdraws it too, unless it was already decided.
         """
         session_id = checked_id(session_id, "session_id")
         if not isinstance(input, Input):
@@ -453,14 +455,19 @@ class Fleet(abc.ABC):
                 if waiter.receipt is not None:
                     return waiter.receipt
                 waiter.event = anyio.Event()
-                decided = await self._call(store.request_receipt, request_no)
-                if decided is not None:
-                    return decided
-                if await self._call(store.owner_died, submission.session_id):
-                    with anyio.CancelScope(shield=True):
-                        return await self._after_owner_died(request_no, submission)
+                try:
+                    decided = await self._call(store.request_receipt, request_no)
+                    if decided is not None:
+                        return decided
+                    if await self._call(store.owner_died, submission.session_id):
+                        with anyio.CancelScope(shield=True):
+                            return await self._after_owner_died(request_no, submission)
+                except FleetError as exc:  # the store is away (a lost connection, a restart): wait on
+                    if not isinstance(exc.__cause__, self._errors()):
+                        raise
+                    _log.warning("fleet node %r: waiting for request %d: %s", self.node_id, request_no, exc)
             with anyio.CancelScope(shield=True):
-                decided = await self._call(store.withdraw, request_no)
+                decided = await self._withdraw(request_no, deadline + self.timeout)
             if decided is None:
                 self._unreachable += 1
             return decided
@@ -472,6 +479,20 @@ class Fleet(abc.ABC):
             raise
         finally:
             self._replies.pop(request_no, None)
+
+    async def _withdraw(self, request_no: int, give_up: float) -> Receipt | None:
+        """``store.withdraw``, tried again with a bounded backoff while the store is away, until
+        ``give_up``; then the store's ``FleetError`` (the request may still be decided later:
+        ``fleet.receipt`` tells)."""
+        backoff = Backoff()
+        while True:
+            try:
+                return await self._call(self._store().withdraw, request_no)
+            except FleetError as exc:
+                if not isinstance(exc.__cause__, self._errors()) or anyio.current_time() >= give_up:
+                    raise
+                _log.warning("fleet node %r: withdrawing request %d: %s", self.node_id, request_no, exc)
+            await backoff.sleep()
 
     async def _after_owner_died(self, request_no: int, submission: Submission) -> Receipt:
         store = self._store()
