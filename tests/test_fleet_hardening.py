@@ -366,3 +366,35 @@ async def test_a_session_is_owned_again_once_the_server_is_back(
         tg.cancel_scope.cancel()
     print(f"owned again {took:.2f} s after the server was back ({fault})")
     assert failures == []
+
+
+async def test_a_submit_waits_out_a_store_that_goes_away(
+    fleet_store: FleetStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A poll for the answer that fails because the store is away (a lost connection, a restart)
+    does not end the submit: it waits on until its deadline and withdraws (``unreachable``),
+    trying the withdrawal again too, so no request is left pending by a host that gave up."""
+    session = new_session()
+    holder = fleet_store.connection()  # a live owner that decides nothing: the lease and its lock
+    try:
+        assert await anyio.to_thread.run_sync(holder.take, session, "silent", 60.0) is not None
+        async with fleet_store.fleet("host", poll_interval=0.01, timeout=0.5) as host:
+            real_call = host._call
+            failures = {"request_receipt": 3, "withdraw": 2}
+
+            async def away(function: Any, *args: Any, **kwargs: Any) -> Any:
+                name = getattr(function, "__name__", "")
+                if failures.get(name, 0) > 0:
+                    failures[name] -= 1
+                    cause = host._errors()[0]("the store is away")
+                    raise FleetError(f"fleet store {host.location}: {cause}") from cause
+                return await real_call(function, *args, **kwargs)
+
+            monkeypatch.setattr(host, "_call", away)
+            receipt = await host.submit(session, Input("steer", "x", id="x"), "g1")
+            monkeypatch.undo()
+            assert (receipt.accepted, receipt.reason) == (False, "unreachable")
+            assert failures == {"request_receipt": 0, "withdraw": 0}
+            assert await host.request_states(session) == {"withdrawn": 1}
+    finally:
+        await anyio.to_thread.run_sync(holder.close)
