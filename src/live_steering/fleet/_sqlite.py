@@ -452,5 +452,6 @@ class SQLiteFleet(Fleet):
             if path is not None:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path)
-                # the sockets of nodes of the store that died go too, then the folder once empty
-                sweep_dead(os.path.dirname(path))
+            # the sockets of nodes of the store that died go too, then the folder once empty (also
+            # when this node never bound its socket: the folder it made is not left behind)
+            sweep_dead(socket_dir(self.path))
