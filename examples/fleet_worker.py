@@ -8,7 +8,7 @@ from typing import Any
 import anyio
 
 from live_steering import Input, LiveRuntime
-from live_steering.fleet import SQLiteFleet
+from live_steering.fleet import OwnerLostError, SQLiteFleet
 
 
 async def main(path: str) -> None:
@@ -32,3 +32,5 @@ try:
     anyio.run(main, sys.argv[1], backend=sys.argv[2] if len(sys.argv) > 2 else "asyncio")
 except KeyboardInterrupt:  # Ctrl-C: leaving the blocks above released the lease
     sys.exit(130)
+except OwnerLostError as exc:  # another node took the session over (or the store was lost)
+    sys.exit(f"fleet_worker: {exc}")

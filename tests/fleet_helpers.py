@@ -21,6 +21,7 @@ from live_steering.fleet import Fleet, PostgresFleet, SQLiteFleet
 from live_steering.fleet._postgres import PostgresConnection
 from live_steering.fleet._sqlite import SQLiteConnection
 from live_steering.fleet._store import StoreConnection
+from live_steering.testing._postgres import PostgresCluster
 
 #: Seconds a wait on another process (a child node, the PostgreSQL server noticing a closed
 #: connection) may take before the test fails: a bound against a hang, generous for a loaded
@@ -215,3 +216,59 @@ EXPECTED_REASONS = {
     "finishing",
     "capacity",
 }
+
+
+# -- a PostgreSQL cluster of a test's own, to restart and to end its backends -----------------
+
+
+def restart_cluster(cluster: PostgresCluster, *, down: float = 0.0) -> None:
+    """Stop the cluster's server by its pid (a fast shutdown: every connection is closed), keep it
+    down ``down`` seconds, start it again on the same data and socket, and wait until it accepts
+    connections (bounded). On a worker thread: it blocks."""
+    import subprocess
+    import time
+
+    from live_steering.testing._postgres import find_binaries
+
+    bin_dir = find_binaries()
+    assert bin_dir is not None
+    process = cluster.process
+    process.send_signal(signal.SIGINT)
+    process.wait(BOUND)
+    time.sleep(down)  # a server that stays down a while: the nodes retry meanwhile
+    run_as: dict[str, Any] = {"user": "postgres"} if os.geteuid() == 0 else {}
+    cluster.process = subprocess.Popen(
+        [
+            os.path.join(bin_dir, "postgres"),
+            "-D",
+            os.path.join(cluster.directory, "data"),
+            "-k",
+            cluster.directory,
+            "-c",
+            "listen_addresses=",
+            "-c",
+            "max_connections=200",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=cluster.directory,
+        **run_as,
+    )
+    ready = [os.path.join(bin_dir, "pg_isready"), "-q", "-h", cluster.directory, "-U", "postgres"]
+    deadline = time.monotonic() + BOUND
+    while subprocess.run(ready, check=False).returncode != 0:
+        assert cluster.process.poll() is None, "PostgreSQL did not start again"
+        assert time.monotonic() < deadline, "PostgreSQL did not accept connections again"
+        time.sleep(0.01)
+
+
+def terminate_backends(dsn: str) -> int:
+    """``pg_terminate_backend`` of every other client backend of the cluster; how many."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
+        ).fetchone()
+    return 0 if row is None else int(row[0])

@@ -168,3 +168,33 @@ def test_worker_without_a_store_says_how_to_start_it(tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert proc.stderr.startswith("usage: fleet_worker.py STORE")
     assert list(tmp_path.iterdir()) == []
+
+
+@BACKENDS
+def test_worker_whose_session_was_taken_over_exits_non_zero(
+    backend: str, tmp_path: Path, worker_factory: list[Worker]
+) -> None:
+    """Issue 25 (3): another node takes the lease (it expired: a partition); the worker's next
+    commit (its renewal) meets the fence, its loop ends with ``OwnerLostError``, and it exits 1
+    with one line of its own on stderr (no traceback), never 0 as if it had finished its work."""
+    from live_steering.fleet._sqlite import SQLiteConnection
+
+    worker = Worker("fleet.db", backend, tmp_path)
+    worker_factory.append(worker)
+    assert worker.next_line() == "owning chat-42, running gen-1: steer it from another shell"
+    thief = SQLiteConnection(str(tmp_path / "fleet.db"))
+    try:
+        thief.begin()
+        thief.execute("UPDATE ls_leases SET expires_at = 0")
+        thief.commit()
+        assert thief.take("chat-42", "thief", 60.0) is not None
+    finally:
+        thief.close()
+    assert worker.process.wait(timeout=BOUND) == 1
+    assert worker.next_line() is None
+    assert worker.process.stderr is not None
+    stderr = worker.process.stderr.read()
+    # the last line is the worker's own (the line before it: the library's logged warning)
+    last = stderr.splitlines()[-1]
+    assert last.startswith("fleet_worker: the owner of session 'chat-42' lost the session"), stderr
+    assert "Traceback" not in stderr, stderr

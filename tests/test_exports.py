@@ -117,6 +117,7 @@ SUBPACKAGE_EXPORTS: dict[str, set[str]] = {
         "FleetError",
         "FencedError",
         "LeaseHeldError",
+        "OwnerLostError",
     },
     "live_steering.http": {
         "create_app",

@@ -225,7 +225,10 @@ async def test_zombie_owner_writes_nothing_after_takeover(
                 before = await _changes_of_epoch(fleet_store, session, 1)
                 zombie.signal(signal.SIGCONT)
                 await zombie.close_stdin()
-                assert await zombie.wait() == 0  # it found itself fenced, closed its runtime, left
+                # it found itself fenced, closed its runtime, and its loop ended loudly
+                assert await zombie.wait() == 3
+                await zombie.drain()
+                assert [line["type"] for line in zombie.lines][-1] == "lost"
                 y = await host.submit(session, Input("steer", "y", id="y"), "g2")
                 assert y.disposition is Disposition.QUEUED
                 assert await _changes_of_epoch(fleet_store, session, 1) == before

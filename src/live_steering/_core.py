@@ -378,6 +378,10 @@ class SteeringCore:
         self.identities: dict[str, InputRecord] = {}
         self.current: GenerationState | None = None
         self.closed = False
+        self.closed_error: Callable[[], RuntimeClosedError] | None = None
+        """Set by a wing that closed the runtime because it failed (a fleet owner fenced, or its
+        store lost): what a boundary, a wait for input and a new generation raise after the
+        close, instead of the plain ``RuntimeClosedError`` and a quiet ``False``."""
         self._generation_ids: set[str] = set()
         """Every generation id a caller chose and started in this runtime: none is used twice (C18).
         At most ``generation_id_limit`` of them, never forgotten: past the limit a caller-chosen
@@ -876,7 +880,11 @@ class SteeringCore:
         else:
             generation_id = self.check_generation_id(generation_id)
         if self.closed:
-            raise RuntimeClosedError("the runtime is closed")
+            raise (
+                self.closed_error()
+                if self.closed_error is not None
+                else RuntimeClosedError("the runtime is closed")
+            )
         if self.current is not None:
             raise GenerationStateError(
                 f"generation {self.current.id!r} is still running; end it before starting another"
@@ -938,6 +946,8 @@ class SteeringCore:
             signal._origin = gen
             return signal
         if self.closed:
+            if self.closed_error is not None:
+                return self.closed_error()
             return RuntimeClosedError(f"the runtime is closed; generation {gen.id!r} must end")
         return GenerationClosedError(f"generation {gen.id!r} has closed admission; no boundary")
 

@@ -48,6 +48,7 @@ from ._errors import (
     GenerationStateError,
     GenerationStopped,
     InvariantError,
+    RuntimeClosedError,
     UnknownInputError,
 )
 from ._events import DEFAULT_LOG_SIZE, DEFAULT_SUBSCRIPTION_BUFFER, Event, EventHub, Listener, Subscription
@@ -824,14 +825,19 @@ class Generation:
         """
         state = self._require()
         self._guard("gen.wait_for_input")
+        core = self._runtime._core
         if state.pending or state.phase is not OPEN:
             # Nothing to wait for, but an async call is always a checkpoint.
             await anyio.lowlevel.checkpoint()
+            if not state.pending and core.closed and core.closed_error is not None:
+                raise core.closed_error()  # closed by a wing's failure: the loop ends loudly
             return bool(state.pending)
         parker = self._parker
         assert parker is not None  # entered: _require() passed
         while not state.pending:
             if state.phase is not OPEN:
+                if core.closed and core.closed_error is not None:
+                    raise core.closed_error()
                 return False
             if parker.occupied:
                 # One parking spot: a second waiter would orphan the first, which then never wakes.
@@ -964,6 +970,12 @@ class RuntimeInternals:
         """Have the core answer ``input_id`` as an identity an earlier runtime of the session
         accepted (the fleet's earlier owners): ``SteeringCore.retain``. O(1)."""
         self._core.retain(input_id, generation_id, digest, receipt)
+
+    def fail_closed(self, error: Callable[[], RuntimeClosedError]) -> None:
+        """Record that the wing closes the runtime because it failed: from then on a boundary, a
+        wait for input (instead of returning False) and a new generation raise ``error()``.
+        Call before ``aclose()``. O(1)."""
+        self._core.closed_error = error
 
     def publish(self, type_: str, fields: dict[str, Any]) -> None:
         """Publish the wing's event ``type_`` (not one of the core's types, ``ValueError``)."""

@@ -269,9 +269,10 @@ def _run_fleet(args: argparse.Namespace) -> int | None:
     """List (and with ``--recover`` first recover) a fleet store; ``None`` when PATH is a receipt journal."""
     if args.dsn is None and not _is_fleet_file(args.path):
         return None
-    if args.recover and args.session is not None:
+    if args.session is not None:
         try:
-            checked_id(args.session, "--session")  # the library's rule: a usage error, not a traceback
+            # the library's rule (no store holds such an id): a usage error, never a traceback
+            checked_id(args.session, "--session")
         except ValueError as exc:
             error(_PROG, exc)
             return 2

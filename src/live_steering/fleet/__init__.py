@@ -28,7 +28,16 @@ from .._extras import install_hint
 from ._node import Fleet, FleetStatistics, StopResult
 from ._owner import OwnerStatistics
 from ._sqlite import SQLiteFleet
-from ._store import NO_OWNER, NOT_RUNNING, UNREACHABLE, FencedError, FleetError, Lease, LeaseHeldError
+from ._store import (
+    NO_OWNER,
+    NOT_RUNNING,
+    UNREACHABLE,
+    FencedError,
+    FleetError,
+    Lease,
+    LeaseHeldError,
+    OwnerLostError,
+)
 
 if TYPE_CHECKING:
     from ._postgres import PostgresFleet
@@ -47,6 +56,7 @@ __all__ = [
     "FleetError",
     "FencedError",
     "LeaseHeldError",
+    "OwnerLostError",
 ]
 
 

@@ -62,6 +62,24 @@ DEFAULT_POLL: Final = 1.0
 _EARLY_REPLIES: Final = 4_096
 
 
+class Backoff:
+    """Bounded exponential backoff for a retry after a lost store: 0.05 s doubling to 1 s, so a
+    node retries at least once a second and is back within about a second of the store."""
+
+    FIRST: Final = 0.05
+    MOST: Final = 1.0
+
+    def __init__(self) -> None:
+        self.delay = self.FIRST
+
+    def reset(self) -> None:
+        self.delay = self.FIRST
+
+    async def sleep(self) -> None:
+        await anyio.sleep(self.delay)
+        self.delay = min(self.delay * 2, self.MOST)
+
+
 @attrs.define(eq=False)
 class _Queued:
     """A submit waiting for the node's next group insert."""
@@ -345,8 +363,11 @@ class Fleet(abc.ABC):
 
         Returns the owner's receipt: ``queued`` is durable when returned. With no reply
         before ``timeout`` (default: the fleet's), the request is withdrawn and refused
-        ``unreachable``, and it is never decided later. Cancelling the call withdraws it
-        too, unless it was already decided (then ``fleet.receipt`` tells what happened).
+        ``unreachable``, and it is never decided later. A store that goes away meanwhile (a lost
+        connection, a server restart) is waited out until the deadline, and the withdrawal
+        tried again until one more ``timeout`` has passed (then ``FleetError``: the request may
+        still be decided, ``fleet.receipt`` tells). Any other way out of the call (a cancel,
+        ``KeyboardInterrupt``) withdraws it too, unless it was already decided.
         """
         session_id = checked_id(session_id, "session_id")
         if not isinstance(input, Input):
@@ -434,23 +455,44 @@ class Fleet(abc.ABC):
                 if waiter.receipt is not None:
                     return waiter.receipt
                 waiter.event = anyio.Event()
-                decided = await self._call(store.request_receipt, request_no)
-                if decided is not None:
-                    return decided
-                if await self._call(store.owner_died, submission.session_id):
-                    with anyio.CancelScope(shield=True):
-                        return await self._after_owner_died(request_no, submission)
+                try:
+                    decided = await self._call(store.request_receipt, request_no)
+                    if decided is not None:
+                        return decided
+                    if await self._call(store.owner_died, submission.session_id):
+                        with anyio.CancelScope(shield=True):
+                            return await self._after_owner_died(request_no, submission)
+                except FleetError as exc:  # the store is away (a lost connection, a restart): wait on
+                    if not isinstance(exc.__cause__, self._errors()):
+                        raise
+                    _log.warning("fleet node %r: waiting for request %d: %s", self.node_id, request_no, exc)
             with anyio.CancelScope(shield=True):
-                decided = await self._call(store.withdraw, request_no)
+                decided = await self._withdraw(request_no, deadline + self.timeout)
             if decided is None:
                 self._unreachable += 1
             return decided
-        except anyio.get_cancelled_exc_class():
+        except BaseException:
+            # Every way out without an answer (a cancel, KeyboardInterrupt, a lost store) withdraws
+            # the request, so it is never decided later: decided already, ``fleet.receipt`` tells.
             with anyio.CancelScope(shield=True), contextlib.suppress(FleetError):
                 await self._call(store.withdraw, request_no)
             raise
         finally:
             self._replies.pop(request_no, None)
+
+    async def _withdraw(self, request_no: int, give_up: float) -> Receipt | None:
+        """``store.withdraw``, tried again with a bounded backoff while the store is away, until
+        ``give_up``; then the store's ``FleetError`` (the request may still be decided later:
+        ``fleet.receipt`` tells)."""
+        backoff = Backoff()
+        while True:
+            try:
+                return await self._call(self._store().withdraw, request_no)
+            except FleetError as exc:
+                if not isinstance(exc.__cause__, self._errors()) or anyio.current_time() >= give_up:
+                    raise
+                _log.warning("fleet node %r: withdrawing request %d: %s", self.node_id, request_no, exc)
+            await backoff.sleep()
 
     async def _after_owner_died(self, request_no: int, submission: Submission) -> Receipt:
         store = self._store()
@@ -601,6 +643,11 @@ class Fleet(abc.ABC):
         owner to go (``None``: raise ``LeaseHeldError`` at once). A dead owner (its lock is
         free) or an expired one is taken over at once, and what it left ``queued`` is
         finalised as in C23 in the same transaction.
+
+        An owner that fails (its lease taken over: fenced; its store lost) closes the runtime,
+        and from then on ``gen.boundary()``, ``gen.wait_for_input()`` and ``open_generation``
+        raise ``OwnerLostError``; a block left without an error, when none was raised yet, raises it
+        too, so a loop that ended meanwhile (a stop) still learns that the session was lost.
         """
         if not isinstance(runtime, LiveRuntime):
             raise TypeError(f"own takes a LiveRuntime, got {type(runtime).__name__}")
@@ -615,20 +662,35 @@ class Fleet(abc.ABC):
         if session_id in self._owners:
             raise LeaseHeldError(f"this node already owns session {session_id!r}")
         limiter = anyio.CapacityLimiter(1)
-        conn = await self._call(self._connect)
+        conn: StoreConnection | None = None
+        backoff = Backoff()
         try:
             with anyio.fail_after(wait) if wait is not None else contextlib.nullcontext():
                 while True:
-                    taken = await self._owner_call(limiter, conn.take, session_id, self.node_id, self.ttl)
+                    try:
+                        if conn is None:
+                            conn = await self._call(self._connect)
+                        taken = await self._owner_call(limiter, conn.take, session_id, self.node_id, self.ttl)
+                    except FleetError as exc:
+                        if wait is None or not isinstance(exc.__cause__, self._errors()):
+                            raise
+                        # a standby outlives a lost connection and a restart of the server: it
+                        # tries again, on a new connection when the last one is gone, until ``wait``
+                        _log.warning("fleet node %r: waiting for %r: %s", self.node_id, session_id, exc)
+                        await backoff.sleep()
+                        continue
+                    backoff.reset()
                     if taken is not None:
                         break
                     if wait is None:
                         raise LeaseHeldError(f"session {session_id!r} is owned by another live node")
                     await anyio.sleep(min(0.01, self.ttl / 10))  # a probe: a read, no write
         except BaseException:
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(conn.close)
+            if conn is not None:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(conn.close)
             raise
+        assert conn is not None  # the loop above ends with a connection or raises
         owner = Owner(
             runtime,
             conn,
@@ -638,6 +700,7 @@ class Fleet(abc.ABC):
             ttl=self.ttl,
             poll_interval=self.poll_interval,
             location=self._journal_path,
+            errors=self._errors(),
         )
         self._owners[session_id] = owner
         assert self._task_group is not None
@@ -653,6 +716,8 @@ class Fleet(abc.ABC):
                         await self._owner_call(limiter, conn.release, session_id, self.node_id, owner.epoch)
                 finally:
                     await anyio.to_thread.run_sync(conn.close, limiter=limiter)
+        if owner.failure is not None and not owner.told:
+            raise owner._lost()  # the block ended as if nothing happened: it did not own it to the end
 
     async def _owner_call(
         self, limiter: anyio.CapacityLimiter, function: Callable[..., _T], *args: Any

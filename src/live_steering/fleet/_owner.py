@@ -52,12 +52,18 @@ from ._store import (
     Decision,
     FencedError,
     FleetError,
+    OwnerLostError,
     Request,
     StoreConnection,
     Taken,
+    answer_malformed,
 )
 
 _log = logging.getLogger("live_steering.fleet")
+
+#: The owner's event for a request row it could not read (``Request.problem``), refused
+#: ``invalid-input`` and so settled: published on the runtime's stream (docs/events.md).
+QUARANTINED_EVENT: Final = "fleet.request_quarantined"
 
 _STARTS: Final = frozenset({"generation.started", "generation.continued"})
 _ENDS: Final = frozenset(
@@ -113,8 +119,12 @@ class Owner:
         ttl: float,
         poll_interval: float,
         location: str = "",
+        errors: tuple[type[Exception], ...] = (),
     ) -> None:
         self.runtime = runtime
+        self._errors = errors
+        """The engine's errors: a fence-and-lock that failed with one, before anything was
+        decided, is tried again (a lost connection, a restarting server) while the lease lasts."""
         self.session_id = runtime.session_id
         self.conn = conn
         self.location = location
@@ -140,11 +150,25 @@ class Owner:
         self._generation: tuple[str | None] | None = None
         self._taken_generation: tuple[str | None] | None = None
         self._requested = True  # decide what waited for this owner before it took the lease
+        self.told = False
+        """True once an ``OwnerLostError`` was raised to a caller (``Fleet.own`` raises one on
+        leaving the block only if none was)."""
         self._closing = False
         self._decisions = 0
         self._largest = 0
         self._detach_listener = runtime.add_listener(self._on_event)
         runtime.set_write_barrier(self._barrier)
+
+    def _lost(self) -> OwnerLostError:
+        """A fresh ``OwnerLostError`` for one more caller after the owner failed; its cause is the
+        failure (``FencedError`` when the lease was taken over)."""
+        failure = self._committer.failure
+        self.told = True
+        error = OwnerLostError(
+            f"the owner of session {self.session_id!r} lost the session: {failure}; this loop must end"
+        )
+        error.__cause__ = failure
+        return error
 
     @property
     def failure(self) -> FleetError | None:
@@ -266,6 +290,20 @@ class Owner:
         """One request, decided by the core (which knows the identities of earlier owners too)."""
         input = request.input
         runtime = self.runtime
+        if request.problem is not None:  # a row no node wrote: quarantined, the session lives on
+            receipt = answer_malformed(request)
+            _log.warning("the owner of session %r quarantined %s", self.session_id, request.problem)
+            self._door.publish(
+                QUARANTINED_EVENT,
+                {
+                    "request_no": request.request_no,
+                    "input_id": input.id,
+                    "generation_id": request.anchor,
+                    "reason": receipt.reason,
+                    "problem": request.problem,
+                },
+            )
+            return receipt
         if request.stop is not None:  # a host's stop of a generation by id, in request order
             try:
                 stopped = runtime.stop(request.anchor, StopReason(request.stop))
@@ -299,7 +337,7 @@ class Owner:
         started = anyio.current_time()
         renew = self._ttl if started >= self._last_renewal + self._renew else None
         async with holding(self._limiter):  # the connection is this transaction's until it ends
-            requests = await conn.begin_batch_async(self.session_id, self._node_id, self.epoch, renew)
+            requests = await self._begin(renew)
             try:
                 decisions, batch = self._decide_all(requests)  # in the event loop, rows locked
             except BaseException:
@@ -312,6 +350,33 @@ class Owner:
             self._last_renewal = started
         self._decisions += len(decisions)
         self._largest = max(self._largest, len(decisions))
+
+    async def _begin(self, renew: float | None) -> list[Request]:
+        """The fence-and-lock, tried again with a bounded backoff (0.05 s doubling to 1 s) when the
+        store failed it (a lost connection: the next try reconnects and takes the liveness lock
+        again; a server restarting): nothing was decided yet, so nothing is lost by trying again.
+        Given up once the lease this owner last renewed has run out (another node may take it
+        from then on), and never for ``FencedError``."""
+        lease_ends = self._last_renewal + self._ttl
+        delay = 0.05
+        while True:
+            try:
+                return await self.conn.begin_batch_async(self.session_id, self._node_id, self.epoch, renew)
+            except FencedError:
+                raise
+            except self._errors as exc:
+                if anyio.current_time() + delay >= lease_ends:
+                    raise
+                _log.warning(
+                    "the owner of session %r: the store failed (%s); trying again in %.2f s",
+                    self.session_id,
+                    exc,
+                    delay,
+                )
+            await anyio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+            if renew is None:
+                renew = self._ttl  # renew on the next try: the lease is what the waiting spends
 
     async def aclose(self) -> None:
         """Close the runtime, commit what it owes, stop the committer. Shielded; idempotent."""
@@ -390,9 +455,7 @@ class _Commits:
         }
 
     def again(self, failure: FleetError) -> FleetError:
-        error = FleetError(str(failure))
-        error.__cause__ = failure
-        return error
+        return self._owner._lost()
 
     def closed(self, number: int | None) -> FleetError:
         session_id = self._owner.session_id
@@ -409,5 +472,7 @@ class _Commits:
         else:
             _log.error("%s", error)
         # nothing this runtime does from now on can be journaled: stop it (its inputs are
-        # finalised by whoever takes the lease next)
-        await self._owner.runtime.aclose()
+        # finalised by whoever takes the lease next), and have its loop end loudly
+        owner = self._owner
+        owner._door.fail_closed(owner._lost)
+        await owner.runtime.aclose()

@@ -397,7 +397,8 @@ class PostgresConnection(StoreConnection):
     async def begin_batch_async(
         self, session_id: str, node_id: str, epoch: int, renew: float | None
     ) -> list[Request]:
-        if not self.holds_session_lock(session_id):  # taken from a zombie: take its lock once it let go
+        self._conn  # noqa: B018 - a lost connection is made anew here, and forgets its liveness lock
+        if not self.holds_session_lock(session_id):  # taken from a zombie, or reconnected: take it again
             await anyio.to_thread.run_sync(self.try_session_lock, session_id)
         statements = self._batch_statements(session_id, node_id, epoch, renew)
         try:

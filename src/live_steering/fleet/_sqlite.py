@@ -19,6 +19,7 @@ import fcntl
 import hashlib
 import logging
 import os
+import re
 import socket
 import sqlite3
 import tempfile
@@ -70,6 +71,70 @@ def node_socket(path: str, node_id: str) -> str:
     return os.path.join(socket_dir(path), f"{_hash(node_id)}.sock")
 
 
+#: A socket folder's name (``socket_dir``): nothing else in the temp folder is ever swept.
+_SOCKET_FOLDER: Final = re.compile(r"live-steering-[0-9a-f]{16}")
+
+#: Socket folders one node's sweep looks into at most (a bound on the work of one open).
+_SWEEP_LIMIT: Final = 256
+
+
+def _alive(path: str) -> bool:
+    """True unless ``path`` is a socket no process listens on (left by a node that died: a
+    datagram to it is refused). An empty datagram is what a live node ignores."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    probe.setblocking(False)
+    try:
+        probe.sendto(b"", path)
+    except (ConnectionRefusedError, FileNotFoundError):
+        return False
+    except OSError:  # busy (a stopped node's full buffer), not ours to judge: alive
+        return True
+    finally:
+        probe.close()
+    return True
+
+
+def sweep_dead(folder: str, *, keep: str | None = None) -> None:
+    """Remove the sockets of dead nodes (``kill -9``, a crash) from a socket folder, and the folder
+    once empty (unless it is ``keep``). Never raises: another node may sweep it at the same time."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        if name.endswith(".sock") and not _alive(path := os.path.join(folder, name)):
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+    if folder != keep:
+        with contextlib.suppress(OSError):  # not empty: a live node listens there
+            os.rmdir(folder)
+
+
+def sweep_temp(keep: str) -> None:
+    """Sweep every socket folder of this user in the temp folder (``sweep_dead``): the nodes of
+    a store that no process opens again (a test's, a crashed tool's) leave none behind for good.
+    ``keep``: the folder this node is about to bind in (left in place, swept of dead sockets)."""
+    root = tempfile.gettempdir()
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return
+    swept = 0
+    for entry in entries:
+        if swept >= _SWEEP_LIMIT:
+            break
+        if not _SOCKET_FOLDER.fullmatch(entry.name):
+            continue
+        with contextlib.suppress(OSError):
+            if (
+                not entry.is_dir(follow_symlinks=False)
+                or entry.stat(follow_symlinks=False).st_uid != os.getuid()
+            ):
+                continue
+            swept += 1
+            sweep_dead(entry.path, keep=keep)
+
+
 #: What a transaction runs under: ``synchronous``, ``busy_timeout`` (ms), ``wal_autocheckpoint``.
 _Settings = tuple[str, int, int]
 
@@ -95,9 +160,13 @@ class SQLiteConnection(StoreConnection):
 
     def __init__(self, path: str) -> None:
         super().__init__()
-        self.path = path
+        # Everything derived from the store's path (the liveness locks' folder, the wake-up
+        # sockets, SQLite's WAL and shared-memory files) comes from its real path: opened through
+        # a symlink, a node named the lock folder after the link, so a live owner's flock was
+        # not found (it looked dead) and a second owner through the link took its live lease.
+        self.path = os.path.realpath(path)
         self._conn = sqlite3.connect(
-            path, isolation_level=None, check_same_thread=False, timeout=_BUSY_TIMEOUT_MS / 1000
+            self.path, isolation_level=None, check_same_thread=False, timeout=_BUSY_TIMEOUT_MS / 1000
         )
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=FULL")
@@ -321,6 +390,7 @@ class SQLiteFleet(Fleet):
 
     def _free_socket_path(self) -> str:
         folder = socket_dir(self.path)
+        sweep_temp(keep=folder)  # the sockets and folders that nodes which died left behind
         os.makedirs(folder, mode=0o700, exist_ok=True)
         path = node_socket(self.path, self.node_id)
         if os.path.exists(path):
@@ -341,12 +411,12 @@ class SQLiteFleet(Fleet):
         path: str | None = None  # set once this node's socket is bound: its file to remove
         try:
             sock.setblocking(False)
-            for attempt in range(3):
+            for attempt in range(5):
                 free = await anyio.to_thread.run_sync(self._free_socket_path)
                 try:
                     sock.bind(free)
-                except FileNotFoundError:  # the folder's last other node removed it just now
-                    if attempt == 2:
+                except FileNotFoundError:  # another node's sweep removed the folder just now
+                    if attempt == 4:
                         raise
                 except OSError as exc:
                     if exc.errno != errno.EADDRINUSE:
@@ -382,5 +452,6 @@ class SQLiteFleet(Fleet):
             if path is not None:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path)
-                with contextlib.suppress(OSError):  # not empty: other nodes of the store listen there
-                    os.rmdir(os.path.dirname(path))
+            # the sockets of nodes of the store that died go too, then the folder once empty (also
+            # when this node never bound its socket: the folder it made is not left behind)
+            sweep_dead(socket_dir(self.path))

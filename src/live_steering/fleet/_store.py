@@ -42,7 +42,7 @@ import attrs
 
 from .. import _admission as admission
 from .._admission import content_digest
-from .._errors import LiveSteeringError
+from .._errors import LiveSteeringError, RuntimeClosedError
 from .._rules import DEFAULT_MAX_TEXT_CHARS, KINDS
 from .._types import Disposition, HoldReason, Input, Receipt
 from .._validate import input_problem, utf8_encodable
@@ -64,6 +64,14 @@ class FleetError(LiveSteeringError, RuntimeError):
 
 class FencedError(FleetError):
     """This owner's lease was taken over: it may write nothing more (C28)."""
+
+
+class OwnerLostError(FleetError, RuntimeClosedError):
+    """This node's owner of the session failed (its lease was taken over: ``FencedError`` is the
+    cause; or its store was lost) and closed its runtime: the one error its engine's loop gets
+    from then on, from ``gen.boundary()``, ``gen.wait_for_input()``, the write barrier and a new
+    ``open_generation``, so every loop ends loudly. A ``RuntimeClosedError`` too: code that
+    handles a closed runtime keeps working."""
 
 
 class LeaseHeldError(FleetError):
@@ -98,6 +106,9 @@ class Request:
     node_id: str
     stop: str | None = None
     """A stop of generation ``anchor`` with this ``StopReason`` value, not a steer (``input`` unused)."""
+    problem: str | None = None
+    """Set for a row no node of this library wrote (its ``input`` is not the JSON a node stores):
+    what is wrong with it. The owner quarantines it (``answer_malformed``), never decides it."""
 
 
 @attrs.frozen
@@ -160,6 +171,14 @@ def answer_without_runtime(item: Submission, row: Sequence[Any] | None) -> Recei
     return Receipt(False, input.id, anchor, None, answer)
 
 
+def answer_malformed(request: Request) -> Receipt:
+    """The owner's answer to a quarantined request row (``Request.problem`` set): the core's one
+    order (C7, ``_admission.decide``) on what is known of it, its content unreadable, so
+    ``invalid-input``. Identified by the row's own id and anchor columns (printable forms)."""
+    answer = admission.decide(problem=request.problem)
+    return Receipt(False, request.input.id, request.anchor, None, answer)
+
+
 def receipt_to_wire(receipt: Receipt) -> str:
     """ASCII JSON: a refused id may hold a lone surrogate, which no wake-up could carry raw."""
     return json.dumps(receipt.to_dict(), separators=(",", ":"))
@@ -185,15 +204,32 @@ def _identity_json(input_id: str, anchor: str) -> str:
     return json.dumps({"id": input_id, "anchor": anchor})
 
 
-def _request(request_no: int, wire: dict[str, str], digest: str, node_id: str) -> Request:
-    return Request(
-        request_no,
-        Input(wire["kind"], wire["text"], id=wire["id"]),
-        wire["anchor"],
-        digest,
-        node_id,
-        wire.get("stop"),
-    )
+def _request(row: Sequence[Any]) -> Request:
+    """One pending row (``request_no, input, digest, node_id, input_id, anchor``) as a request.
+
+    A row no node of this library wrote (its ``input`` not JSON, not an object, a field missing
+    or of another type: a bug elsewhere, a hand edit, a damaged page) is never decoded into an
+    error that would fail every owner that reads it: it comes back with its ``problem``, to be
+    quarantined (``answer_malformed``) while the session lives on.
+    """
+    no, wire, digest, node_id, input_id, anchor = row
+    try:
+        value = json.loads(wire)
+        if not isinstance(value, dict):
+            raise TypeError(f"a JSON {type(value).__name__}, not an object")
+        fields = [value["kind"], value["text"], value["id"], value["anchor"]]
+        stop = value.get("stop")
+        if not all(type(f) is str for f in fields) or not (stop is None or type(stop) is str):
+            raise TypeError("a field that is not a string")
+        if type(digest) is not str:
+            raise TypeError("a digest that is not a string")
+        kind, text, id_, anchor_ = fields
+        return Request(int(no), Input(kind, text, id=id_), anchor_, digest, str(node_id), stop)
+    except (ValueError, TypeError, KeyError, RecursionError) as exc:
+        problem = f"request row {no} is malformed ({type(exc).__name__}: {str(exc)[:120]})"
+    id_text = input_id if type(input_id) is str else ""
+    anchor_text = anchor if type(anchor) is str else ""
+    return Request(int(no), Input("steer", "", id=id_text), anchor_text, "", str(node_id), None, problem)
 
 
 def input_digest(input: Input) -> str:
@@ -766,7 +802,7 @@ class StoreConnection(abc.ABC):
             ("BEGIN", ()),
             fence,
             (
-                "SELECT request_no, input, digest, node_id FROM ls_requests "
+                "SELECT request_no, input, digest, node_id, input_id, anchor FROM ls_requests "
                 "WHERE session_id = ? AND state = 'pending' ORDER BY request_no LIMIT ?"
                 + self.dialect.lock_pending,
                 (session_id, MAX_BATCH),
@@ -779,9 +815,7 @@ class StoreConnection(abc.ABC):
     ) -> list[Request]:
         if fenced != 1:
             raise FencedError(f"the lease of session {session_id!r} was taken over (epoch {epoch} is stale)")
-        return [
-            _request(int(no), json.loads(wire), digest, requester) for no, wire, digest, requester in rows
-        ]
+        return [_request(row) for row in rows]
 
     def begin_batch(self, session_id: str, node_id: str, epoch: int, renew: float | None) -> list[Request]:
         """Open the owner's transaction: fence (and, given a TTL, renew) the lease, lock the pending
@@ -1101,13 +1135,18 @@ class StoreConnection(abc.ABC):
 
     def _decided(self, request_no: int) -> Receipt | None:
         row = self.execute(
-            "SELECT input, state, accepted, disposition, reason FROM ls_requests WHERE request_no = ?",
+            "SELECT input, state, accepted, disposition, reason, input_id, anchor FROM ls_requests "
+            "WHERE request_no = ?",
             (request_no,),
         ).fetchone()
         if row is None or row[1] != "decided":
             return None
-        identity = json.loads(row[0])
-        return _receipt(row[2], identity["id"], identity["anchor"], row[3], row[4])
+        try:  # the exact id and anchor (a lone surrogate survives JSON); else the printable columns
+            identity = json.loads(row[0])
+            input_id, anchor = identity["id"], identity["anchor"]
+        except (ValueError, TypeError, KeyError):
+            input_id, anchor = row[5], row[6]
+        return _receipt(row[2], input_id, anchor, row[3], row[4])
 
     # -- reading ------------------------------------------------------------------------------
 

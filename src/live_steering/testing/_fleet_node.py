@@ -9,7 +9,8 @@
   "input_id"}`` right before an input is handed to the writer (from then on it *may be in
   a context*); ``{"type": "applied", "input_id"}`` after. ``--hang-after N`` makes the
   writer hang (after printing its line) from the (N+1)-th input on, so a test or the demo
-  can kill it mid-write. It runs until its stdin closes, then leaves cleanly.
+  can kill it mid-write. It runs until its stdin closes, then leaves cleanly. An owner that
+  lost the session (fenced, its store gone) prints ``{"type": "lost", "error"}`` and exits 3.
 * ``scripted``: owns session S (runtime ``--identity-limit``) and runs the engine's side of
   a test script from stdin, one command a line: ``open G``, ``boundary`` (writes what is
   pending), ``checkpoint`` (``continue_after_checkpoint()``), ``stop``, ``close`` (leaves
@@ -33,7 +34,7 @@ import anyio
 
 from .._runtime import Generation, LiveRuntime
 from .._types import Input, Receipt
-from ..fleet import Fleet, SQLiteFleet
+from ..fleet import Fleet, OwnerLostError, SQLiteFleet
 
 
 def _say(**fields: Any) -> None:
@@ -151,8 +152,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", choices=["asyncio", "trio"], default="asyncio")
     args = parser.parse_args(argv)
     role = {"owner": _owner, "scripted": _scripted, "submit": _submit}[args.role]
-    anyio.run(role, args, backend=args.backend)
+    try:
+        anyio.run(role, args, backend=args.backend)
+    except BaseException as exc:
+        lost = _lost(exc)
+        if lost is None:
+            raise
+        _say(type="lost", error=str(lost))  # fenced or its store gone: the loop ended loudly
+        return 3
     return 0
+
+
+def _lost(exc: BaseException) -> OwnerLostError | None:
+    """The ``OwnerLostError`` that ended the role, also inside a task group's exception group."""
+    if isinstance(exc, OwnerLostError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            if (found := _lost(inner)) is not None:
+                return found
+    return None
 
 
 if __name__ == "__main__":
