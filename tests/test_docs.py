@@ -150,3 +150,45 @@ async def test_event_reference_matches_the_events_published() -> None:
         extra = set(event) - {"type", "sequence", "session_id", "time"}
         assert extra == documented[str(event["type"])], event
         json.dumps(event)
+
+
+# -- the rules the docs cite (docs/rules.md) ------------------------------------------------------
+
+_RULE = re.compile(r"\bC(\d+b?)\b")
+_JARGON = re.compile(r"CONTRACT\.md|product contract|\bthe seed\b|\bseed's\b|\bseeds/", re.IGNORECASE)
+
+
+def _shipped_text_files() -> list[Path]:
+    """What a user reads: the package's sources, the docs, the examples and the README."""
+    files = [
+        ROOT / "README.md",
+        *sorted((ROOT / "docs").rglob("*.md")),
+        *sorted((ROOT / "examples").glob("*.py")),
+    ]
+    files += sorted((ROOT / "src" / "live_steering").rglob("*.py"))
+    return files
+
+
+def test_every_rule_number_cited_is_explained_in_rules_md() -> None:
+    """A rule number a page or docstring cites is one docs/rules.md says in a sentence."""
+    rules_page = (ROOT / "docs" / "rules.md").read_text(encoding="utf-8")
+    explained = set(re.findall(r"^\| C(\d+b?) \|", rules_page, flags=re.MULTILINE))
+    assert {str(n) for n in range(1, 34)} <= explained
+    cited = {
+        f"{path.relative_to(ROOT)}: C{number}"
+        for path in _shipped_text_files()
+        for number in _RULE.findall(path.read_text(encoding="utf-8"))
+        if number not in explained
+    }
+    assert cited == set()
+
+
+def test_no_page_names_a_document_that_is_not_in_the_repository() -> None:
+    """No "seed" jargon and no CONTRACT.md: a reader cannot open either; docs/rules.md says the rules."""
+    named = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for path in _shipped_text_files()
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+        if _JARGON.search(line)
+    ]
+    assert named == []

@@ -4,7 +4,7 @@ Without ``--recover`` it is read-only: no lock taken, no recovery, so it is safe
 beside a live writer. It probes the journal's lock to say whether inputs shown
 ``queued`` belong to a live writer or were left by a process that died, and marks
 those whose write-ahead mark is durable (``queued (writing)``: recovery makes them
-``unknown``, the others ``held``; the product contract's rule C23). ``--recover`` runs that
+``unknown``, the others ``held``; rule C23, docs/rules.md). ``--recover`` runs that
 recovery first, by opening the journal, and refuses while a live writer has it.
 
 PATH may also be a SQLite fleet store (told apart by its tables), and ``--dsn``
