@@ -116,7 +116,8 @@ def measure_instruct_command(runs: int) -> Figure:
         floors: list[float] = []
         for n in range(runs + 1):
             session = f"bench-{n}"  # a fresh session each run: the queue cap never refuses
-            argv = [*_script(), "instruct", session, "Use the corrected path", "--id", f"cmd-{n}", "--store", path]
+            argv = [*_script(), "instruct", session, "Use the corrected path"]
+            argv += ["--id", f"cmd-{n}", "--store", path]
             value, out = _timed(argv, b"", env)
             if b"accepted, queued" not in out:
                 raise RuntimeError(f"instruct did not queue: {out!r}")
