@@ -126,5 +126,10 @@ def measure_instruct_command(runs: int) -> Figure:
                 values.append(value)
                 floors.append(floor)
     return figure(
-        "instruct_command", BACKEND, "ns", statistics.median(values), statistics.median(floors), INSTRUCT_TARGET
+        "instruct_command",
+        BACKEND,
+        "ns",
+        statistics.median(values),
+        statistics.median(floors),
+        INSTRUCT_TARGET,
     )
