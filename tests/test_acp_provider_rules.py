@@ -319,7 +319,7 @@ async def test_the_same_id_as_another_kind_is_an_identity_conflict(bed: Bed) -> 
     assert first.outcome is SteerOutcome.STARTED_NEW_TURN
     repeat = await bed.session.steer(SteerRequest("s1", "Run the suite", False, "x-1", kind="follow_up"))
     assert repeat.repeated
-    with pytest.raises(SteerRejected, match="other content"):
+    with pytest.raises(SteerRejected, match="the other kind"):
         await bed.session.steer(SteerRequest("s1", "Run the suite", False, "x-1", kind="steer"))
     await bed.idle()
 

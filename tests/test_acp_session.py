@@ -483,6 +483,26 @@ async def test_repeat_by_request_id_and_conflict(harness: Harness) -> None:
     assert caught.value.data["reason"] == "identity-conflict"
 
 
+@pytest.mark.parametrize("when", ["running", "idle"])
+async def test_an_id_used_by_a_follow_up_conflicts_as_a_steer_in_the_same_words(
+    harness: Harness, when: str
+) -> None:
+    """A new user's slip: a follow-up's id sent again as a steer. Running or idle, the client gets
+    identity-conflict with one detail that says why (not "steer refused: identity-conflict")."""
+    await harness.running()
+    await harness.steer("Then run the suite", steer_id="k1", kind="follow_up")
+    if when == "idle":
+        harness.pace.release(100)
+        await harness.channel.wait_turn("s1-turn-2", "ended")  # the follow-up's own turn
+        assert harness.session.running_turn is None
+    with pytest.raises(SteerRejected) as caught:
+        await harness.steer("Then run the suite", steer_id="k1")
+    assert caught.value.kind is ErrorKind.INVALID_PARAMS
+    assert caught.value.data["reason"] == "identity-conflict"
+    details = "this id was already used for another input (other text, or the other kind)"
+    assert caught.value.data["details"] == details
+
+
 async def test_retry_of_a_steer_that_started_a_turn_starts_nothing(harness: Harness) -> None:
     """Retrying a steer that started a turn answers startedNewTurn (repeated) for the same turn, even idle."""
     first = await harness.steer("Start", steer_id="k1")

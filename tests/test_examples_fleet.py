@@ -148,9 +148,18 @@ def test_worker_writes_the_steer_the_cli_sends(
     )
     assert (repeat.returncode, repeat.stdout) == (0, "msg-1: applied\n")  # answered, not written again
 
+    # docs/fleet.md: a follow-up is queued, never written in gen-1, and the stop holds it.
+    follow_up = ("steer", "--store", "fleet.db", "chat-42", "Then run the whole suite", "--id", "next-1")
+    queued = cli(*follow_up, "--follow-up", cwd=tmp_path)
+    assert (queued.returncode, queued.stdout, queued.stderr) == (0, "next-1: queued\n", "")
+    as_steer = cli(*follow_up, cwd=tmp_path)  # the same id and text as the other kind
+    assert (as_steer.returncode, as_steer.stdout) == (1, "next-1: refused (identity-conflict)\n")
+
     stop = cli("stop", "--store", "fleet.db", "chat-42", cwd=tmp_path)
     assert (stop.returncode, stop.stdout, stop.stderr) == (0, "gen-1: stopped\n", "")
-    assert worker.next_line() == "gen-1 ended: generation-stopped"
+    assert worker.next_line() == "gen-1 ended: generation-stopped"  # the follow-up was not written
+    held = cli(*follow_up, "--follow-up", cwd=tmp_path)
+    assert (held.returncode, held.stdout) == (0, "next-1: held (generation-stopped)\n")
     assert worker.next_line() is None
     assert worker.process.wait(timeout=BOUND) == 0
     assert worker.process.stderr is not None
@@ -159,7 +168,8 @@ def test_worker_writes_the_steer_the_cli_sends(
     receipts = cli("receipts", "fleet.db", "--session", "chat-42", "--json", cwd=tmp_path)
     assert receipts.returncode == 0, receipts.stderr
     assert '"disposition": "applied"' in receipts.stdout
-    assert receipts.stdout.count("\n") == 1  # one receipt: the repeat admitted nothing
+    assert '"disposition": "held"' in receipts.stdout
+    assert receipts.stdout.count("\n") == 2  # two receipts: the repeats admitted nothing
 
 
 def test_worker_without_a_store_says_how_to_start_it(tmp_path: Path) -> None:

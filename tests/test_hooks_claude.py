@@ -164,6 +164,24 @@ def test_a_follow_up_without_a_stop_decision_is_refused_unsupported_kind(
         assert s.instructions() == []
 
 
+def test_a_follow_up_for_a_subagent_is_refused_rather_than_stranded(store: str) -> None:
+    """``instruct --follow-up --agent A``: only the main agent's Stop carries a follow-up, so one
+    queued for a subagent would sit ``queued`` until the session ends. Refused
+    ``unsupported-kind`` (the one order's reason) with a detail that says why; nothing queued."""
+    session = "s-sub"
+    hook(store, {"session_id": session, "hook_event_name": "SessionStart"})
+    receipt = instruct(
+        session, "Then check b.py", id="f1", store=store, kind="follow_up", agent_id="agent-7f3c"
+    )
+    assert (receipt.accepted, receipt.reason) == (False, "unsupported-kind")
+    assert "subagent" in str(receipt.detail)
+    with SqliteHookStore(store) as s:
+        assert s.instructions() == []
+    # a steer for that subagent is still taken, and a follow-up for the main agent too
+    assert instruct(session, "Look at b.py", id="s1", store=store, agent_id="agent-7f3c").accepted
+    assert instruct(session, "Then check b.py", id="f2", store=store, kind="follow_up").accepted
+
+
 def test_a_follow_up_for_a_session_its_hooks_named_needs_no_vendor_flag(store: str) -> None:
     """Once Claude Code's hooks ran for the session, the store knows its vendor."""
     hook(store, {"session_id": "s-known", "hook_event_name": "SessionStart"})

@@ -507,7 +507,7 @@ class SteeringSession:
 def _conflict(input_id: str) -> SteerRejected:
     return SteerRejected(
         ErrorKind.INVALID_PARAMS,
-        "this steer id was already used with other content",
+        "this id was already used for another input (other text, or the other kind)",
         reason=RefusalReason.IDENTITY_CONFLICT.value,
         inputId=input_id,
     )
@@ -515,7 +515,9 @@ def _conflict(input_id: str) -> SteerRejected:
 
 def _refused(input_id: str, receipt: Receipt) -> SteerResult:
     """A refusal for a running turn other than the end-of-turn race."""
-    if receipt.reason in (RefusalReason.INVALID_INPUT, RefusalReason.IDENTITY_CONFLICT):
+    if receipt.reason == RefusalReason.IDENTITY_CONFLICT:
+        raise _conflict(input_id)  # the same words as when idle
+    if receipt.reason == RefusalReason.INVALID_INPUT:
         raise SteerRejected(
             ErrorKind.INVALID_PARAMS,
             f"steer refused: {receipt.reason}",

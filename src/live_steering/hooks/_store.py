@@ -363,12 +363,19 @@ class HookStore(abc.ABC):
         self.close()
 
 
-def _kind_problem(kind: str, vendors: list[_vendors.VendorFacts]) -> str | None:
+def _kind_problem(kind: str, vendors: list[_vendors.VendorFacts], agent_id: str | None = None) -> str | None:
     """Why ``kind`` cannot be carried for a session of ``vendors``, or ``None`` (a detail only:
     the reason is ``_admit.decide``'s, from ``kind_ok``)."""
     if kind == STEER:
         return None
     if kind == FOLLOW_UP:
+        if agent_id is not None:
+            # The follow-up moment (Claude Code's Stop) is the main agent's; no claim of a
+            # subagent's hook takes a follow-up, so one queued for it would wait for nothing.
+            return (
+                "a follow-up rides the main agent's 'do not stop yet' reply; "
+                "a subagent (--agent) has none here"
+            )
         return _vendors.follow_up_problem(vendors)
     shown = kind if isinstance(kind, str) and kind.isprintable() else ascii(kind)
     return f"an instruction is a {STEER!r} or a {FOLLOW_UP!r}, not {shown[:50]!r}"
@@ -562,7 +569,7 @@ class RelayStore(HookStore):
             if problem is None:
                 problem = _vendors.admission_problem(text, limits or [_vendors.STRICTEST])
             held, pending = self._run("counts", (session_id,)).fetchone()
-            kind_problem = _kind_problem(kind, limits)
+            kind_problem = _kind_problem(kind, limits, agent_id)
             answer = _admit.decide(
                 kind_ok=kind_problem is None,
                 ended=row is not None and bool(row[1]),

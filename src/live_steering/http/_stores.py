@@ -33,7 +33,6 @@ from typing import Any, Final, TypeVar
 import anyio
 import anyio.to_thread
 
-from .. import _admission
 from .._types import Disposition, Input, Receipt
 from .._validate import checked_id
 from ..fleet import Fleet, Lease, StopResult
