@@ -87,6 +87,27 @@ def test_install_detects_the_version_and_prints_the_codex_trust_step(
     assert "is not X.Y.Z" in err
 
 
+@pytest.mark.parametrize("vendor", ["codex", "qwen-code", "hermes"])
+def test_install_refuses_a_client_path_that_answers_no_version(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], vendor: str
+) -> None:
+    """`--client PATH` names the binary to ask: a path that is missing or prints no version is a
+    usage error (exit 2, nothing printed on stdout), as for Claude Code, not a silent guess."""
+    store = str(tmp_path / "h.db")
+    mute = fake_cli(tmp_path, "mute", "no version here")
+    for client in (str(tmp_path / "nothing-here"), mute):
+        code, out, err = cli(capsys, "hooks", "install", vendor, "--client", client, "--store", store)
+        assert (code, out) == (2, "")
+        assert client in err
+        assert len(err.strip().splitlines()) == 1, err
+    good = fake_cli(
+        tmp_path, "good", {"codex": "codex-cli 0.171.0", "qwen-code": "0.24.4", "hermes": "v0.19.0"}[vendor]
+    )
+    code, out, err = cli(capsys, "hooks", "install", vendor, "--client", good, "--store", store)
+    assert code == 0
+    assert out
+
+
 # -- instruct: seen ----------------------------------------------------------------------------
 
 

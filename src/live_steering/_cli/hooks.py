@@ -235,6 +235,9 @@ def _wiring_for(args: argparse.Namespace) -> tuple[Any, list[str]] | None:
         how = f"--vendor-version {args.vendor_version}"
     else:
         version, how = _versions.detect(args.vendor, args.client)
+        if version is None and args.client is not None:  # a binary the user named: no guessing
+            print(f"live-steering hooks install: {how}", file=sys.stderr)
+            return None
     row = _versions.wiring(args.vendor, version)
     assert row is not None
     shown = ".".join(map(str, row.minimum))
