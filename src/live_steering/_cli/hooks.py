@@ -78,6 +78,12 @@ def register(subparsers: Any) -> None:
         "(its /v1/hooks/VENDOR route) instead of command hooks",
     )
     install.add_argument(
+        "--token-env",
+        metavar="VAR",
+        help="with --http: the environment variable holding the server's token (as `serve "
+        "--token-env VAR`); each HTTP hook sends Authorization: Bearer ${VAR}",
+    )
+    install.add_argument(
         "--client",
         metavar="PATH",
         help="the vendor's CLI to ask for its version (default: the vendor's command on PATH, or "
@@ -325,6 +331,10 @@ def run_install(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.token_env is not None and (args.http is None or not args.token_env.isidentifier()):
+        wrong = "is for --http hooks" if args.http is None else "wants an environment variable name"
+        print(f"live-steering hooks install: --token-env {wrong}", file=sys.stderr)
+        return 2
     version: Any
     notes: list[str] = []
     if args.vendor in _claude_code.TABLES:  # Claude Code: its own table, read off its CLIs
@@ -350,7 +360,9 @@ def run_install(args: argparse.Namespace) -> int:
         if wiring is None:
             return 2
         version, notes = wiring
-    block = config_block(args.vendor, args.store, args.dsn, version=version, http=args.http)
+    block = config_block(
+        args.vendor, args.store, args.dsn, version=version, http=args.http, token_env=args.token_env
+    )
     if args.write is None:
         sys.stdout.write(block if isinstance(block, str) else json.dumps(block, indent=2) + "\n")
         for note in notes:
@@ -359,7 +371,15 @@ def run_install(args: argparse.Namespace) -> int:
     if args.write == DEFAULT_PATH:
         args.write = os.path.expanduser(CONFIG_FILES[args.vendor])
     try:
-        merged = merge_into(args.write, args.vendor, args.store, args.dsn, version=version, http=args.http)
+        merged = merge_into(
+            args.write,
+            args.vendor,
+            args.store,
+            args.dsn,
+            version=version,
+            http=args.http,
+            token_env=args.token_env,
+        )
     except (InstallError, OSError) as exc:
         print(f"live-steering hooks install: {exc}", file=sys.stderr)
         return 1
