@@ -148,6 +148,33 @@ def test_a_hook_that_skips_still_marks_the_session_seen(tmp_path: pathlib.Path) 
 # -- doctor ------------------------------------------------------------------------------------
 
 
+def test_doctor_checks_the_installed_claude_code_version_and_its_events(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Claude Code's table lives in hooks/_claude_code.py, not _versions.TABLES: doctor still asks
+    `claude --version`, and fails a config naming an event that version does not know (the
+    'Unknown hook event' dialog of issue 24), e.g. PostModelSwitch under 2.1.197."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake_cli(bin_dir, "claude", "2.1.197 (Claude Code)")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    settings = tmp_path / "settings.json"
+    store = str(tmp_path / "h.db")
+    assert cli(capsys, "hooks", "install", "claude-code", "--write", str(settings), "--store", store)[0] == 0
+    code, out, _ = cli(capsys, "hooks", "doctor", "claude-code", "--config", str(settings))
+    assert code == 0, out
+    assert "ok    version: claude --version: 2.1.197 (Claude Code)" in out
+    config = json.loads(settings.read_text(encoding="utf-8"))
+    config["hooks"]["PostModelSwitch"] = config["hooks"]["Stop"]
+    settings.write_text(json.dumps(config), encoding="utf-8")
+    code, out, _ = cli(capsys, "hooks", "doctor", "claude-code", "--config", str(settings))
+    assert code == 1, out
+    assert "does not have: PostModelSwitch" in out
+    fake_cli(bin_dir, "claude", "1.0.80 (Claude Code)")
+    code, out, _ = cli(capsys, "hooks", "doctor", "claude-code", "--config", str(settings))
+    assert "FAIL  version: claude --version: 1.0.80 (Claude Code): older than" in out
+
+
 def test_doctor_passes_for_a_fresh_install_and_names_what_is_missing(
     tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
