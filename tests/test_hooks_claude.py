@@ -493,3 +493,21 @@ def test_install_http_token_env_sends_the_servers_token(
         )
     assert main(["hooks", "install", "claude-code", "--token-env", "LIVE_STEERING_TOKEN"]) == 2
     assert "--token-env is for --http" in capsys.readouterr().err
+
+
+def test_install_write_says_what_it_wired_on_stdout(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/hooks.md: what install found and wired is on stderr, with ``--write`` on stdout (as
+    for the other vendors); Claude Code's line went to stderr in both modes."""
+    target = tmp_path / "settings.json"
+    assert (
+        main(["hooks", "install", "claude-code", "--client-version", "2.1.197", "--write", str(target)]) == 0
+    )
+    out, err = capsys.readouterr()
+    assert "wiring the moments of claude-code 2.1.197" in out
+    assert err == ""
+    assert main(["hooks", "install", "claude-code", "--client-version", "2.1.197"]) == 0
+    out, err = capsys.readouterr()
+    assert "wiring the moments" in err
+    assert "wiring the moments" not in out

@@ -354,7 +354,7 @@ def run_install(args: argparse.Namespace) -> int:
                 return 2
         note = _claude_code.wiring(args.vendor, version, []).note
         said = note if note else f"wiring the moments of {args.vendor} {version}"
-        print(f"live-steering hooks install: {said}", file=sys.stderr)
+        notes.append(f"live-steering hooks install: {said}")  # stderr, or with --write stdout
     else:
         wiring = _wiring_for(args)
         if wiring is None:
