@@ -173,6 +173,15 @@ def test_doctor_checks_the_installed_claude_code_version_and_its_events(
     fake_cli(bin_dir, "claude", "1.0.80 (Claude Code)")
     code, out, _ = cli(capsys, "hooks", "doctor", "claude-code", "--config", str(settings))
     assert "FAIL  version: claude --version: 1.0.80 (Claude Code): older than" in out
+    # Not on PATH: $LIVE_STEERING_CLAUDE names it, for install and doctor alike.
+    monkeypatch.setenv("PATH", "/nonexistent")
+    other = fake_cli(tmp_path, "claude-new", "2.1.332 (Claude Code)")
+    monkeypatch.setenv("LIVE_STEERING_CLAUDE", other)
+    code, out, _ = cli(capsys, "hooks", "doctor", "claude-code", "--config", str(settings))
+    assert f"ok    version: {other} --version: 2.1.332 (Claude Code)" in out
+    code, _, err = cli(capsys, "hooks", "install", "claude-code", "--store", store)
+    assert code == 0
+    assert "claude-code 2.1.332" in err
 
 
 def test_doctor_passes_for_a_fresh_install_and_names_what_is_missing(

@@ -87,7 +87,7 @@ def register(subparsers: Any) -> None:
         "--client",
         metavar="PATH",
         help="the vendor's CLI to ask for its version (default: the vendor's command on PATH, or "
-        "$LIVE_STEERING_CODEX / _QWEN / _HERMES)",
+        "$LIVE_STEERING_CLAUDE / _CODEX / _QWEN / _HERMES)",
     )
     install.add_argument(
         "--vendor-version",

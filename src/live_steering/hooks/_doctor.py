@@ -214,8 +214,9 @@ def diagnose(vendor: str, *, path: str | None = None) -> Iterator[Check]:
         version, how = _versions.detect(vendor)
     elif vendor in _claude_code.TABLES:  # its own table, keyed by the `claude --version` line
         version = _claude_code.detect_version(vendor)
-        binary = _claude_code.VERSION_COMMANDS[vendor][0]
-        how = f"no {binary} on PATH" if version is None else f"{binary} --version: {version}"
+        env = _claude_code.ENV_OVERRIDE[vendor]
+        binary = os.environ.get(env) or _claude_code.VERSION_COMMANDS[vendor][0]
+        how = f"no {binary} on PATH (or ${env})" if version is None else f"{binary} --version: {version}"
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
