@@ -467,3 +467,65 @@ def test_the_hook_and_instruct_commands_import_no_demo_acp_fleet_or_asyncio(
     if command == "instruct":
         heavy.discard("argparse")  # instruct parses its arguments; the hook command does not
     assert heavy == set()
+
+
+def test_install_http_token_env_sends_the_servers_token(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--http URL --token-env VAR``: each HTTP hook carries ``Authorization: Bearer ${VAR}`` with
+    VAR in ``allowedEnvVars`` (the two vendors interpolate only listed variables), so a ``serve
+    --token-env VAR`` server takes it; without it every hook would be a 401. Without ``--http``
+    the option is a usage error."""
+    pytest.importorskip("starlette")
+    import re
+
+    from starlette.testclient import TestClient
+
+    from live_steering.http import create_app
+
+    url = "http://127.0.0.1:8765"
+    for vendor in ("claude-code", "qwen-code"):
+        argv = [
+            "hooks",
+            "install",
+            vendor,
+            "--client-version",
+            "2.1.197" if vendor == "claude-code" else "0.24.4",
+        ]
+        assert main([*argv, "--http", url, "--token-env", "LIVE_STEERING_TOKEN"]) == 0
+        block = json.loads(capsys.readouterr().out)
+        entries = [h for groups in block["hooks"].values() for g in groups for h in g["hooks"]]
+        assert entries
+        for entry in entries:
+            assert entry["headers"] == {"Authorization": "Bearer ${LIVE_STEERING_TOKEN}"}
+            assert entry["allowedEnvVars"] == ["LIVE_STEERING_TOKEN"]
+    # What the vendor sends once it has interpolated the variable: the server accepts it.
+    header = re.sub(r"\$\{LIVE_STEERING_TOKEN\}", "tok-123", entries[0]["headers"]["Authorization"])
+    app = create_app(hooks_store=str(tmp_path / "h.db"), token="tok-123")
+    with TestClient(app, base_url=url) as client:
+        payload = {"session_id": "s-1", "hook_event_name": "UserPromptSubmit", "prompt": "hi"}
+        assert client.post("/v1/hooks/qwen-code", json=payload).status_code == 401
+        assert (
+            client.post("/v1/hooks/qwen-code", json=payload, headers={"Authorization": header}).status_code
+            == 200
+        )
+    assert main(["hooks", "install", "claude-code", "--token-env", "LIVE_STEERING_TOKEN"]) == 2
+    assert "--token-env is for --http" in capsys.readouterr().err
+
+
+def test_install_write_says_what_it_wired_on_stdout(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/hooks.md: what install found and wired is on stderr, with ``--write`` on stdout (as
+    for the other vendors); Claude Code's line went to stderr in both modes."""
+    target = tmp_path / "settings.json"
+    assert (
+        main(["hooks", "install", "claude-code", "--client-version", "2.1.197", "--write", str(target)]) == 0
+    )
+    out, err = capsys.readouterr()
+    assert "wiring the moments of claude-code 2.1.197" in out
+    assert err == ""
+    assert main(["hooks", "install", "claude-code", "--client-version", "2.1.197"]) == 0
+    out, err = capsys.readouterr()
+    assert "wiring the moments" in err
+    assert "wiring the moments" not in out

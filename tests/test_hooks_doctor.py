@@ -87,6 +87,27 @@ def test_install_detects_the_version_and_prints_the_codex_trust_step(
     assert "is not X.Y.Z" in err
 
 
+@pytest.mark.parametrize("vendor", ["codex", "qwen-code", "hermes"])
+def test_install_refuses_a_client_path_that_answers_no_version(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], vendor: str
+) -> None:
+    """`--client PATH` names the binary to ask: a path that is missing or prints no version is a
+    usage error (exit 2, nothing printed on stdout), as for Claude Code, not a silent guess."""
+    store = str(tmp_path / "h.db")
+    mute = fake_cli(tmp_path, "mute", "no version here")
+    for client in (str(tmp_path / "nothing-here"), mute):
+        code, out, err = cli(capsys, "hooks", "install", vendor, "--client", client, "--store", store)
+        assert (code, out) == (2, "")
+        assert client in err
+        assert len(err.strip().splitlines()) == 1, err
+    good = fake_cli(
+        tmp_path, "good", {"codex": "codex-cli 0.171.0", "qwen-code": "0.24.4", "hermes": "v0.19.0"}[vendor]
+    )
+    code, out, err = cli(capsys, "hooks", "install", vendor, "--client", good, "--store", store)
+    assert code == 0
+    assert out
+
+
 # -- instruct: seen ----------------------------------------------------------------------------
 
 
@@ -125,6 +146,42 @@ def test_a_hook_that_skips_still_marks_the_session_seen(tmp_path: pathlib.Path) 
 
 
 # -- doctor ------------------------------------------------------------------------------------
+
+
+def test_doctor_checks_the_installed_claude_code_version_and_its_events(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Claude Code's table lives in hooks/_claude_code.py, not _versions.TABLES: doctor still asks
+    `claude --version`, and fails a config naming an event that version does not know (the
+    'Unknown hook event' dialog of issue 24), e.g. PostModelSwitch under 2.1.197."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake_cli(bin_dir, "claude", "2.1.197 (Claude Code)")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    settings = tmp_path / "settings.json"
+    store = str(tmp_path / "h.db")
+    assert cli(capsys, "hooks", "install", "claude-code", "--write", str(settings), "--store", store)[0] == 0
+    code, out, _ = cli(capsys, "hooks", "doctor", "claude-code", "--config", str(settings))
+    assert code == 0, out
+    assert "ok    version: claude --version: 2.1.197 (Claude Code)" in out
+    config = json.loads(settings.read_text(encoding="utf-8"))
+    config["hooks"]["PostModelSwitch"] = config["hooks"]["Stop"]
+    settings.write_text(json.dumps(config), encoding="utf-8")
+    code, out, _ = cli(capsys, "hooks", "doctor", "claude-code", "--config", str(settings))
+    assert code == 1, out
+    assert "does not have: PostModelSwitch" in out
+    fake_cli(bin_dir, "claude", "1.0.80 (Claude Code)")
+    code, out, _ = cli(capsys, "hooks", "doctor", "claude-code", "--config", str(settings))
+    assert "FAIL  version: claude --version: 1.0.80 (Claude Code): older than" in out
+    # Not on PATH: $LIVE_STEERING_CLAUDE names it, for install and doctor alike.
+    monkeypatch.setenv("PATH", "/nonexistent")
+    other = fake_cli(tmp_path, "claude-new", "2.1.332 (Claude Code)")
+    monkeypatch.setenv("LIVE_STEERING_CLAUDE", other)
+    code, out, _ = cli(capsys, "hooks", "doctor", "claude-code", "--config", str(settings))
+    assert f"ok    version: {other} --version: 2.1.332 (Claude Code)" in out
+    code, _, err = cli(capsys, "hooks", "install", "claude-code", "--store", store)
+    assert code == 0
+    assert "claude-code 2.1.332" in err
 
 
 def test_doctor_passes_for_a_fresh_install_and_names_what_is_missing(

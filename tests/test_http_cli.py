@@ -54,11 +54,13 @@ def run(
         (["--hooks-store", "h.db", "--token-env", "EMPTY_TOKEN"], {"EMPTY_TOKEN": ""}, "not set or empty"),
         (["--store", "missing.db"], {}, "no fleet store at"),
         (["--hooks-store", "h.db", "--port", "70000"], {}, "not a port number"),
+        (["--hooks-store", "not-a-db.txt"], {}, "file is not a database"),
         (["--store", "a.db", "--dsn", "host=x"], {}, "not allowed with argument"),
     ],
 )
 def test_serve_refuses_in_one_line(tmp_path: Path, args: list[str], env: dict[str, str], words: str) -> None:
     """Usage and store problems: exit 2, one line on stderr, no traceback, nothing served."""
+    (tmp_path / "not-a-db.txt").write_text("plain text, not SQLite\n" * 100)
     done = run(*args, env=env, cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     assert words in done.stderr

@@ -78,10 +78,16 @@ def register(subparsers: Any) -> None:
         "(its /v1/hooks/VENDOR route) instead of command hooks",
     )
     install.add_argument(
+        "--token-env",
+        metavar="VAR",
+        help="with --http: the environment variable holding the server's token (as `serve "
+        "--token-env VAR`); each HTTP hook sends Authorization: Bearer ${VAR}",
+    )
+    install.add_argument(
         "--client",
         metavar="PATH",
         help="the vendor's CLI to ask for its version (default: the vendor's command on PATH, or "
-        "$LIVE_STEERING_CODEX / _QWEN / _HERMES)",
+        "$LIVE_STEERING_CLAUDE / _CODEX / _QWEN / _HERMES)",
     )
     install.add_argument(
         "--vendor-version",
@@ -235,6 +241,9 @@ def _wiring_for(args: argparse.Namespace) -> tuple[Any, list[str]] | None:
         how = f"--vendor-version {args.vendor_version}"
     else:
         version, how = _versions.detect(args.vendor, args.client)
+        if version is None and args.client is not None:  # a binary the user named: no guessing
+            print(f"live-steering hooks install: {how}", file=sys.stderr)
+            return None
     row = _versions.wiring(args.vendor, version)
     assert row is not None
     shown = ".".join(map(str, row.minimum))
@@ -322,6 +331,10 @@ def run_install(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.token_env is not None and (args.http is None or not args.token_env.isidentifier()):
+        wrong = "is for --http hooks" if args.http is None else "wants an environment variable name"
+        print(f"live-steering hooks install: --token-env {wrong}", file=sys.stderr)
+        return 2
     version: Any
     notes: list[str] = []
     if args.vendor in _claude_code.TABLES:  # Claude Code: its own table, read off its CLIs
@@ -341,13 +354,15 @@ def run_install(args: argparse.Namespace) -> int:
                 return 2
         note = _claude_code.wiring(args.vendor, version, []).note
         said = note if note else f"wiring the moments of {args.vendor} {version}"
-        print(f"live-steering hooks install: {said}", file=sys.stderr)
+        notes.append(f"live-steering hooks install: {said}")  # stderr, or with --write stdout
     else:
         wiring = _wiring_for(args)
         if wiring is None:
             return 2
         version, notes = wiring
-    block = config_block(args.vendor, args.store, args.dsn, version=version, http=args.http)
+    block = config_block(
+        args.vendor, args.store, args.dsn, version=version, http=args.http, token_env=args.token_env
+    )
     if args.write is None:
         sys.stdout.write(block if isinstance(block, str) else json.dumps(block, indent=2) + "\n")
         for note in notes:
@@ -356,7 +371,15 @@ def run_install(args: argparse.Namespace) -> int:
     if args.write == DEFAULT_PATH:
         args.write = os.path.expanduser(CONFIG_FILES[args.vendor])
     try:
-        merged = merge_into(args.write, args.vendor, args.store, args.dsn, version=version, http=args.http)
+        merged = merge_into(
+            args.write,
+            args.vendor,
+            args.store,
+            args.dsn,
+            version=version,
+            http=args.http,
+            token_env=args.token_env,
+        )
     except (InstallError, OSError) as exc:
         print(f"live-steering hooks install: {exc}", file=sys.stderr)
         return 1

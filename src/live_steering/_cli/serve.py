@@ -81,6 +81,20 @@ def _token(args: argparse.Namespace) -> str | None:
     return value
 
 
+def _check_hook_store(path: str) -> None:
+    """Open the hook store once before listening (creating it, as the hook command does): a
+    file that is not a hook store is a one-line refusal here, not a 500 with a traceback on
+    every request."""
+    from ..hooks._open import open_store
+    from ..hooks._store import StoreError
+    from ._fleet import StoreProblem
+
+    try:
+        open_store(path).close()
+    except StoreError as exc:
+        raise StoreProblem(f"--hooks-store {path!r}: {exc}", 2) from None
+
+
 class _Terminated(LiveSteeringError):
     """SIGTERM, raised where the server re-raises the signal it captured: the fleet closes cleanly."""
 
@@ -122,6 +136,8 @@ def run(args: argparse.Namespace) -> int:
             connect(args.store, args.dsn, _PROG, unreachable=2).close()
         if args.hooks_store is not None and os.path.isdir(args.hooks_store):
             raise StoreProblem(f"--hooks-store {args.hooks_store!r} is a directory, not a hook store", 2)
+        if args.hooks_store is not None:
+            _check_hook_store(args.hooks_store)
     except StoreProblem as exc:
         error(_PROG, exc)
         return exc.code

@@ -17,6 +17,7 @@ Code's lives here (the other vendors' version tables are their own).
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -121,6 +122,8 @@ FALLBACK: Mapping[str, frozenset[str]] = {
 }
 #: The command that prints each vendor's version, and the binary's usual name.
 VERSION_COMMANDS: Mapping[str, tuple[str, ...]] = {"claude-code": ("claude", "--version")}
+#: The binary to ask instead of the one on PATH (as ``$LIVE_STEERING_CODEX`` for Codex).
+ENV_OVERRIDE: Mapping[str, str] = {"claude-code": "LIVE_STEERING_CLAUDE"}
 
 #: What the default install wires, in order of preference per role: the first moment of a
 #: role that the release knows is wired. One moment per tool round (``PostToolBatch``: once
@@ -148,7 +151,7 @@ def detect_version(vendor: str, binary: str | None = None, *, timeout: float = 2
     command = VERSION_COMMANDS.get(vendor)
     if command is None:
         return None
-    argv = [binary or command[0], *command[1:]]
+    argv = [binary or os.environ.get(ENV_OVERRIDE.get(vendor, ""), "") or command[0], *command[1:]]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.SubprocessError):

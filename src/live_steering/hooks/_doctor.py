@@ -15,8 +15,9 @@ import os
 import re
 import shlex
 from collections.abc import Iterator
+from typing import cast
 
-from . import _install, _vendors, _versions
+from . import _claude_code, _install, _vendors, _versions
 
 __all__ = ["Check", "config_path", "diagnose"]
 
@@ -207,9 +208,15 @@ def _codex_trust(wired: dict[str, list[str]], path: str) -> Check:
 def diagnose(vendor: str, *, path: str | None = None) -> Iterator[Check]:
     """The checks for ``vendor`` (its user config file, or ``path``), in order."""
     path = path or config_path(vendor)
-    version, how = (None, "no version table for this vendor")
+    version: _install.VendorVersion = None
+    how = "no version table for this vendor"
     if vendor in _versions.TABLES:
         version, how = _versions.detect(vendor)
+    elif vendor in _claude_code.TABLES:  # its own table, keyed by the `claude --version` line
+        version = _claude_code.detect_version(vendor)
+        env = _claude_code.ENV_OVERRIDE[vendor]
+        binary = os.environ.get(env) or _claude_code.VERSION_COMMANDS[vendor][0]
+        how = f"no {binary} on PATH (or ${env})" if version is None else f"{binary} --version: {version}"
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
@@ -230,6 +237,9 @@ def diagnose(vendor: str, *, path: str | None = None) -> Iterator[Check]:
         missing = [m for m in want if m not in wired]
         extra = [m for m in wired if m not in want]
         unknown = [m for m in wired if m not in _vendors.FACTS[vendor].known_moments]
+        if vendor in _claude_code.TABLES and version is not None:  # the warning dialog (issue 24)
+            known = _claude_code.wiring(vendor, version, []).known or frozenset()
+            unknown += [m for m in wired if m not in known and m not in unknown]
         plugin = _hermes_plugin(path, text) if vendor == "hermes" and not wired else None
         if plugin is not None:
             yield plugin
@@ -260,7 +270,7 @@ def diagnose(vendor: str, *, path: str | None = None) -> Iterator[Check]:
     for store, dsn in stores:
         yield _store_check(store, dsn)
     if vendor in _versions.TABLES:
-        support = _versions.support(vendor, version)
+        support = _versions.support(vendor, cast("_versions.Version | None", version))
         newest = ".".join(map(str, _versions.TABLES[vendor][-1].minimum))
         if version is None:
             yield Check(None, "version", f"{how}; verified: {newest}")
@@ -268,6 +278,16 @@ def diagnose(vendor: str, *, path: str | None = None) -> Iterator[Check]:
             yield Check(True, "version", f"{how} (verified: {newest})")
         else:
             yield Check(False, "version", f"{how}: {support} than the verified {newest}; moments may differ")
+    elif vendor in _claude_code.TABLES:
+        rows = _claude_code.TABLES[vendor]
+        verified = ", ".join(".".join(map(str, row.since)) for row in rows)
+        parsed = None if version is None else _claude_code.parse_version(str(version))
+        if parsed is None:
+            yield Check(None, "version", f"{how}; verified: {verified}")
+        elif parsed < rows[0].since:
+            yield Check(False, "version", f"{how}: older than the verified {verified}; moments may differ")
+        else:
+            yield Check(True, "version", f"{how} (verified: {verified})")
     else:
         yield Check(None, "version", how)
     if vendor == "codex" and wired:

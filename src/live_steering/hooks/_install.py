@@ -139,11 +139,19 @@ HTTP_VENDORS = ("claude-code", "qwen-code")
 
 
 def _entry(
-    vendor: str, command: str, moment: str, version: VendorVersion, http: str | None = None
+    vendor: str,
+    command: str,
+    moment: str,
+    version: VendorVersion,
+    http: str | None = None,
+    token_env: str | None = None,
 ) -> dict[str, Any]:
     timeout = _timeout(vendor, moment, version)
     if http is not None:  # {"type": "http", "url", "timeout"}, in the vendor's unit
         entry: dict[str, Any] = {"type": "http", "url": hook_url(vendor, http)}
+        if token_env is not None:  # both vendors interpolate ${VAR} only for allowedEnvVars
+            entry["headers"] = {"Authorization": f"Bearer ${{{token_env}}}"}
+            entry["allowedEnvVars"] = [token_env]
     else:
         entry = {"type": "command", "command": command}
     if vendor == "qwen-code":
@@ -159,6 +167,7 @@ def config_block(
     *,
     version: VendorVersion = None,
     http: str | None = None,
+    token_env: str | None = None,
 ) -> dict[str, Any] | str:
     """The vendor's config: a JSON object, or for Hermes the YAML text of its ``hooks:`` section.
 
@@ -166,11 +175,15 @@ def config_block(
     ``_versions.detect``'s tuple); ``None``, the newest verified one. It decides the moments
     wired (``moments``) and their timeouts' unit. ``http``: the base URL of a ``live-steering
     serve`` server; the hooks are then the vendor's HTTP hooks to its ``/v1/hooks/VENDOR`` route.
+    ``token_env``: with ``http``, the environment variable holding the server's token; each
+    entry sends ``Authorization: Bearer ${VAR}`` (``headers`` and ``allowedEnvVars``).
     """
     if vendor not in _vendors.FACTS:
         raise ValueError(f"unknown vendor {vendor!r}; expected one of {', '.join(_vendors.FACTS)}")
     if http is not None and vendor not in HTTP_VENDORS:
         raise ValueError(f"{vendor} has no HTTP hooks; --http is for {' and '.join(HTTP_VENDORS)}")
+    if token_env is not None and http is None:
+        raise ValueError("--token-env is for --http hooks (the token of the server they call)")
     command = hook_command(vendor, store, dsn)
     wired = moments(vendor, version)
     if vendor == "hermes":
@@ -184,7 +197,7 @@ def config_block(
         return "\n".join(lines) + "\n"
     if vendor == "vscode":  # VS Code: a flat list of commands per event, no matcher groups
         return {"hooks": {m: [_entry(vendor, command, m, version)] for m in wired}}
-    return {"hooks": {m: [{"hooks": [_entry(vendor, command, m, version, http)]}] for m in wired}}
+    return {"hooks": {m: [{"hooks": [_entry(vendor, command, m, version, http, token_env)]}] for m in wired}}
 
 
 def _ours(entry: object) -> bool:
@@ -358,6 +371,7 @@ def merge_into(
     *,
     version: VendorVersion = None,
     http: str | None = None,
+    token_env: str | None = None,
 ) -> Merged:
     """Merge the vendor's block into the config file at ``path`` (symlinks followed).
 
@@ -365,7 +379,7 @@ def merge_into(
     A file that already holds exactly this config is left untouched (``changed=False``).
     ``version``: as ``config_block``.
     """
-    block = config_block(vendor, store, dsn, version=version, http=http)
+    block = config_block(vendor, store, dsn, version=version, http=http, token_env=token_env)
     target = os.path.realpath(path)
     existing = ""
     if os.path.exists(target):
