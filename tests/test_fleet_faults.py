@@ -22,6 +22,7 @@ import contextlib
 import json
 import random
 import signal
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -47,12 +48,14 @@ IN_FLIGHT = 12
 TTL = "1.5"
 
 
-#: For each child, an event per line type, set when the first such line was read.
-_SEEN: dict[int, dict[str, anyio.Event]] = {}
+#: For each child, an event per line type, set when the first such line was read. Keyed by the
+#: child itself, weakly: an ``id()`` is reused once a child is collected, and a later test (on
+#: the other backend) would then wait on an earlier test's event.
+_SEEN: weakref.WeakKeyDictionary[Child, dict[str, anyio.Event]] = weakref.WeakKeyDictionary()
 
 
 def _seen(child: Child, type_: str) -> anyio.Event:
-    return _SEEN.setdefault(id(child), {}).setdefault(type_, anyio.Event())
+    return _SEEN.setdefault(child, {}).setdefault(type_, anyio.Event())
 
 
 async def _pump(child: Child) -> None:

@@ -90,6 +90,8 @@ async def test_submit_answers_the_owners_receipts_with_the_pinned_codes(tmp_path
             assert response.json()["accepted"] is False
             assert response.json()["disposition"] is None
         assert (await http.post(url, json=steer("Use Y", "m-2"), headers=AUTH)).status_code == 200
+        # written at the owner's next boundary: wait for its final receipt, not for the clock
+        assert (await http.get(f"{url}/m-2?wait=30", headers=AUTH)).json()["disposition"] == "applied"
         full = await http.post(url, json=steer("Use Z", "m-3"), headers=AUTH)
         assert (full.status_code, full.json()["reason"]) == (429, "capacity")
         missing = await http.post("/v1/sessions/nobody/inputs", json=steer("x", "m-4"), headers=AUTH)
