@@ -709,7 +709,7 @@ class RelayStore(HookStore):
                     recovered=recovered,
                 )
             skip = _vendors.ineligibility(
-                facts.context_moments,
+                facts.eligible_moments(agent_id),
                 facts.held_moments,
                 facts.unconsumed_moments,
                 moment,
