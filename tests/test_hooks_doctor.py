@@ -55,7 +55,7 @@ def test_version_table_picks_the_row_of_the_installed_version() -> None:
     assert isinstance(new, dict)
     assert {e[0]["hooks"][0]["timeout"] for e in old["hooks"].values()} == {10_000}
     assert {e[0]["hooks"][0]["timeout"] for e in new["hooks"].values()} == {10}
-    assert list(new["hooks"]) == ["UserPromptSubmit", "PostToolBatch", "SessionEnd"]
+    assert list(new["hooks"]) == ["UserPromptSubmit", "PostToolBatch", "Stop", "SessionEnd"]
     assert (_versions.support("qwen-code", (0, 20, 1)), _versions.support("qwen-code", (0, 24, 9))) == (
         "older",
         "supported",

@@ -708,10 +708,11 @@ class RelayStore(HookStore):
                     skipped=_vendors.SESSION_ENDED,
                     recovered=recovered,
                 )
+            eligible = facts.eligible_moments(agent_id)
             skip = _vendors.ineligibility(
-                facts.eligible_moments(agent_id),
+                eligible,
                 facts.held_moments,
-                facts.unconsumed_moments,
+                facts.unconsumed_moments - eligible,  # a block decision is read where context is not
                 moment,
                 reply_would_be_empty,
             )

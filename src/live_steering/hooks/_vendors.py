@@ -194,7 +194,7 @@ def build_reply(
 ) -> dict[str, object]:
     """The vendor's JSON reply carrying ``context`` at ``moment`` (never redacted).
 
-    ``keep_going``: a follow-up moment (Claude Code's and Codex's ``Stop``): the documented "do not
+    ``keep_going``: a follow-up moment (the ``Stop`` of Claude Code, Codex, Qwen Code): the documented "do not
     stop yet" decision, whose ``reason`` the agent reads as its next instruction.
 
     >>> build_reply("hookSpecificOutput", "PostToolBatch", "Use the corrected path")
@@ -398,7 +398,8 @@ _QWEN_CODE = VendorFacts(
     held_moments=("PermissionRequest",),
     # Read and thrown away: PreToolUse's additionalContext only reaches a debug log and Stop's
     # output has no context surface (neither reached the model with the real CLI); Notification's
-    # goes to the notification, not the model.
+    # goes to the notification, not the model. Stop carries instructions only as its block
+    # decision (``follow_up_moments``, below).
     unconsumed_moments=("PreToolUse", "Stop", "Notification"),
     other_moments=(
         "UserPromptExpansion",
@@ -417,6 +418,10 @@ _QWEN_CODE = VendorFacts(
     # Interactive sessions fire SessionEnd; ``qwen -p`` fires none (docs/hooks.md says what ends one).
     session_end_moment="SessionEnd",
     reopen_moments=("SessionStart", "UserPromptSubmit"),
+    # Seen with the real 0.24.4 CLI (``qwen -p``): a Stop reply ``{"decision": "block", "reason"}``
+    # makes it run one more model turn with the reason, then fire Stop again
+    # (``stop_hook_active: true``); with no reply that one ends the run.
+    follow_up_moments=("Stop",),
 )
 
 _VSCODE = VendorFacts(

@@ -104,10 +104,11 @@ TABLES: dict[str, tuple[Wiring, ...]] = {
         # process per round instead of one per call.
         Wiring(
             (0, 24, 4),
-            ("UserPromptSubmit", "PostToolBatch", "SessionEnd"),
+            ("UserPromptSubmit", "PostToolBatch", "Stop", "SessionEnd"),
             source=(
                 "qwen-code 0.24.4: HookEventName (22 moments) and packages/core/src/hooks/hook-timeout.ts "
-                "(timeouts in seconds, default 60) in its bundled chunks"
+                "(timeouts in seconds, default 60) in its bundled chunks; Stop's block decision "
+                "(one more turn with its reason) seen with the real CLI"
             ),
         ),
     ),
