@@ -25,10 +25,10 @@ from live_steering.hooks._command import run_hook
 CLAUDE = _vendors.FACTS["claude-code"]
 
 
-def hook(store: str, payload: dict[str, object]) -> bytes:
+def hook(store: str, payload: dict[str, object], vendor: str = "claude-code") -> bytes:
     out, err = io.BytesIO(), io.StringIO()
     data = io.BytesIO(json.dumps(payload).encode())
-    assert run_hook("claude-code", store_path=store, stdin=data, stdout=out, stderr=err) == 0
+    assert run_hook(vendor, store_path=store, stdin=data, stdout=out, stderr=err) == 0
     assert err.getvalue() == ""
     return out.getvalue()
 
@@ -38,12 +38,12 @@ def store(tmp_path: pathlib.Path) -> str:
     return str(tmp_path / "hooks.db")
 
 
-def delivered(store: str, command_id: str) -> list[dict[str, object]]:
+def delivered(store: str, command_id: str, vendor: str = "claude-code") -> list[dict[str, object]]:
     with SqliteHookStore(store) as s:
         return [
             e
             for e in s.events()
-            if e["type"] == "x.claude-code.instruction.delivered" and e.get("command_id") == command_id
+            if e["type"] == f"x.{vendor}.instruction.delivered" and e.get("command_id") == command_id
         ]
 
 
@@ -145,11 +145,42 @@ def test_a_follow_up_waits_for_stop_and_rides_the_do_not_stop_decision(store: st
     assert hook(store, {"session_id": session, "hook_event_name": "Stop", "stop_hook_active": True}) == b""
 
 
+@pytest.mark.parametrize("vendor", ["codex", "qwen-code"])
+def test_codex_and_qwen_carry_a_follow_up_at_their_stop_block_decision(store: str, vendor: str) -> None:
+    """Codex 0.171.0's and Qwen Code 0.24.4's Stop take the same ``{"decision": "block", "reason"}``
+    reply: a follow-up is accepted, passes a tool round by, rides the first Stop once; the next
+    Stop says nothing."""
+    session = f"s-{vendor}-follow"
+    receipt = instruct(
+        session, "Then update the changelog", id="f1", vendor=vendor, store=store, kind="follow_up"
+    )
+    assert (receipt.accepted, receipt.disposition) == (True, "queued")
+    assert (
+        hook(
+            store,
+            {
+                "session_id": session,
+                "hook_event_name": "PostToolBatch" if vendor == "qwen-code" else "PostToolUse",
+            },
+            vendor,
+        )
+        == b""
+    )
+    stop = {"session_id": session, "hook_event_name": "Stop", "stop_hook_active": False}
+    assert json.loads(hook(store, stop, vendor)) == {
+        "decision": "block",
+        "reason": "Then update the changelog",
+    }
+    (event,) = delivered(store, "f1", vendor)
+    assert (event["moment"], event.get("delivery")) == ("Stop", "follow_up")
+    assert hook(store, {**stop, "stop_hook_active": True}, vendor) == b""
+
+
 @pytest.mark.parametrize(
     ("vendor", "detail"),
     [
         (None, "no vendor is known for this session yet"),
-        ("codex", "Codex has no 'do not stop yet' hook reply"),
+        ("vscode", "VS Code agent has no 'do not stop yet' hook reply"),
         ("hermes", "Hermes has no 'do not stop yet' hook reply"),
     ],
 )
@@ -196,7 +227,7 @@ def test_an_ended_session_refuses_a_follow_up_session_ended_first(store: str) ->
 
 
 def test_instruct_follow_up_on_the_command_line(store: str, capsys: pytest.CaptureFixture[str]) -> None:
-    """``instruct --follow-up``: exit 0 accepted for Claude Code, exit 1 refused for Codex."""
+    """``instruct --follow-up``: exit 0 accepted for Claude Code, exit 1 refused for Hermes."""
     assert (
         main(
             [
@@ -222,7 +253,7 @@ def test_instruct_follow_up_on_the_command_line(store: str, capsys: pytest.Captu
                 "Then tag it",
                 "--follow-up",
                 "--vendor",
-                "codex",
+                "hermes",
                 "--store",
                 store,
                 "--json",

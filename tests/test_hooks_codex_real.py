@@ -252,7 +252,9 @@ def test_instruction_to_an_unseen_session_is_accepted_and_rides_user_prompt_subm
 def test_session_end_drops_what_is_still_queued_and_refuses_later_instructions(
     tmp_path: pathlib.Path,
 ) -> None:
-    """Queued at the last model request: Codex's SessionEnd drops it (audited); instruct then refuses."""
+    """Queued at the last model request with Stop not wired (a config written before Stop carried
+    instructions; wired, Stop would carry it into one more turn): SessionEnd drops it (audited);
+    instruct then refuses."""
     text = "STEER-codex-too-late"
     box: dict[str, Any] = {}
 
@@ -265,6 +267,10 @@ def test_session_end_drops_what_is_still_queued_and_refuses_later_instructions(
     with FakeOpenAI([Turn("done already")], on_request=on_request) as fake:
         codex = box["codex"] = Codex(tmp_path, fake)
         codex.install()
+        path = codex.codex_home / "hooks.json"
+        config = json.loads(path.read_text(encoding="utf-8"))
+        del config["hooks"]["Stop"]
+        path.write_text(json.dumps(config), encoding="utf-8")
         codex.trust()
         codex.exec("say hello")
     assert fake.count(text) == 0
@@ -328,3 +334,80 @@ def test_every_moment_wired_is_known_and_delivers_once(tmp_path: pathlib.Path) -
     (event,) = delivered(events, "all-1")
     assert event["moment"] == "PreToolUse"
     assert [in_request(fake, i, text) for i in range(len(fake.requests))] == [0, 1]
+
+
+def test_a_follow_up_rides_the_stop_block_decision_into_one_more_turn_once(tmp_path: pathlib.Path) -> None:
+    """``instruct --follow-up`` queued mid-run: the tool round passes it by; Codex's Stop replies
+    ``{"decision": "block", "reason"}``, Codex runs one more model turn with it, and the next
+    Stop (``stop_hook_active``) ends the run; the events say ``delivered``, ``delivery: "follow_up"``."""
+    text = "FOLLOW-codex-stop: then update the changelog"
+    box: dict[str, Any] = {}
+
+    def on_request(index: int, body: dict[str, Any]) -> None:
+        if index == 0:  # the agent is mid-turn: the model is about to ask for a tool
+            box["receipt"] = json.loads(
+                box["codex"]
+                .cli(
+                    "instruct",
+                    box["codex"].session(),
+                    text,
+                    "--id",
+                    "fu-1",
+                    "--follow-up",
+                    "--vendor",
+                    "codex",
+                    "--store",
+                    box["codex"].store,
+                    "--json",
+                )
+                .stdout
+            )
+
+    turns = [shell("echo hi"), Turn("all done"), Turn("changelog updated"), Turn("never asked for")]
+    with FakeOpenAI(turns, on_request=on_request) as fake:
+        codex = box["codex"] = Codex(tmp_path, fake)
+        codex.install()
+        wired = json.loads((codex.codex_home / "hooks.json").read_text(encoding="utf-8"))["hooks"]
+        assert "Stop" in wired
+        codex.trust()
+        done = codex.exec("run echo hi")
+    assert fake.errors == []
+    assert (box["receipt"]["accepted"], box["receipt"]["disposition"]) == (True, "queued")
+    # the tool round's request does not carry it; the turn after the first stop does, once
+    assert len(fake.requests) == 3
+    assert [in_request(fake, i, text) for i in range(3)] == [0, 0, 1]
+    assert "changelog updated" in done.stdout
+    events = codex.events()
+    (event,) = delivered(events, "fu-1")
+    assert (event["moment"], event["delivery"]) == ("Stop", "follow_up")
+    assert [e["type"] for e in events if e.get("command_id") == "fu-1"] == [
+        "control.accepted",
+        "x.codex.instruction.delivering",
+        "x.codex.instruction.delivered",
+    ]
+    assert [e for e in events if str(e["type"]).endswith("hook.failed")] == []
+
+
+def test_a_steer_queued_at_the_last_request_rides_stop_into_one_more_turn(tmp_path: pathlib.Path) -> None:
+    """Stop wired: a steer queued while the model gives its final answer is not dropped at
+    SessionEnd but carried by Stop's block decision into one more turn, once."""
+    text = "STEER-codex-at-stop"
+    box: dict[str, Any] = {}
+
+    def on_request(index: int, body: dict[str, Any]) -> None:
+        if index == 0:
+            box["codex"].cli(
+                "instruct", box["codex"].session(), text, "--id", "stop-1", "--store", box["codex"].store
+            )
+
+    with FakeOpenAI([Turn("done already"), Turn("done again"), Turn("never")], on_request=on_request) as fake:
+        codex = box["codex"] = Codex(tmp_path, fake)
+        codex.install()
+        codex.trust()
+        codex.exec("say hello")
+    assert [in_request(fake, i, text) for i in range(len(fake.requests))] == [0, 1]
+    events = codex.events()
+    (event,) = delivered(events, "stop-1")
+    assert event["moment"] == "Stop"
+    assert "delivery" not in event
+    assert [e for e in events if e["type"] == "x.codex.instruction.dropped"] == []

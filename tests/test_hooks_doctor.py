@@ -55,7 +55,7 @@ def test_version_table_picks_the_row_of_the_installed_version() -> None:
     assert isinstance(new, dict)
     assert {e[0]["hooks"][0]["timeout"] for e in old["hooks"].values()} == {10_000}
     assert {e[0]["hooks"][0]["timeout"] for e in new["hooks"].values()} == {10}
-    assert list(new["hooks"]) == ["UserPromptSubmit", "PostToolBatch", "SessionEnd"]
+    assert list(new["hooks"]) == ["UserPromptSubmit", "PostToolBatch", "Stop", "SessionEnd"]
     assert (_versions.support("qwen-code", (0, 20, 1)), _versions.support("qwen-code", (0, 24, 9))) == (
         "older",
         "supported",
@@ -67,7 +67,7 @@ def test_codex_session_end_timeout_is_the_3_seconds_codex_clamps_it_to() -> None
     block = _install.config_block("codex", "/s.db", version=(0, 171, 0))
     assert isinstance(block, dict)
     timeouts = {m: e[0]["hooks"][0]["timeout"] for m, e in block["hooks"].items()}
-    assert timeouts == {"UserPromptSubmit": 10, "PostToolUse": 10, "SessionEnd": 3}
+    assert timeouts == {"UserPromptSubmit": 10, "PostToolUse": 10, "Stop": 10, "SessionEnd": 3}
 
 
 def test_install_detects_the_version_and_prints_the_codex_trust_step(
@@ -77,7 +77,7 @@ def test_install_detects_the_version_and_prints_the_codex_trust_step(
     monkeypatch.setenv("LIVE_STEERING_CODEX", fake_cli(tmp_path, "codex", "codex-cli 0.171.0"))
     code, out, err = cli(capsys, "hooks", "install", "codex", "--store", str(tmp_path / "h.db"))
     assert code == 0
-    assert set(json.loads(out)["hooks"]) == {"UserPromptSubmit", "PostToolUse", "SessionEnd"}
+    assert set(json.loads(out)["hooks"]) == {"UserPromptSubmit", "PostToolUse", "Stop", "SessionEnd"}
     assert "0.171.0" in err
     assert "Trust all and continue" in err
     code, out, err = cli(

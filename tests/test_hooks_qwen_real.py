@@ -159,12 +159,12 @@ def shell(command: str) -> Turn:
 
 
 def test_install_wires_only_what_0_24_4_needs_in_seconds(tmp_path: pathlib.Path) -> None:
-    """install detects 0.24.4 (`qwen --version`): UserPromptSubmit, PostToolBatch, SessionEnd; 10 s."""
+    """install detects 0.24.4 (`qwen --version`): UserPromptSubmit, PostToolBatch, Stop, SessionEnd; 10 s."""
     with FakeOpenAI() as fake:
         qwen = Qwen(tmp_path, fake)
         qwen.install()
     hooks = json.loads(qwen.settings.read_text(encoding="utf-8"))["hooks"]
-    assert list(hooks) == ["UserPromptSubmit", "PostToolBatch", "SessionEnd"]
+    assert list(hooks) == ["UserPromptSubmit", "PostToolBatch", "Stop", "SessionEnd"]
     assert {h["hooks"][0]["timeout"] for h in (v[0] for v in hooks.values())} == {10}
 
 
@@ -270,7 +270,9 @@ def test_every_moment_wired_is_known_and_delivers_once(tmp_path: pathlib.Path) -
 
 
 def test_interactive_quit_fires_session_end_and_drops_what_is_queued(tmp_path: pathlib.Path) -> None:
-    """Interactive `qwen -i` on a pty: `/quit` fires SessionEnd; what is queued is dropped, once."""
+    """Interactive `qwen -i` on a pty: `/quit` fires SessionEnd; what is queued is dropped, once
+    (Stop not wired, as a config written before Stop carried instructions: wired, it would carry
+    this steer into one more turn)."""
     import pty
     import select
     import signal
@@ -287,6 +289,9 @@ def test_interactive_quit_fires_session_end_and_drops_what_is_queued(tmp_path: p
     with FakeOpenAI([Turn("hello from the fake")], on_request=on_request) as fake:
         qwen = box["qwen"] = Qwen(tmp_path, fake)
         qwen.install()
+        config = json.loads(qwen.settings.read_text(encoding="utf-8"))
+        del config["hooks"]["Stop"]
+        qwen.settings.write_text(json.dumps(config), encoding="utf-8")
         env = {**qwen.env, "TERM": "xterm-256color"}
         pid, fd = pty.fork()
         if pid == 0:  # the child: Qwen Code's interactive UI on the pty
@@ -321,4 +326,45 @@ def test_interactive_quit_fires_session_end_and_drops_what_is_queued(tmp_path: p
         ("quit-1", "session-ended", "SessionEnd")
     ]
     assert fake.count(text) == 0
+    assert failures(events) == []
+
+
+def test_a_follow_up_rides_the_stop_block_decision_into_one_more_turn_once(tmp_path: pathlib.Path) -> None:
+    """``instruct --follow-up`` queued mid-run: the tool round passes it by; Qwen Code's Stop replies
+    ``{"decision": "block", "reason"}``, ``qwen -p`` runs one more model turn with it, and the next
+    Stop (``stop_hook_active``) ends the run; the events say ``delivered``, ``delivery: "follow_up"``."""
+    text = "FOLLOW-qwen-stop: then update the changelog"
+    session = str(uuid.uuid4())
+    box: dict[str, Any] = {}
+
+    def on_request(index: int, body: dict[str, Any]) -> None:
+        if index == 0:
+            done = box["qwen"].cli(
+                "instruct",
+                session,
+                text,
+                "--id",
+                "fu-1",
+                "--follow-up",
+                "--vendor",
+                "qwen-code",
+                "--store",
+                box["qwen"].store,
+                "--json",
+            )
+            box["receipt"] = json.loads(done.stdout)
+
+    turns = [shell("echo hi"), Turn("all done"), Turn("changelog updated"), Turn("never asked for")]
+    with FakeOpenAI(turns, on_request=on_request) as fake:
+        qwen = box["qwen"] = Qwen(tmp_path, fake)
+        qwen.install()
+        done = qwen.run("run echo hi", "--session-id", session)
+    assert fake.errors == []
+    assert (box["receipt"]["accepted"], box["receipt"]["disposition"]) == (True, "queued")
+    assert len(fake.requests) == 3
+    reached_once_at(fake, text, 2)
+    assert "changelog updated" in done.stdout
+    events = qwen.events()
+    (event,) = delivered(events, "fu-1")
+    assert (event["moment"], event["delivery"]) == ("Stop", "follow_up")
     assert failures(events) == []

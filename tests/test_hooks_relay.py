@@ -103,7 +103,7 @@ def test_each_fixture_gets_the_reply_its_profile_promises(store: HookWhere, vend
     facts = _vendors.FACTS[vendor]
     payload = fixture(vendor, moment)
     in_subagent = any(payload.get(f) for f in facts.agent_id_fields)
-    if moment in facts.context_moments and not in_subagent:  # a subagent never takes the main agent's
+    if moment in facts.eligible_moments(None) and not in_subagent:  # a subagent never takes the main agent's
         if facts.reply_shape == "context":
             expected = b'{"context":"Use the corrected path"}\n'
         elif moment in facts.follow_up_moments:  # "do not stop yet": the agent carries on with it
@@ -499,10 +499,10 @@ def test_install_block_wires_every_eligible_moment_and_the_end(vendor: str, path
     wired = set(block["hooks"])
     if vendor in _versions.TABLES:  # only what delivery needs, as the installed version accepts
         assert wired == set(_versions.TABLES[vendor][-1].moments)
-        assert wired - {facts.session_end_moment} <= facts.context_moments
+        assert wired - {facts.session_end_moment} <= facts.eligible_moments(None)
     elif vendor != "claude-code":  # Claude Code wires what its version table says (test_hooks_claude_install)
         assert wired == set(facts.context_moments) | ({facts.session_end_moment} - {None})
-    assert wired <= set(facts.context_moments) | ({facts.session_end_moment} - {None})
+    assert wired <= facts.eligible_moments(None) | ({facts.session_end_moment} - {None})
     assert facts.session_end_moment is None or facts.session_end_moment in wired
     text = json.dumps(block)
     assert f"hook {vendor} --store {os.path.abspath(path)}" in text

@@ -199,15 +199,15 @@ async def test_hook_sessions_take_steers_and_refuse_other_kinds(tmp_path: Path) 
 
 async def test_a_claude_code_session_takes_a_follow_up(tmp_path: Path) -> None:
     """Claude Code has a "do not stop yet" reply (its Stop decision): a follow-up to its session is
-    queued; the same to a Codex session, which has none, is refused unsupported-kind (422)."""
+    queued; the same to a Hermes session, which has none, is refused unsupported-kind (422)."""
     hooks = str(tmp_path / "hooks.db")
     instruct("claude-1", "first", id="cmd-0", vendor="claude-code", store=hooks)
-    instruct("codex-1", "first", id="cmd-0", vendor="codex", store=hooks)
+    instruct("hermes-1", "first", id="cmd-0", vendor="hermes", store=hooks)
     async with client(create_app(hooks_store=hooks, token=TOKEN)) as http:
         later = steer("Then run the suite", "f-1", kind="follow_up")
         queued = await http.post("/v1/sessions/claude-1/inputs", json=later, headers=AUTH)
         assert (queued.status_code, queued.json()["disposition"]) == (200, "queued")
-        refused = await http.post("/v1/sessions/codex-1/inputs", json=later, headers=AUTH)
+        refused = await http.post("/v1/sessions/hermes-1/inputs", json=later, headers=AUTH)
         assert (refused.status_code, refused.json()["reason"]) == (422, "unsupported-kind")
 
 

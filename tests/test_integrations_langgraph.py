@@ -524,7 +524,6 @@ async def test_without_skip_every_tool_of_the_batch_runs() -> None:
     assert steers_in(rig.model.requests[1]) == [STEER]
 
 
-
 async def test_a_hand_written_state_graph_with_the_steering_node() -> None:
     """A StateGraph with steering.node before its model node: a steer lands before the second call."""
     runtime = LiveRuntime()

@@ -49,9 +49,10 @@ def instruct(
     """Queue ``text`` for the next eligible hook moment of ``session_id``; returns its receipt.
 
     ``kind="follow_up"``: delivered when the agent would stop, through the vendor's "do not
-    stop yet" reply (Claude Code's ``Stop`` decision); refused ``unsupported-kind`` for a
-    vendor without one, or when no vendor is known for the session. ``agent_id``: for that
-    subagent of the session (Claude Code's ``agent_id``) instead of the main agent.
+    stop yet" reply (the ``Stop`` decision of Claude Code, Codex, Qwen Code); refused
+    ``unsupported-kind`` for a vendor without one, or when no vendor is known for the session.
+    ``agent_id``: for that subagent of the session (Claude Code's ``agent_id``) instead of the
+    main agent.
 
     ``id``: the command id (the audit cause, the identity for repeats); a fresh UUID
     when omitted, so only a caller-chosen id makes a retry idempotent. ``vendor``:

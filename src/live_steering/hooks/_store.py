@@ -643,17 +643,18 @@ class RelayStore(HookStore):
         """Decide one hook moment of ``vendor`` for ``session_id``; see the module docs. O(claimed).
 
         ``agent_id``: the subagent the moment runs in (``None``: the main agent); it takes only
-        instructions sent to that agent. At a follow-up moment of the main agent (Claude Code's
-        ``Stop``) steers and follow-ups ride the vendor's "do not stop yet" reply; elsewhere
-        only steers ride.
+        instructions sent to that agent. At a follow-up moment of the main agent (the ``Stop`` of
+        Claude Code, Codex, Qwen Code) steers and follow-ups ride the vendor's "do not stop yet"
+        reply; elsewhere only steers ride.
         """
         facts = _vendors.FACTS[vendor]
         token = self._new_token()
         if self._nothing_to_do(facts, session_id, moment):
+            carrying = facts.eligible_moments(agent_id)
             eligible = _vendors.ineligibility(
-                facts.context_moments,
+                carrying,
                 facts.held_moments,
-                facts.unconsumed_moments,
+                facts.unconsumed_moments - carrying,
                 moment,
                 reply_would_be_empty,
             )
@@ -708,10 +709,11 @@ class RelayStore(HookStore):
                     skipped=_vendors.SESSION_ENDED,
                     recovered=recovered,
                 )
+            carrying = facts.eligible_moments(agent_id)
             skip = _vendors.ineligibility(
-                facts.context_moments,
+                carrying,
                 facts.held_moments,
-                facts.unconsumed_moments,
+                facts.unconsumed_moments - carrying,  # a block decision is read where context is not
                 moment,
                 reply_would_be_empty,
             )

@@ -98,7 +98,8 @@ class VendorFacts:
         self.moment_fields = moment_fields
         self.follow_up_moments = frozenset(follow_up_moments)
         """Moments whose documented reply keeps the agent from stopping ("do not stop yet"):
-        a follow-up is delivered there, and only there; empty: the vendor refuses follow-ups."""
+        a follow-up is delivered there, and only there; empty: the vendor refuses follow-ups.
+        The main agent's steers ride the same decision there (``eligible_moments``)."""
         self.agent_id_fields = agent_id_fields
         """The hook JSON fields naming the subagent a moment runs in (absent: the main agent)."""
 
@@ -106,7 +107,20 @@ class VendorFacts:
     def known_moments(self) -> frozenset[str]:
         """Every moment this module knows for the vendor (eligible or not)."""
         end = {self.session_end_moment} if self.session_end_moment else set()
-        return self.context_moments | self.held_moments | self.unconsumed_moments | self.other_moments | end
+        return (
+            self.context_moments
+            | self.held_moments
+            | self.unconsumed_moments
+            | self.other_moments
+            | self.follow_up_moments
+            | end
+        )
+
+    def eligible_moments(self, agent_id: str | None) -> frozenset[str]:
+        """The moments that carry instructions for ``agent_id`` (``None``: the main agent): the
+        context moments, and for the main agent the follow-up moments (whose block decision
+        carries steers too; Codex's Stop has no other way to carry one)."""
+        return self.context_moments | (self.follow_up_moments if agent_id is None else frozenset())
 
     def __repr__(self) -> str:
         return f"VendorFacts({self.name!r})"
@@ -180,7 +194,7 @@ def build_reply(
 ) -> dict[str, object]:
     """The vendor's JSON reply carrying ``context`` at ``moment`` (never redacted).
 
-    ``keep_going``: a follow-up moment (Claude Code's ``Stop``): the documented "do not
+    ``keep_going``: a follow-up moment (the ``Stop`` of Claude Code, Codex, Qwen Code): the documented "do not
     stop yet" decision, whose ``reason`` the agent reads as its next instruction.
 
     >>> build_reply("hookSpecificOutput", "PostToolBatch", "Use the corrected path")
@@ -342,15 +356,15 @@ _CODEX = VendorFacts(
     # The hook outputs that carry ``hookSpecificOutput.additionalContext`` in the JSON schemas
     # Codex 0.171.0 embeds (``*.command.output``), each seen reaching the next model request with
     # the real CLI (tests/test_hooks_codex_real.py). Not SubagentStart: its context goes to the
-    # subagent it starts, never to the main agent an instruction is for.
+    # subagent it starts, never to the main agent an instruction is for. Not Stop: it carries
+    # instructions only as its block decision (``follow_up_moments``, below); a Stop reply with
+    # additionalContext is refused as invalid output.
     context_moments=("SessionStart", "PreToolUse", "PostToolUse", "UserPromptSubmit"),
     held_moments=("PermissionRequest",),
-    # The rest of the event names 0.171.0 fires (``HookEventName`` of its app-server protocol):
-    # no additionalContext surface (a Stop reply with one is refused as invalid output).
+    # The rest of the event names 0.171.0 fires (``HookEventName`` of its app-server protocol).
     other_moments=(
         "PreCompact",
         "PostCompact",
-        "Stop",
         "SubagentStart",
         "SubagentStop",
         "PreModelRequest",
@@ -361,6 +375,10 @@ _CODEX = VendorFacts(
     # thread closes; a resumed thread fires SessionStart again with ``source: "resume"``.
     session_end_moment="SessionEnd",
     reopen_moments=("SessionStart", "UserPromptSubmit"),
+    # 0.171.0's ``stop.command.output`` schema: ``decision: "block"`` with a ``reason``. Seen with
+    # the real CLI: Codex runs one more model turn with the reason as a user message, then fires
+    # Stop again (``stop_hook_active: true``); with no reply that one ends the run.
+    follow_up_moments=("Stop",),
 )
 
 _QWEN_CODE = VendorFacts(
@@ -380,7 +398,8 @@ _QWEN_CODE = VendorFacts(
     held_moments=("PermissionRequest",),
     # Read and thrown away: PreToolUse's additionalContext only reaches a debug log and Stop's
     # output has no context surface (neither reached the model with the real CLI); Notification's
-    # goes to the notification, not the model.
+    # goes to the notification, not the model. Stop carries instructions only as its block
+    # decision (``follow_up_moments``, below).
     unconsumed_moments=("PreToolUse", "Stop", "Notification"),
     other_moments=(
         "UserPromptExpansion",
@@ -399,6 +418,10 @@ _QWEN_CODE = VendorFacts(
     # Interactive sessions fire SessionEnd; ``qwen -p`` fires none (docs/hooks.md says what ends one).
     session_end_moment="SessionEnd",
     reopen_moments=("SessionStart", "UserPromptSubmit"),
+    # Seen with the real 0.24.4 CLI (``qwen -p``): a Stop reply ``{"decision": "block", "reason"}``
+    # makes it run one more model turn with the reason, then fire Stop again
+    # (``stop_hook_active: true``); with no reply that one ends the run.
+    follow_up_moments=("Stop",),
 )
 
 _VSCODE = VendorFacts(

@@ -69,7 +69,8 @@ class Wiring:
 #: any time reaches the next model request through UserPromptSubmit (a turn's start, a
 #: resume) or PostToolUse (after each tool; Qwen Code: PostToolBatch, after each round).
 #: SessionStart and PreToolUse also carry context on these vendors but always fire right
-#: before one of those two, so wiring them adds processes, not delivery. Per vendor, rows
+#: before one of those two, so wiring them adds processes, not delivery. Stop is the follow-up
+#: moment (its block decision), wired where the vendor has one. Per vendor, rows
 #: oldest first; the last row is the version the real-client tests run. An older version
 #: gets the row of its range and ``hooks doctor`` calls it older than verified; a newer one
 #: gets the last row, "newer".
@@ -77,11 +78,12 @@ TABLES: dict[str, tuple[Wiring, ...]] = {
     "codex": (
         Wiring(
             (0, 171, 0),
-            ("UserPromptSubmit", "PostToolUse", "SessionEnd"),
+            ("UserPromptSubmit", "PostToolUse", "Stop", "SessionEnd"),
             source=(
                 "codex 0.171.0: the hook JSON schemas embedded in the binary (*.command.output: "
                 "additionalContext on SessionStart, UserPromptSubmit, PreToolUse, PostToolUse, "
-                "SubagentStart), its app-server HookEventName list, and the warning "
+                "SubagentStart; decision 'block' with a reason on Stop, the follow-up moment), "
+                "its app-server HookEventName list, and the warning "
                 "'clamping SessionEnd hook timeout to 3s'"
             ),
             timeouts={"SessionEnd": 3},
@@ -102,10 +104,11 @@ TABLES: dict[str, tuple[Wiring, ...]] = {
         # process per round instead of one per call.
         Wiring(
             (0, 24, 4),
-            ("UserPromptSubmit", "PostToolBatch", "SessionEnd"),
+            ("UserPromptSubmit", "PostToolBatch", "Stop", "SessionEnd"),
             source=(
                 "qwen-code 0.24.4: HookEventName (22 moments) and packages/core/src/hooks/hook-timeout.ts "
-                "(timeouts in seconds, default 60) in its bundled chunks"
+                "(timeouts in seconds, default 60) in its bundled chunks; Stop's block decision "
+                "(one more turn with its reason) seen with the real CLI"
             ),
         ),
     ),
