@@ -47,20 +47,21 @@ def journal_path(tmp_path: Path) -> Path:
 
 
 def test_table_lists_every_receipt(journal_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """The table has a header and one row per input: id, generation, disposition, reason, time, runtime."""
+    """The table has a header and one row per input: id, kind, generation, disposition, reason, time,
+    runtime."""
     assert main(["receipts", str(journal_path)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["ID", "GENERATION", "DISPOSITION", "REASON", "WHEN", "RUNTIME"]
+    assert lines[0].split() == ["ID", "KIND", "GENERATION", "DISPOSITION", "REASON", "WHEN", "RUNTIME"]
     cells = [line.split() for line in lines[1:]]
-    assert [c[:4] for c in cells] == [
-        ["fix-1", "gen-a", "applied", "-"],
-        ["fix-2", "gen-a", "applied", "-"],
-        ["bell\\x07id", "gen-a", "held", "generation-stopped"],
-        ["fix-3", "gen-b", "held", "generation-stopped"],
+    assert [c[:5] for c in cells] == [
+        ["fix-1", "steer", "gen-a", "applied", "-"],
+        ["fix-2", "steer", "gen-a", "applied", "-"],
+        ["bell\\x07id", "steer", "gen-a", "held", "generation-stopped"],
+        ["fix-3", "steer", "gen-b", "held", "generation-stopped"],
     ]
-    assert all(c[4].endswith("Z") and "T" in c[4] for c in cells)
-    assert len({c[5] for c in cells}) == 1
-    assert cells[0][5].endswith("#1")
+    assert all(c[5].endswith("Z") and "T" in c[5] for c in cells)
+    assert len({c[6] for c in cells}) == 1
+    assert cells[0][6].endswith("#1")
 
 
 def test_filters_by_generation_and_disposition(

@@ -73,7 +73,8 @@ async def test_steer_reaches_the_owner_and_receipts_reads_the_store(
     assert (line["inputId"], line["disposition"], line["reason"]) == ("m-1", "held", "generation-stopped")
     code, out, _ = await _cli([*argv[:-1]], capsys)
     assert code == 0
-    assert out.splitlines()[0].split() == ["ID", "GENERATION", "DISPOSITION", "REASON", "WHEN", "RUNTIME"]
+    header = ["ID", "KIND", "GENERATION", "DISPOSITION", "REASON", "WHEN", "RUNTIME"]
+    assert out.splitlines()[0].split() == header
     assert f"{session}#1" in out
 
 
@@ -451,3 +452,9 @@ async def test_steer_follow_up_is_written_in_the_owners_next_generation(
         async with fleet_store.fleet("owner-2") as second, second.own(LiveRuntime(session_id=session)):
             repeat = await second.submit(session, Input("follow_up", "And deploy", id="f-2"), "g3")
             assert (repeat.disposition, repeat.reason) == (Disposition.HELD, "runtime-closed")
+    # the listing names each input's kind (the follow-ups beside the steers)
+    store = [fleet_store.location] if fleet_store.kind == "sqlite" else ["--dsn", fleet_store.location]
+    code, out, _ = await _cli(["receipts", *store, "--session", session], capsys)
+    assert code == 0
+    rows = {cells[0]: cells[1] for cells in (line.split() for line in out.splitlines()[1:])}
+    assert rows == {"f-1": "follow_up", "f-2": "follow_up"}

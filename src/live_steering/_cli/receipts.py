@@ -55,7 +55,7 @@ __all__ = ["register", "run"]
 
 #: RUNTIME is ``session#n``: identities are per runtime, so the same id may appear once
 #: for each runtime that journaled into the file (two runs of the demo, say).
-_COLUMNS = ("ID", "GENERATION", "DISPOSITION", "REASON", "WHEN", "RUNTIME")
+_COLUMNS = ("ID", "KIND", "GENERATION", "DISPOSITION", "REASON", "WHEN", "RUNTIME")
 
 _PROG = "live-steering receipts"
 
@@ -99,6 +99,7 @@ def _writing(entry: JournalEntry) -> bool:
 def _row(entry: JournalEntry) -> tuple[str, ...]:
     return (
         printable(entry.input_id),
+        printable(entry.kind),
         printable(entry.generation_id),
         "queued (writing)" if _writing(entry) else entry.disposition.value,
         entry.reason or "-",
