@@ -387,6 +387,10 @@ def run(
     return rows
 
 
+def _room(row: Row) -> str:
+    return "" if row.get("room") is None else f"{row['room']:.0%}"
+
+
 def table(rows: list[Row]) -> str:
     columns = (
         ("figure", 22, "<"),
@@ -396,7 +400,7 @@ def table(rows: list[Row]) -> str:
         ("floor", 10, ">"),
     )
     header = " ".join(f"{name:{align}{width}}" for name, width, align in columns)
-    header += f" {'ratio':>7} {'target':>7}  ok"
+    header += f" {'ratio':>7} {'target':>7} {'room':>6}  ok"
     lines = [header, "-" * len(header)]
     for r in rows:
         value = f"{r['value'] * 1000:,.2f} ms" if r["unit"] == "s" else f"{r['value']:,.1f}"
@@ -404,6 +408,6 @@ def table(rows: list[Row]) -> str:
         ratio = "" if r["ratio"] is None else f"{r['ratio']:.2f}"
         lines.append(
             f"{r['name']:<22} {r['backend']:<8} {r['store']:<9} {value:>12} {floor:>10} {ratio:>7} "
-            f"{r['target']:>7g}  {'yes' if r['ok'] else 'NO'}"
+            f"{r['target']:>7g} {_room(r):>6}  {'yes' if r['ok'] else 'NO'}"
         )
     return "\n".join(lines)

@@ -302,13 +302,15 @@ def run(backends: tuple[str, ...], *, quick: bool, tiny: bool = False) -> list[R
 
 def table(rows: list[Row]) -> str:
     header = (
-        f"{'figure':<20} {'backend':<8} {'value':>10} {'floor':>10} {'ratio':>7} {'target':>7}  ok  notes"
+        f"{'figure':<20} {'backend':<8} {'value':>10} {'floor':>10} {'ratio':>7} {'target':>7} "
+        f"{'room':>6}  ok  notes"
     )
     lines = [header, "-" * len(header)]
     for r in rows:
         floor = "" if r["floor"] is None else f"{r['floor'] * 1000:,.2f} ms"
         ratio = "" if r["ratio"] is None else f"{r['ratio']:.2f}"
         target = "" if r["target"] is None else f"{r['target']:g}"
+        room = "" if r.get("room") is None else f"{r['room']:.0%}"
         notes = (
             f"remote_submit {r['remote_submit'] * 1000:.2f} ms + bare HTTP {r['bare_http'] * 1000:.2f} ms"
             if r["name"] == "http_submit"
@@ -316,6 +318,6 @@ def table(rows: list[Row]) -> str:
         )
         lines.append(
             f"{r['name']:<20} {r['backend']:<8} {r['value'] * 1000:>7,.2f} ms {floor:>10} {ratio:>7} "
-            f"{target:>7}  {'yes' if r['ok'] else 'NO':<3} {notes}"
+            f"{target:>7} {room:>6}  {'yes' if r['ok'] else 'NO':<3} {notes}"
         )
     return "\n".join(lines)

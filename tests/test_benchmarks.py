@@ -19,6 +19,7 @@ from benchmarks import BACKENDS, TINY, figure
 from benchmarks.__main__ import main
 from benchmarks._busy import busy_machine, hog_count
 from benchmarks._calls import boundary_calls
+from benchmarks._margin import apply_margin, room
 
 #: Every figure of issue 6 with its unit and target.
 EXPECTED: dict[str, tuple[str, float]] = {
@@ -54,7 +55,13 @@ FIELDS = {"name", "backend", "unit", "value", "floor", "ratio", "target", "ok"}
 
 
 def check_figure(fig: dict[str, Any]) -> None:
-    assert set(fig) == FIELDS
+    """A figure obeys its rules; one printed by ``main`` also carries its ``room`` (``--margin``)."""
+    assert set(fig) in (FIELDS, FIELDS | {"room"})
+    if "room" in fig:
+        expected = room(fig)
+        assert expected is not None
+        assert fig["room"] == round(expected, 3)
+        fig = {key: value for key, value in fig.items() if key != "room"}
     unit, target = {**EXPECTED, **PROCESS_FIGURES, **INTEGRATION_FIGURES}[fig["name"]]
     assert fig["unit"] == unit
     assert fig["target"] == target
@@ -214,6 +221,53 @@ def test_help_documents_the_exit_code(capsys: pytest.CaptureFixture[str]) -> Non
         main(["--help"])
     assert exit_info.value.code == 0
     assert "1 when any figure is not ok" in " ".join(capsys.readouterr().out.split())
+
+
+def test_room_is_measured_against_what_the_target_allows() -> None:
+    """Room under a target: (target - ratio) / target; for an overhead figure the overhead's room,
+    (target - ratio) / (target - 1); for a figure bounded from below (measured - target) / target;
+    none without a target. Negative when the figure misses."""
+    assert room(figure("boundary_single", "asyncio", "ns", 135.0, 100.0, 1.5)) == pytest.approx(0.1)
+    assert room(figure("boundary_single", "asyncio", "ns", 160.0, 100.0, 1.5)) == pytest.approx(-1 / 15)
+    overhead = figure("integration_overhead_amplifier", "asyncio", "ns", 1045.0, 1000.0, 1.05)
+    assert room(overhead) == pytest.approx(0.1)  # 10% of the 5% allowed, not 10% of 1.05
+    assert room(figure("runtime_memory", "trio", "bytes", 4096.0, 64.0, 8192)) == pytest.approx(0.5)
+    throughput = {"name": "throughput", "value": 330.0, "ratio": None, "target": 300}
+    assert room(throughput) == pytest.approx(0.1)
+    assert room({"name": "http_events_fanout", "value": 0.01, "ratio": None, "target": None}) is None
+
+
+def test_margin_fails_a_figure_with_less_room_and_only_those() -> None:
+    """apply_margin adds the printed (rounded) room; with a margin, a figure with less room is not ok,
+    one with as much is, and a figure that already missed its target stays not ok."""
+    tight = figure("wake_latency", "trio", "ns", 140.0, 100.0, 1.5)  # 6.7% room
+    roomy = figure("wake_latency", "asyncio", "ns", 135.0, 100.0, 1.5)  # 10% room, exactly
+    missed = figure("boundary_single", "trio", "ns", 160.0, 100.0, 1.5)
+    reported = {"name": "http_events_fanout", "value": 0.01, "ratio": None, "target": None, "ok": True}
+    figures = [tight, roomy, missed, reported]
+    apply_margin(figures, 0.0)
+    assert [f["ok"] for f in figures] == [True, True, False, True]
+    assert [f["room"] for f in figures] == [0.067, 0.1, -0.067, None]
+    apply_margin(figures, 0.10)
+    assert [f["ok"] for f in figures] == [False, True, False, True]
+
+
+def test_margin_option_sets_ok_and_the_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
+    """--margin 0.99 leaves no figure of a real run ok (none has 99% room): exit 1, every row 'NO';
+    without it the JSON still carries each figure's room. A margin outside [0, 1) is a usage error."""
+    argv = ["--tiny", "--json", "--backend", "trio", "--group", "core"]
+    code = main([*argv, "--margin", "0.99"])
+    figures = json.loads(capsys.readouterr().out)["figures"]
+    assert code == 1
+    assert figures and not any(f["ok"] for f in figures)
+    main(argv)
+    for fig in json.loads(capsys.readouterr().out)["figures"]:
+        check_figure(fig)
+    for bad in ("1", "-0.1", "ten"):
+        with pytest.raises(SystemExit) as exit_info:
+            main([*argv, "--margin", bad])
+        assert exit_info.value.code == 2
+    assert "--margin" in capsys.readouterr().err
 
 
 # -- the fleet group (python -m benchmarks --fleet) --------------------------------------------
