@@ -259,7 +259,8 @@ def test_margin_option_sets_ok_and_the_exit_code(capsys: pytest.CaptureFixture[s
     code = main([*argv, "--margin", "0.99"])
     figures = json.loads(capsys.readouterr().out)["figures"]
     assert code == 1
-    assert figures and not any(f["ok"] for f in figures)
+    assert figures
+    assert not any(f["ok"] for f in figures)
     main(argv)
     for fig in json.loads(capsys.readouterr().out)["figures"]:
         check_figure(fig)
