@@ -342,3 +342,39 @@ def test_doctor_accepts_the_hermes_plugin_route(
     code, out, _ = cli(capsys, "hooks", "doctor", "hermes")
     assert code == 0, out
     assert f"{store} opens and is writable" in out
+
+
+@pytest.mark.parametrize(
+    ("vendor", "env", "version_line", "version"),
+    [
+        ("codex", "LIVE_STEERING_CODEX", "codex-cli 0.171.0", (0, 171, 0)),
+        ("qwen-code", "LIVE_STEERING_QWEN", "0.24.4", (0, 24, 4)),
+    ],
+)
+def test_doctor_fails_a_config_written_before_follow_ups(
+    tmp_path: pathlib.Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    vendor: str,
+    env: str,
+    version_line: str,
+    version: tuple[int, int, int],
+) -> None:
+    """A config an earlier install wrote, without the Stop hook that carries follow-ups: doctor
+    names the missing moment and the command that rewires it (exit 1); the full config passes."""
+    monkeypatch.setenv(env, fake_cli(tmp_path, vendor, version_line))
+    block = _install.config_block(vendor, str(tmp_path / "h.db"), version=version)
+    assert isinstance(block, dict)
+    settings = tmp_path / "hooks.json"
+    settings.write_text(json.dumps(block), encoding="utf-8")
+    code, out, _ = cli(capsys, "hooks", "doctor", vendor, "--config", str(settings))
+    assert "ok    config:" in out
+    assert "Stop" in out.split("ok    config:")[1].splitlines()[0]
+    del block["hooks"]["Stop"]
+    settings.write_text(json.dumps(block), encoding="utf-8")
+    code, out, _ = cli(capsys, "hooks", "doctor", vendor, "--config", str(settings))
+    assert code == 1
+    (line,) = [line for line in out.splitlines() if "config:" in line]
+    assert line.strip().startswith("FAIL  config:")
+    assert "missing Stop" in line
+    assert f"hooks install {vendor} --write {settings}" in line

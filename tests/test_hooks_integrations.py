@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import importlib.util
 import pathlib
+import sys
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -29,17 +31,30 @@ from live_steering.hooks._install import write_hermes_plugin
 
 
 class FakeHermesContext:
-    """The slice of Hermes's ``PluginContext`` a plugin uses: ``register_hook`` and ``get_config``."""
+    """The slice of Hermes 0.19.0's ``PluginContext`` a plugin uses: ``register_hook`` and its
+    ``manifest`` (``key``, ``name``). It has no accessor for a plugin's settings: they live in
+    ``config.yaml`` under ``plugins.entries.<id>``, which ``plugin_settings`` serves."""
 
-    def __init__(self, settings: dict[str, object]) -> None:
+    def __init__(self) -> None:
         self.hooks: dict[str, list[Callable[..., Any]]] = {}
-        self.settings = settings
+        self.manifest = types.SimpleNamespace(key="", name="live-steering")
 
     def register_hook(self, name: str, callback: Callable[..., Any]) -> None:
         self.hooks.setdefault(name, []).append(callback)
 
-    def get_config(self, key: str, default: object = None) -> object:
-        return self.settings.get(key, default)
+
+@pytest.fixture
+def plugin_settings(monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
+    """The plugin's entry of Hermes's config, as ``hermes_cli.config.load_config()`` returns it
+    (Hermes's own plugin code reads ``plugins.entries.<id>`` that way, ``hermes_cli/plugins.py``)."""
+    settings: dict[str, object] = {}
+    config = types.ModuleType("hermes_cli.config")
+    config.load_config = lambda: {"plugins": {"entries": {"live-steering": settings}}}  # type: ignore[attr-defined]
+    package = types.ModuleType("hermes_cli")
+    package.config = config  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "hermes_cli", package)
+    monkeypatch.setitem(sys.modules, "hermes_cli.config", config)
+    return settings
 
 
 @pytest.fixture
@@ -47,9 +62,12 @@ def store(tmp_path: pathlib.Path) -> str:
     return str(tmp_path / "hooks.db")
 
 
-def test_hermes_plugin_returns_context_at_pre_llm_call(store: str) -> None:
+def test_hermes_plugin_returns_context_at_pre_llm_call(
+    store: str, plugin_settings: dict[str, object]
+) -> None:
     """pre_llm_call returns {"context": ...} with the queued instructions; the next call returns None."""
-    ctx = FakeHermesContext({"store": store})
+    plugin_settings["store"] = store
+    ctx = FakeHermesContext()
     hermes.register(ctx)
     assert set(ctx.hooks) == {"pre_llm_call", "on_session_start", "on_session_finalize"}
     instruct("20261201_141502_a1b2c3", "Use the corrected path", id="c1", store=store)
@@ -61,9 +79,10 @@ def test_hermes_plugin_returns_context_at_pre_llm_call(store: str) -> None:
     assert receipt.disposition is Disposition.APPLIED
 
 
-def test_hermes_plugin_drops_at_on_session_finalize(store: str) -> None:
+def test_hermes_plugin_drops_at_on_session_finalize(store: str, plugin_settings: dict[str, object]) -> None:
     """on_session_finalize of a session that ran drops what is queued (audited); later ones are refused."""
-    ctx = FakeHermesContext({"store": store})
+    plugin_settings["store"] = store
+    ctx = FakeHermesContext()
     hermes.register(ctx)
     (start,) = ctx.hooks["on_session_start"]
     start(session_id="s", model="m", platform="cli")  # the session ran: a hook of it is recorded
@@ -74,9 +93,12 @@ def test_hermes_plugin_drops_at_on_session_finalize(store: str) -> None:
     assert instruct("s", "Later", id="c2", store=store).reason == "session-ended"
 
 
-def test_hermes_finalize_of_a_session_that_never_ran_drops_nothing(store: str) -> None:
+def test_hermes_finalize_of_a_session_that_never_ran_drops_nothing(
+    store: str, plugin_settings: dict[str, object]
+) -> None:
     """A mistyped `hermes chat --resume ID` finalizes an id no hook ran for: its queue stays, live."""
-    ctx = FakeHermesContext({"store": store})
+    plugin_settings["store"] = store
+    ctx = FakeHermesContext()
     hermes.register(ctx)
     instruct("typo", "Kept", id="c1", store=store)
     (finalize,) = ctx.hooks["on_session_finalize"]
@@ -85,11 +107,14 @@ def test_hermes_finalize_of_a_session_that_never_ran_drops_nothing(store: str) -
     assert instruct("typo", "More", id="c2", store=store).accepted
 
 
-def test_hermes_plugin_never_raises_into_hermes(tmp_path: pathlib.Path) -> None:
+def test_hermes_plugin_never_raises_into_hermes(
+    tmp_path: pathlib.Path, plugin_settings: dict[str, object]
+) -> None:
     """An unusable store or a call without a session id answers None; Hermes carries on."""
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    ctx = FakeHermesContext({"store": str(blocker / "hooks.db")})
+    plugin_settings["store"] = str(blocker / "hooks.db")
+    ctx = FakeHermesContext()
     hermes.register(ctx)
     (pre_llm_call,) = ctx.hooks["pre_llm_call"]
     assert pre_llm_call(session_id="s") is None
@@ -107,10 +132,38 @@ def test_written_hermes_plugin_is_loadable_and_registers(tmp_path: pathlib.Path,
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    ctx = FakeHermesContext({})
+    ctx = FakeHermesContext()
     module.register(ctx)
     instruct("s", "t", id="c", store=store)
     assert ctx.hooks["pre_llm_call"][0](session_id="s") == {"context": "t"}
+
+
+def test_hermes_register_reads_the_store_setting_and_falls_back_to_the_default(
+    tmp_path: pathlib.Path, plugin_settings: dict[str, object], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """register(ctx) takes ``plugins.entries.live-steering.store`` from Hermes's config (the
+    manifest's key first, then its name); no setting, a setting that is not a path, or no
+    Hermes config module at all: the default store (``$LIVE_STEERING_STORE`` here)."""
+    default = str(tmp_path / "default.db")
+    monkeypatch.setenv("LIVE_STEERING_STORE", default)
+    plugin_settings["store"] = str(tmp_path / "configured.db")
+    ctx = FakeHermesContext()
+    assert hermes.configured_store(ctx) == str(tmp_path / "configured.db")
+    ctx.manifest.key = "another-id"  # Hermes names the entry by the key when there is one
+    assert hermes.configured_store(ctx) is None
+    ctx.manifest.key = ""
+    hermes.register(ctx)
+    instruct("s", "to the configured store", id="c", store=str(tmp_path / "configured.db"))
+    assert ctx.hooks["pre_llm_call"][0](session_id="s") == {"context": "to the configured store"}
+    plugin_settings["store"] = 42
+    assert hermes.configured_store(ctx) is None
+    monkeypatch.delitem(sys.modules, "hermes_cli.config")
+    monkeypatch.setitem(sys.modules, "hermes_cli", types.ModuleType("hermes_cli"))
+    assert hermes.configured_store(ctx) is None
+    other = FakeHermesContext()
+    hermes.register(other)
+    instruct("s2", "to the default store", id="d", store=default)
+    assert other.hooks["pre_llm_call"][0](session_id="s2") == {"context": "to the default store"}
 
 
 # -- claude-agent-sdk ---------------------------------------------------------------------

@@ -12,7 +12,8 @@ nothing to say).
 
 Install it as a directory plugin with ``live-steering hooks install hermes --plugin``
 (see docs/hooks.md). The store is ``$LIVE_STEERING_STORE`` or the XDG default,
-or the plugin setting ``store``.
+or the plugin setting ``store`` (``plugins.entries.live-steering.store`` in Hermes's
+``config.yaml``, read by ``register``).
 """
 
 from __future__ import annotations
@@ -119,13 +120,28 @@ class HermesSteering:
         ctx.register_hook("on_session_finalize", self.on_session_finalize)
 
 
+def configured_store(ctx: Any) -> str | None:
+    """The plugin setting ``store``: ``plugins.entries.<plugin id>.store`` in Hermes's
+    ``config.yaml``, or ``None``. Hermes 0.19.0 gives a plugin no accessor for its settings
+    (its ``PluginContext`` has none); its own plugin code reads ``plugins.entries.<id>`` through
+    ``hermes_cli.config.load_config``, the id being the manifest's ``key`` or ``name``. Read the
+    same way here; anything missing or unreadable is ``None`` (the default store)."""
+    try:
+        import importlib  # Hermes's own module, there only inside Hermes
+
+        config = importlib.import_module("hermes_cli.config").load_config() or {}
+    except Exception:
+        return None
+    manifest = getattr(ctx, "manifest", None)
+    plugin_id = getattr(manifest, "key", None) or getattr(manifest, "name", None) or "live-steering"
+    plugins = config.get("plugins") if isinstance(config, dict) else None
+    entries = plugins.get("entries") if isinstance(plugins, dict) else None
+    entry = entries.get(plugin_id) if isinstance(entries, dict) else None
+    store = entry.get("store") if isinstance(entry, dict) else None
+    return store if isinstance(store, str) and store else None
+
+
 def register(ctx: Any) -> None:
-    """The Hermes plugin entry point: ``pre_llm_call``, ``on_session_start``, ``on_session_finalize``."""
-    store: object = None
-    get_config = getattr(ctx, "get_config", None)
-    if callable(get_config):
-        try:
-            store = get_config("store")
-        except Exception:
-            store = None
-    HermesSteering(store if isinstance(store, str) and store else None).register(ctx)
+    """The Hermes plugin entry point: ``pre_llm_call``, ``on_session_start``, ``on_session_finalize``,
+    on the store of the plugin setting ``store`` (``configured_store``), else the default store."""
+    HermesSteering(configured_store(ctx)).register(ctx)
