@@ -3,6 +3,7 @@ SIGINT on both servers, and the CLI paths that must never import Starlette."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -56,6 +57,8 @@ def run(
         (["--hooks-store", "h.db", "--port", "70000"], {}, "not a port number"),
         (["--hooks-store", "not-a-db.txt"], {}, "file is not a database"),
         (["--store", "a.db", "--dsn", "host=x"], {}, "not allowed with argument"),
+        (["--hooks-store", "h.db", "--hooks-dsn", "host=x"], {}, "not allowed with argument"),
+        (["--hooks-dsn", "host=/no/such/dir dbname=x password=hunter2"], {}, "--hooks-dsn"),
     ],
 )
 def test_serve_refuses_in_one_line(tmp_path: Path, args: list[str], env: dict[str, str], words: str) -> None:
@@ -66,6 +69,46 @@ def test_serve_refuses_in_one_line(tmp_path: Path, args: list[str], env: dict[st
     assert words in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "Traceback" not in done.stderr
+    assert "hunter2" not in done.stderr  # a DSN's password is never printed
+
+
+def test_serve_serves_a_postgresql_hook_store(postgres_dsn: str) -> None:
+    """--hooks-dsn: the hook sessions of a PostgreSQL hook store are listed and can be steered
+    over HTTP, into the same store `instruct --dsn` writes; SIGTERM stops it, exit 0."""
+    import uuid
+
+    import psycopg
+
+    schema = f"serve_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    dsn = f"{postgres_dsn} options='-c search_path={schema}'"
+    instruct("pg-hook-1", "Use X", id="cmd-1", dsn=dsn)
+    command = [*SERVE, "--hooks-dsn", dsn, "--port", "0"]
+    with (
+        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc,
+        stopped(proc),
+    ):
+        assert proc.stdout is not None
+        assert proc.stderr is not None
+        line = proc.stdout.readline()
+        assert "listening on http://127.0.0.1:" in line, line + proc.stderr.read()
+        url = line.split("listening on ", 1)[1].strip()
+        with urllib.request.urlopen(url + "v1/sessions", timeout=60) as answer:
+            assert b'"pg-hook-1"' in answer.read()
+        body = json.dumps({"kind": "steer", "id": "cmd-2", "text": "Then Y"}).encode()
+        request = urllib.request.Request(
+            url + "v1/sessions/pg-hook-1/inputs",
+            data=body,
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            receipt = json.loads(answer.read())
+        assert (receipt["accepted"], receipt["inputId"], receipt["disposition"]) == (True, "cmd-2", "queued")
+        assert instruct("pg-hook-1", "Then Y", id="cmd-2", dsn=dsn).disposition.value == "queued"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
 
 
 def test_serve_reports_a_busy_port_in_one_line(tmp_path: Path) -> None:

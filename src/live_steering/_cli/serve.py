@@ -1,6 +1,7 @@
 """``live-steering serve``: the HTTP API and the web console (``live_steering.http``) under an ASGI server.
 
-``serve [--host H] [--port P] [--store PATH | --dsn DSN] [--hooks-store PATH] [--token-env VAR]``
+``serve [--host H] [--port P] [--store PATH | --dsn DSN] [--hooks-store PATH | --hooks-dsn DSN]
+[--token-env VAR]``
 serves runtime sessions of a fleet store and hook sessions of a hook store. It runs under
 uvicorn (asyncio), or hypercorn with ``--backend trio``. It refuses to listen on an
 address other than loopback without a token, and never creates a fleet store (a node that
@@ -46,7 +47,13 @@ def register(subparsers: Any) -> None:
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--store", metavar="PATH", help="a SQLite fleet store (runtime sessions)")
     where.add_argument("--dsn", metavar="DSN", help="a PostgreSQL fleet store (needs the 'postgres' extra)")
-    parser.add_argument("--hooks-store", metavar="PATH", help="a SQLite hook store (hook sessions)")
+    hooks = parser.add_mutually_exclusive_group()
+    hooks.add_argument("--hooks-store", metavar="PATH", help="a SQLite hook store (hook sessions)")
+    hooks.add_argument(
+        "--hooks-dsn",
+        metavar="DSN",
+        help="a PostgreSQL hook store (hook sessions; needs the 'postgres' extra)",
+    )
     parser.add_argument(
         "--token-env",
         metavar="VAR",
@@ -81,18 +88,34 @@ def _token(args: argparse.Namespace) -> str | None:
     return value
 
 
-def _check_hook_store(path: str) -> None:
+def _check_hook_store(path: str | None, dsn: str | None) -> None:
     """Open the hook store once before listening (creating it, as the hook command does): a
-    file that is not a hook store is a one-line refusal here, not a 500 with a traceback on
-    every request."""
+    file that is not a hook store, or a PostgreSQL that cannot be reached, is a one-line
+    refusal here, not a 500 with a traceback on every request."""
     from ..hooks._open import open_store
     from ..hooks._store import StoreError
     from ._fleet import StoreProblem
 
+    if dsn is not None:
+        where = f"--hooks-dsn {_redacted(dsn)!r}"
+    else:
+        where = f"--hooks-store {path!r}"
     try:
-        open_store(path).close()
+        open_store(path, dsn=dsn).close()
     except StoreError as exc:
-        raise StoreProblem(f"--hooks-store {path!r}: {exc}", 2) from None
+        raise StoreProblem(f"{where}: {exc}", 2) from None
+    except Exception as exc:  # psycopg's errors (a server that is down, a bad DSN), without importing it
+        if type(exc).__module__.split(".")[0] != "psycopg":
+            raise
+        raise StoreProblem(f"{where}: {str(exc).strip().splitlines()[0]}", 2) from None
+
+
+def _redacted(dsn: str) -> str:
+    try:
+        from ..fleet._postgres import redact
+    except ImportError:  # no psycopg: the DSN is shown as given, but never its password
+        return "(a DSN)"
+    return redact(dsn)
 
 
 class _Terminated(LiveSteeringError):
@@ -115,10 +138,11 @@ def run(args: argparse.Namespace) -> int:
     from ..http._security import is_loopback
     from ._fleet import StoreProblem, connect
 
-    if args.store is None and args.dsn is None and args.hooks_store is None:
+    if args.store is None and args.dsn is None and args.hooks_store is None and args.hooks_dsn is None:
         error(
             _PROG,
-            "give a fleet store (--store PATH or --dsn DSN), a hook store (--hooks-store PATH), or both",
+            "give a fleet store (--store PATH or --dsn DSN), a hook store (--hooks-store PATH or "
+            "--hooks-dsn DSN), or both",
         )
         return 2
     if not 0 <= args.port <= 65535:
@@ -136,8 +160,8 @@ def run(args: argparse.Namespace) -> int:
             connect(args.store, args.dsn, _PROG, unreachable=2).close()
         if args.hooks_store is not None and os.path.isdir(args.hooks_store):
             raise StoreProblem(f"--hooks-store {args.hooks_store!r} is a directory, not a hook store", 2)
-        if args.hooks_store is not None:
-            _check_hook_store(args.hooks_store)
+        if args.hooks_store is not None or args.hooks_dsn is not None:
+            _check_hook_store(args.hooks_store, args.hooks_dsn)
     except StoreProblem as exc:
         error(_PROG, exc)
         return exc.code
@@ -189,7 +213,11 @@ async def _serve(args: argparse.Namespace, token: str | None, sock: socket.socke
         if args.store is not None or args.dsn is not None:
             fleet = await stack.enter_async_context(fleet_at(args.store, args.dsn))
         app = create_app(
-            fleet=fleet, hooks_store=args.hooks_store, token=token, cors_origins=args.cors_origin
+            fleet=fleet,
+            hooks_store=args.hooks_store,
+            hooks_dsn=args.hooks_dsn,
+            token=token,
+            cors_origins=args.cors_origin,
         )
         print(f"{_PROG}: listening on {url}", flush=True)
         if args.backend == "trio":
