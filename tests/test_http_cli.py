@@ -15,6 +15,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from live_steering import Disposition
 from live_steering.fleet import SQLiteFleet
 from live_steering.hooks import instruct
 from process_helpers import stopped
@@ -106,7 +107,7 @@ def test_serve_serves_a_postgresql_hook_store(postgres_dsn: str) -> None:
         with urllib.request.urlopen(request, timeout=60) as answer:
             receipt = json.loads(answer.read())
         assert (receipt["accepted"], receipt["inputId"], receipt["disposition"]) == (True, "cmd-2", "queued")
-        assert instruct("pg-hook-1", "Then Y", id="cmd-2", dsn=dsn).disposition.value == "queued"
+        assert instruct("pg-hook-1", "Then Y", id="cmd-2", dsn=dsn).disposition is Disposition.QUEUED
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
 

@@ -96,10 +96,7 @@ def _check_hook_store(path: str | None, dsn: str | None) -> None:
     from ..hooks._store import StoreError
     from ._fleet import StoreProblem
 
-    if dsn is not None:
-        where = f"--hooks-dsn {_redacted(dsn)!r}"
-    else:
-        where = f"--hooks-store {path!r}"
+    where = f"--hooks-dsn {_redacted(dsn)!r}" if dsn is not None else f"--hooks-store {path!r}"
     try:
         open_store(path, dsn=dsn).close()
     except StoreError as exc:
