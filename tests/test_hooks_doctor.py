@@ -46,7 +46,9 @@ def hook(store: str, vendor: str, payload: dict[str, object]) -> bytes:
 
 
 def test_version_table_picks_the_row_of_the_installed_version() -> None:
-    """Qwen Code before 0.24 reads milliseconds and gets the older row; 0.24.4 and later, seconds."""
+    """Qwen Code before 0.23.4 reads milliseconds and gets a row in them; 0.23.4 and later, seconds.
+    Before 0.21.2 (no PostToolBatch) it gets PostToolUse; a version between verified ones is
+    'unverified'."""
     assert _versions.parse_version("0.24.4") == (0, 24, 4)
     assert _versions.parse_version("no digits here") is None
     old = _install.config_block("qwen-code", "/s.db", version=(0, 20, 1))
@@ -60,6 +62,14 @@ def test_version_table_picks_the_row_of_the_installed_version() -> None:
         "older",
         "supported",
     )
+    assert list(old["hooks"]) == ["UserPromptSubmit", "PostToolUse", "PostToolUseFailure", "SessionEnd"]
+    middle = _install.config_block("qwen-code", "/s.db", version=(0, 23, 3))
+    assert isinstance(middle, dict)
+    assert list(middle["hooks"]) == list(new["hooks"])
+    assert {e[0]["hooks"][0]["timeout"] for e in middle["hooks"].values()} == {10_000}
+    assert _versions.support("qwen-code", (0, 22, 0)) == "unverified"
+    assert _versions.support("qwen-code", (0, 23, 3)) == "unverified"
+    assert _versions.support("qwen-code", (0, 21, 5)) == "supported"
 
 
 def test_codex_session_end_timeout_is_the_3_seconds_codex_clamps_it_to() -> None:
@@ -378,3 +388,21 @@ def test_doctor_fails_a_config_written_before_follow_ups(
     assert line.strip().startswith("FAIL  config:")
     assert "missing Stop" in line
     assert f"hooks install {vendor} --write {settings}" in line
+
+
+def test_doctor_and_install_name_a_version_between_verified_ones(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Qwen Code 0.22.0 sits between the verified 0.21.2 and 0.23.4: install wires its row and
+    says it is not a verified version; doctor fails the version line, naming the verified ones."""
+    monkeypatch.setenv("LIVE_STEERING_QWEN", fake_cli(tmp_path, "qwen", "0.22.0"))
+    settings = tmp_path / "settings.json"
+    store = str(tmp_path / "h.db")
+    code, out, err = cli(capsys, "hooks", "install", "qwen-code", "--write", str(settings), "--store", store)
+    assert code == 0
+    assert "not a version verified (0.21.2, 0.23.4, 0.24.4)" in out + err
+    code, out, _ = cli(capsys, "hooks", "doctor", "qwen-code", "--config", str(settings))
+    assert code == 1
+    (line,) = [line for line in out.splitlines() if "version:" in line]
+    assert line.strip().startswith("FAIL  version:")
+    assert "not a version verified 0.21.2, 0.23.4, 0.24.4" in line

@@ -253,10 +253,10 @@ def _wiring_for(args: argparse.Namespace) -> tuple[Any, list[str]] | None:
     elif support == "supported":
         notes.append(f"{how}: wiring {', '.join(row.moments)}")
     else:
-        newest = ".".join(map(str, _versions.TABLES[args.vendor][-1].minimum))
-        notes.append(
-            f"{how}: {support} than the newest version verified ({newest}); wiring {', '.join(row.moments)}"
-        )
+        verified = _versions.shown_versions(args.vendor)
+        where = "not a version verified" if support == "unverified" else f"{support} than the versions"
+        where += "" if support == "unverified" else " verified"
+        notes.append(f"{how}: {where} ({verified}); wiring {', '.join(row.moments)}")
     if row.trust_required:
         notes += CODEX_TRUST_STEP
     return version, notes

@@ -271,13 +271,14 @@ def diagnose(vendor: str, *, path: str | None = None) -> Iterator[Check]:
         yield _store_check(store, dsn)
     if vendor in _versions.TABLES:
         support = _versions.support(vendor, cast("_versions.Version | None", version))
-        newest = ".".join(map(str, _versions.TABLES[vendor][-1].minimum))
+        verified = _versions.shown_versions(vendor)
         if version is None:
-            yield Check(None, "version", f"{how}; verified: {newest}")
+            yield Check(None, "version", f"{how}; verified: {verified}")
         elif support == "supported":
-            yield Check(True, "version", f"{how} (verified: {newest})")
+            yield Check(True, "version", f"{how} (verified: {verified})")
         else:
-            yield Check(False, "version", f"{how}: {support} than the verified {newest}; moments may differ")
+            where = "not a version verified" if support == "unverified" else f"{support} than the verified"
+            yield Check(False, "version", f"{how}: {where} {verified}; moments may differ")
     elif vendor in _claude_code.TABLES:
         rows = _claude_code.TABLES[vendor]
         verified = ", ".join(".".join(map(str, row.since)) for row in rows)

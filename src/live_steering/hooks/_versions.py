@@ -36,7 +36,7 @@ VERSION_TIMEOUT = 20.0
 class Wiring:
     """One row of a vendor's table: what to wire for versions ``minimum`` and up (to the next row)."""
 
-    __slots__ = ("minimum", "moments", "source", "timeout_ms", "timeouts", "trust_required")
+    __slots__ = ("minimum", "moments", "source", "timeout_ms", "timeouts", "trust_required", "verified")
 
     def __init__(
         self,
@@ -47,9 +47,13 @@ class Wiring:
         timeouts: dict[str, int] | None = None,
         timeout_ms: bool = False,
         trust_required: bool = False,
+        verified: tuple[Version, ...] | None = None,
     ) -> None:
         self.minimum = minimum
-        """The oldest version this row is for (verified at exactly this version)."""
+        """The oldest version this row is for."""
+        self.verified = (minimum,) if verified is None else verified
+        """The versions of this row the real-client tests run (default: ``minimum``; none: read
+        from the vendor's bundle or docs only)."""
         self.moments = moments
         """The moments written to the config, in order."""
         self.source = source
@@ -91,25 +95,40 @@ TABLES: dict[str, tuple[Wiring, ...]] = {
         ),
     ),
     "qwen-code": (
-        # Before 0.24: timeout in milliseconds (the legacy reading 0.24.4 keeps for values >= 1000);
-        # not run here: the moments every Qwen Code hooks release documents.
+        # Before 0.21: no PostToolBatch (0.15.10's HookEventName has 14 moments), timeouts in
+        # milliseconds (DEFAULT_HOOK_TIMEOUT = 6e4); not run here.
         Wiring(
             (0, 0, 0),
             ("UserPromptSubmit", "PostToolUse", "PostToolUseFailure", "SessionEnd"),
-            source="qwen-code before 0.24: timeouts in milliseconds",
+            source="qwen-code 0.15.10: HookEventName (14 moments), DEFAULT_HOOK_TIMEOUT = 6e4 (milliseconds)",
             timeout_ms=True,
+            verified=(),
         ),
-        # 0.24.4: PostToolBatch fires once per tool round, after failed calls too (a read_file that
-        # failed validation fired no PostToolUse nor PostToolUseFailure, but PostToolBatch): one
-        # process per round instead of one per call.
+        # 0.21.2 (the oldest release on the registry with PostToolBatch) to 0.23.3: the 22 moments
+        # of 0.24.4, timeouts still in milliseconds (DEFAULT_HOOK_TIMEOUT = 6e4 in 0.23.3's bundle).
         Wiring(
-            (0, 24, 4),
+            (0, 21, 2),
             ("UserPromptSubmit", "PostToolBatch", "Stop", "SessionEnd"),
             source=(
-                "qwen-code 0.24.4: HookEventName (22 moments) and packages/core/src/hooks/hook-timeout.ts "
-                "(timeouts in seconds, default 60) in its bundled chunks; Stop's block decision "
-                "(one more turn with its reason) seen with the real CLI"
+                "qwen-code 0.21.2 and 0.23.3: HookEventName (22 moments), DEFAULT_HOOK_TIMEOUT = 6e4 "
+                "(milliseconds) in their bundles; 0.21.2 run as a real client"
             ),
+            timeout_ms=True,
+        ),
+        # 0.23.4: timeouts in seconds (packages/core/src/hooks/hook-timeout.ts first appears, a
+        # value of 1000 or more read as legacy milliseconds, with a warning). PostToolBatch fires
+        # once per tool round, after failed calls too (a read_file that failed validation fired no
+        # PostToolUse nor PostToolUseFailure, but PostToolBatch): one process per round.
+        Wiring(
+            (0, 23, 4),
+            ("UserPromptSubmit", "PostToolBatch", "Stop", "SessionEnd"),
+            source=(
+                "qwen-code 0.23.4 and 0.24.4: HookEventName (22 moments) and "
+                "packages/core/src/hooks/hook-timeout.ts (timeouts in seconds, default 60) in their "
+                "bundled chunks; Stop's block decision (one more turn with its reason) seen with the "
+                "real CLI"
+            ),
+            verified=((0, 23, 4), (0, 24, 4)),
         ),
     ),
     "hermes": (
@@ -183,18 +202,33 @@ def wiring(vendor: str, version: Version | None) -> Wiring | None:
     return chosen
 
 
+def verified_versions(vendor: str) -> tuple[Version, ...]:
+    """Every version of ``vendor`` the real-client tests run, oldest first."""
+    return tuple(sorted(v for row in TABLES.get(vendor, ()) for v in row.verified))
+
+
+def shown_versions(vendor: str) -> str:
+    """``verified_versions`` as text: ``0.21.2, 0.23.4, 0.24.4``."""
+    return ", ".join(".".join(map(str, v)) for v in verified_versions(vendor))
+
+
 def support(vendor: str, version: Version | None) -> str:
-    """``supported`` (the newest verified row's minor series), ``older``, ``newer``, or ``unknown``.
+    """``supported`` (a verified version's minor series, from that version up), ``older`` (before
+    the oldest verified), ``newer`` (past the newest verified series), ``unverified`` (between
+    verified versions, in no verified series), or ``unknown``.
 
     >>> support("codex", (0, 171, 0)), support("codex", (0, 160, 2)), support("codex", (0, 180, 0))
     ('supported', 'older', 'newer')
+    >>> support("qwen-code", (0, 21, 9)), support("qwen-code", (0, 22, 0)), support("qwen-code", (0, 24, 9))
+    ('supported', 'unverified', 'supported')
     """
-    rows = TABLES.get(vendor)
-    if not rows or version is None:
+    verified = verified_versions(vendor)
+    if not verified or version is None:
         return "unknown"
-    newest = rows[-1].minimum
-    if version < newest:
+    if any(version[:2] == v[:2] and version >= v for v in verified):
+        return "supported"
+    if version < verified[0]:
         return "older"
-    if version[:2] != newest[:2]:
+    if version > verified[-1]:
         return "newer"
-    return "supported"
+    return "unverified"
