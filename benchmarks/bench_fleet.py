@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import shutil
 import socket
 import sqlite3
 import statistics
@@ -85,9 +86,9 @@ def _p99(values: list[float]) -> float:
 class _BareSQLite:
     def __init__(self, path: str) -> None:
         self.path = path + ".bare"
-        folder = tempfile.mkdtemp(prefix="ls-bare-")
-        self.requester_addr = os.path.join(folder, "r.sock")
-        self.owner_addr = os.path.join(folder, "o.sock")
+        self.folder = tempfile.mkdtemp(prefix="ls-bare-")
+        self.requester_addr = os.path.join(self.folder, "r.sock")
+        self.owner_addr = os.path.join(self.folder, "o.sock")
 
     def connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
@@ -141,6 +142,7 @@ class _BareSQLite:
         sender.close()
         req_conn.close()
         own_conn.close()
+        shutil.rmtree(self.folder, ignore_errors=True)  # its two sockets: nothing left in the temp folder
 
 
 class _BarePostgres:

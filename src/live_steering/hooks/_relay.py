@@ -65,9 +65,11 @@ def instruct(
     be used; everything else is a receipt.
 
     >>> import tempfile, os
-    >>> path = os.path.join(tempfile.mkdtemp(), "hooks.db")
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> path = os.path.join(folder.name, "hooks.db")
     >>> instruct("session-42", "Use the corrected path", id="cmd-1", store=path).to_dict()
     {'accepted': True, 'commandId': 'cmd-1', 'sessionId': 'session-42', 'disposition': 'queued'}
+    >>> folder.cleanup()
     """
     for name, value in (("session_id", session_id), ("text", text)):
         if not isinstance(value, str):

@@ -217,7 +217,8 @@ class SqliteHookStore(RelayStore):
     """The store on one SQLite file, safe for many processes at once.
 
     >>> import tempfile, os
-    >>> store = SqliteHookStore(os.path.join(tempfile.mkdtemp(), "hooks.db"))
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> store = SqliteHookStore(os.path.join(folder.name, "hooks.db"))
     >>> store.enqueue("s1", "cmd-1", "Use the corrected path").state
     'queued'
     >>> claim = store.claim("claude-code", "s1", "PostToolUse")
@@ -227,6 +228,7 @@ class SqliteHookStore(RelayStore):
     >>> store.receipt("s1", "cmd-1").disposition
     'applied'
     >>> store.close()
+    >>> folder.cleanup()
     """
 
     STATEMENTS = STATEMENTS
