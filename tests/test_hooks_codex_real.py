@@ -411,3 +411,35 @@ def test_a_steer_queued_at_the_last_request_rides_stop_into_one_more_turn(tmp_pa
     assert event["moment"] == "Stop"
     assert "delivery" not in event
     assert [e for e in events if e["type"] == "x.codex.instruction.dropped"] == []
+
+
+def test_two_instructions_over_codexs_10000_byte_cap_ride_apart_and_arrive_whole(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Codex 0.171.0 cuts additionalContext over 10,000 UTF-8 bytes ("...N tokens truncated...").
+    Two queued 6,000-byte instructions would be cut if joined: the relay sends the first at
+    UserPromptSubmit and the second at PostToolUse, and the model gets each whole, once."""
+    texts = ["CAP-ONE:" + "\u00e9" * 2_996, "CAP-TWO:" + "\u00e9" * 2_996]
+    queue = tmp_path / "queue.py"
+    queue.write_text(
+        "import json, subprocess, sys\n"
+        "session = json.load(sys.stdin)['session_id']\n"
+        f"for n, text in enumerate({texts!r}):\n"
+        f"    subprocess.run({CLI!r} + ['instruct', session, text, '--id', f'cap-{{n}}',"
+        " '--vendor', 'codex', '--store', sys.argv[1]], capture_output=True, check=True)\n",
+        encoding="utf-8",
+    )
+    with FakeOpenAI([shell("true"), Turn("done")]) as fake:
+        codex = Codex(tmp_path, fake)
+        codex.install()
+        codex.add_user_hook("SessionStart", f"{sys.executable} {queue} {codex.store}")
+        codex.trust()
+        codex.exec("run true")
+    requests = [json.dumps(r, ensure_ascii=False) for r in fake.requests]
+    assert "tokens truncated" not in requests[-1]
+    for text in texts:
+        assert len(text.encode()) == 6_000
+        assert requests[-1].count(text) == 1, [r.count(text[:8]) for r in requests]
+    events = codex.events()
+    assert [e["moment"] for e in delivered(events, "cap-0")] == ["UserPromptSubmit"]
+    assert [e["moment"] for e in delivered(events, "cap-1")] == ["PostToolUse"]

@@ -163,7 +163,29 @@ def test_unknown_vendor_gets_text_every_vendor_can_carry(store: HookWhere) -> No
     """With no vendor known for the session, text is bounded by the strictest cap (Claude Code's)."""
     receipt = instruct("s", "y" * 10_001, id="c", store=store.path, dsn=store.dsn)
     assert (receipt.accepted, receipt.reason) == (False, "invalid-input")
-    assert instruct("s", "y" * 10_001, id="c", vendor="codex", store=store.path, dsn=store.dsn).accepted
+    assert instruct("s", "y" * 10_001, id="c", vendor="qwen-code", store=store.path, dsn=store.dsn).accepted
+
+
+def test_codex_cap_counts_utf8_bytes(store: HookWhere) -> None:
+    """Codex cuts additionalContext over 10,000 UTF-8 bytes: 5,001 'é' (10,002 bytes) are refused,
+    5,000 fit exactly, and a queued one that does not fit beside them waits for the next moment."""
+    too_long = instruct("s", "\u00e9" * 5_001, id="big", vendor="codex", store=store.path, dsn=store.dsn)
+    assert (too_long.accepted, too_long.reason) == (False, InstructionRefusal.INVALID_INPUT.value)
+    assert "10,000 UTF-8 bytes" in (too_long.detail or "")
+    assert instruct(
+        "s", "\u00e9" * 5_000, id="fits", vendor="codex", store=store.path, dsn=store.dsn
+    ).accepted
+    assert instruct("s", "x", id="next", store=store.path, dsn=store.dsn).accepted
+    out, _ = hook(store, "codex", {"session_id": "s", "hook_event_name": "PostToolUse"})
+    assert json.loads(out)["hookSpecificOutput"]["additionalContext"] == "\u00e9" * 5_000
+    out, _ = hook(store, "codex", {"session_id": "s", "hook_event_name": "PostToolUse"})
+    assert json.loads(out)["hookSpecificOutput"]["additionalContext"] == "x"
+
+
+def test_unknown_vendor_text_fits_codex_bytes() -> None:
+    """With no vendor named, 5,001 'é' (10,002 UTF-8 bytes, 5,001 UTF-16 units) are refused."""
+    assert _vendors.admission_problem("\u00e9" * 5_001, [_vendors.STRICTEST]) is not None
+    assert _vendors.admission_problem("\u00e9" * 5_000, [_vendors.STRICTEST]) is None
 
 
 def test_queue_full_at_twenty_refuses_and_changes_nothing(store: HookWhere) -> None:

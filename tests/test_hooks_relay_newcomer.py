@@ -71,17 +71,17 @@ def test_install_removes_only_our_entries_from_a_shared_matcher_group(tmp_path: 
 
 
 def test_instruct_limit_is_the_strictest_of_the_named_and_the_known_vendor(store: str) -> None:
-    """A session known as claude-code refuses a 12,000-character text even with --vendor codex."""
+    """A session known as claude-code refuses a 12,000-character text even with --vendor qwen-code."""
     hook(store, "claude-code", {"session_id": "m1", "hook_event_name": "SessionStart"})
-    receipt = instruct("m1", "x" * 12_000, id="big", vendor="codex", store=store)
+    receipt = instruct("m1", "x" * 12_000, id="big", vendor="qwen-code", store=store)
     assert (receipt.accepted, receipt.reason) == (False, "invalid-input")
     assert "Claude Code's cap of 10,000 UTF-16 code units" in str(receipt.detail)
 
 
 def test_an_instruction_over_the_claiming_vendors_cap_is_dropped_visibly(store: str) -> None:
-    """Accepted for codex, claimed by Claude Code: dropped {reason: over-cap}, and the queue moves on."""
-    hook(store, "codex", {"session_id": "m1", "hook_event_name": "SessionStart"})
-    assert instruct("m1", "x" * 12_000, id="big", store=store).accepted  # codex has no cap
+    """Accepted for qwen-code, claimed by Claude Code: dropped {reason: over-cap}, and the queue moves on."""
+    hook(store, "qwen-code", {"session_id": "m1", "hook_event_name": "SessionStart"})
+    assert instruct("m1", "x" * 12_000, id="big", store=store).accepted  # qwen-code has no cap
     assert instruct("m1", "Use the corrected path", id="small", store=store).accepted
     out = hook(store, "claude-code", {"session_id": "m1", "hook_event_name": "PostToolUse"})
     assert json.loads(out)["hookSpecificOutput"]["additionalContext"] == "Use the corrected path"

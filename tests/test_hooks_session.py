@@ -57,7 +57,7 @@ ADOPTION_MAP: dict[Vendor, tuple[frozenset[str], int | None, str | None]] = {
     # Codex 0.171.0 and Qwen Code 0.24.4, as their real CLIs deliver (tests/test_hooks_*_real.py).
     Vendor.CODEX: (
         frozenset({"SessionStart", "PreToolUse", "PostToolUse", "UserPromptSubmit"}),
-        None,
+        10_000,
         "SessionEnd",
     ),
     Vendor.QWEN_CODE: (

@@ -182,6 +182,8 @@ class VendorProfile:
     """Where the data comes from and what it does not cover."""
     cap_counts_utf16: bool = False
     """True when the cap counts UTF-16 code units (JavaScript string length), as Claude Code's does."""
+    cap_counts_utf8: bool = False
+    """True when the cap counts UTF-8 bytes, as Codex's does."""
 
     def __attrs_post_init__(self) -> None:
         overlap = self.context_moments & (self.held_moments | self.unconsumed_moments)
@@ -208,7 +210,7 @@ class VendorProfile:
 
     def measure(self, text: str) -> int:
         """The length of ``text`` as the vendor's cap counts it (UTF-16 code units for Claude Code)."""
-        return _vendors.measure(text, self.cap_counts_utf16)
+        return _vendors.measure(text, self.cap_counts_utf16, self.cap_counts_utf8)
 
     def build_reply(self, moment: str, context: str) -> dict[str, Any]:
         """The vendor's JSON reply carrying ``context`` at ``moment`` (never redacted).
@@ -235,6 +237,7 @@ def _profile(name: str, notes: str) -> VendorProfile:
         reply_shape=ReplyShape(facts.reply_shape),
         notes=notes,
         cap_counts_utf16=facts.cap_counts_utf16,
+        cap_counts_utf8=facts.cap_counts_utf8,
     )
 
 
@@ -537,6 +540,7 @@ class HookSession:
             cap=profile.cap,
             cap_counts_utf16=profile.cap_counts_utf16,
             title=profile.title,
+            cap_counts_utf8=profile.cap_counts_utf8,
         )
 
     def _refuse(

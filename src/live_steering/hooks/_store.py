@@ -731,7 +731,8 @@ class RelayStore(HookStore):
             if facts.cap is not None and any(_vendors.over_cap(r[2], facts) for r in queued):
                 queued = self._drop_over_cap(now, facts, session_id, moment, queued)
             count = _vendors.fit_count(
-                (_vendors.measure(r[2], facts.cap_counts_utf16) for r in queued), facts.cap
+                (_vendors.measure(r[2], facts.cap_counts_utf16, facts.cap_counts_utf8) for r in queued),
+                facts.cap,
             )
             if count == 0:
                 if unseen:
@@ -781,13 +782,13 @@ class RelayStore(HookStore):
         instead, and the rest of the queue moves on.
         """
         kept = []
-        unit = "UTF-16 code units" if facts.cap_counts_utf16 else "characters"
+        unit = _vendors.cap_unit(facts.cap_counts_utf16, facts.cap_counts_utf8)
         for arrival, command_id, text, enqueued_at in queued:
             if not _vendors.over_cap(text, facts):
                 kept.append((arrival, command_id, text, enqueued_at))
                 continue
             self._run("drop_over_cap", (now, moment, arrival))
-            size = _vendors.measure(text, facts.cap_counts_utf16)
+            size = _vendors.measure(text, facts.cap_counts_utf16, facts.cap_counts_utf8)
             self._emit(
                 f"x.{facts.name}.instruction.dropped",
                 session_id,

@@ -48,6 +48,7 @@ class VendorFacts:
     __slots__ = (
         "agent_id_fields",
         "cap",
+        "cap_counts_utf8",
         "cap_counts_utf16",
         "context_moments",
         "follow_up_moments",
@@ -74,6 +75,7 @@ class VendorFacts:
         other_moments: Iterable[str] = (),
         cap: int | None = None,
         cap_counts_utf16: bool = False,
+        cap_counts_utf8: bool = False,
         session_end_moment: str | None = None,
         reopen_moments: Iterable[str] = (),
         reply_shape: str = HOOK_SPECIFIC_OUTPUT,
@@ -91,6 +93,8 @@ class VendorFacts:
         """Real moments of the vendor with no context surface: known, never eligible, never a failure."""
         self.cap = cap
         self.cap_counts_utf16 = cap_counts_utf16
+        self.cap_counts_utf8 = cap_counts_utf8
+        """The cap counts UTF-8 bytes (Codex cuts ``additionalContext`` at 10,000 bytes)."""
         self.session_end_moment = session_end_moment
         self.reopen_moments = frozenset(reopen_moments)
         self.reply_shape = reply_shape
@@ -137,9 +141,20 @@ def utf16_length(text: str) -> int:
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
-def measure(text: str, utf16: bool) -> int:
-    """The length the vendor's cap counts."""
+def measure(text: str, utf16: bool, utf8: bool = False) -> int:
+    """The length the vendor's cap counts: UTF-16 code units, UTF-8 bytes, or characters.
+
+    >>> measure("\u00e9", False, True), measure("\u00e9", False)
+    (2, 1)
+    """
+    if utf8:
+        return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
     return utf16_length(text) if utf16 else len(text)
+
+
+def cap_unit(utf16: bool, utf8: bool = False) -> str:
+    """What a cap counts, in words."""
+    return "UTF-8 bytes" if utf8 else "UTF-16 code units" if utf16 else "characters"
 
 
 def ineligibility(
@@ -242,19 +257,26 @@ def follow_up_problem(vendors: Iterable[VendorFacts]) -> str | None:
 
 
 def text_problem(
-    text: str, *, max_chars: int, cap: int | None, cap_counts_utf16: bool, title: str
+    text: str,
+    *,
+    max_chars: int,
+    cap: int | None,
+    cap_counts_utf16: bool,
+    title: str,
+    cap_counts_utf8: bool = False,
 ) -> str | None:
     """Why an instruction text is refused ``invalid-input``, or ``None``.
 
-    ``cap`` bounds what the vendor counts (UTF-16 code units for Claude Code), so one
+    ``cap`` bounds what the vendor counts (UTF-16 code units for Claude Code, UTF-8 bytes
+    for Codex), so one
     instruction always fits one reply; an over-cap text is named by the vendor's cap,
     whatever its characters. ``max_chars`` bounds characters for an uncapped vendor.
 
     >>> text_problem("x" * 12_000, max_chars=16_000, cap=10_000, cap_counts_utf16=True, title="Claude Code")
     "text is over Claude Code's cap of 10,000 UTF-16 code units (it counts 12,000)"
     """
-    if cap is not None and (size := measure(text, cap_counts_utf16)) > cap:
-        unit = "UTF-16 code units" if cap_counts_utf16 else "characters"
+    if cap is not None and (size := measure(text, cap_counts_utf16, cap_counts_utf8)) > cap:
+        unit = cap_unit(cap_counts_utf16, cap_counts_utf8)
         return f"text is over {title}'s cap of {cap:,} {unit} (it counts {size:,})"
     if len(text) > max_chars:
         return f"text is over {max_chars:,} characters"
@@ -281,6 +303,7 @@ def admission_problem(text: str, vendors: Iterable[VendorFacts]) -> str | None:
             cap=facts.cap,
             cap_counts_utf16=facts.cap_counts_utf16,
             title=facts.title,
+            cap_counts_utf8=facts.cap_counts_utf8,
         )
         if problem is not None:
             return problem
@@ -289,7 +312,7 @@ def admission_problem(text: str, vendors: Iterable[VendorFacts]) -> str | None:
 
 def over_cap(text: str, facts: VendorFacts) -> bool:
     """True when ``text`` alone can never fit one reply of this vendor."""
-    return facts.cap is not None and measure(text, facts.cap_counts_utf16) > facts.cap
+    return facts.cap is not None and measure(text, facts.cap_counts_utf16, facts.cap_counts_utf8) > facts.cap
 
 
 # -- the adoption map, verified (docs/hooks.md cites each source) --------------------------
@@ -379,6 +402,12 @@ _CODEX = VendorFacts(
     # the real CLI: Codex runs one more model turn with the reason as a user message, then fires
     # Stop again (``stop_hook_active: true``); with no reply that one ends the run.
     follow_up_moments=("Stop",),
+    # Codex 0.171.0 cuts a hook's additionalContext over 10,000 UTF-8 bytes to a head and a tail
+    # ("...N tokens truncated..."): 10,000 bytes arrive whole, 10,001 do not, with the real CLI
+    # (tests/test_hooks_codex_real.py). A hook entry may raise it (``additionalContextLimit``);
+    # ours do not, so one reply carries at most 10,000 bytes.
+    cap=10_000,
+    cap_counts_utf8=True,
 )
 
 _QWEN_CODE = VendorFacts(
@@ -476,4 +505,5 @@ FACTS: Mapping[str, VendorFacts] = types.MappingProxyType(
     {f.name: f for f in (_CLAUDE_CODE, _CODEX, _QWEN_CODE, _VSCODE, _HERMES)}
 )
 #: The strictest cap of any vendor: a host that names no vendor gets text every vendor can carry.
-STRICTEST = _CLAUDE_CODE
+#: Codex's 10,000 UTF-8 bytes: never fewer than Claude Code's UTF-16 code units or Hermes's characters.
+STRICTEST = _CODEX
