@@ -15,6 +15,12 @@ hypercorn on trio), with the owner node, the server's node and the server in thi
   before the answer leaves, so the answer cannot be the start) to each of 100 SSE
   subscribers of the session reading that event; the median (``value``) and the p99 over
   every subscriber and round (reported; no target). It includes the submit itself.
+* ``hook_http``: median of one ``POST /v1/hooks/claude-code`` (a ``PostToolBatch`` hook
+  JSON) to a server over a SQLite hook store, answered as ``live-steering hook claude-code``
+  answers, while one instruction is queued for the session (queued before each request, off
+  the clock), so every request claims, replies with it and confirms; over the floor: the
+  median of ``/ping`` on the same server and connection. Interleaved in batches of 10.
+  Target: ratio <= 2.0 and the median under 10 ms (``limit``).
 
 Exit status 0 when every figure is ok.
 """
@@ -289,6 +295,66 @@ async def _measure(backend: str, folder: str, rounds: int, fanout_rounds: int, w
     return rows
 
 
+HOOK_TARGET = 2.0
+HOOK_LIMIT = 0.010
+HOOK_PAYLOAD = {
+    "session_id": "bench-session",
+    "transcript_path": "/home/dev/.claude/projects/app/bench-session.jsonl",
+    "cwd": "/home/dev/app",
+    "hook_event_name": "PostToolBatch",
+    "tool_name": "Bash",
+    "tool_input": {"command": "pytest -q"},
+    "tool_response": {"stdout": "12 passed", "stderr": "", "interrupted": False},
+    "tool_use_id": "toolu_bench",
+}
+
+
+async def _measure_hook(backend: str, folder: str, rounds: int, warm_up: int) -> list[Row]:
+    import json
+
+    import httpx
+
+    from live_steering.hooks import SqliteHookStore
+    from live_steering.http import create_app
+
+    path = os.path.join(folder, f"hooks-{backend}.db")
+    body = json.dumps(HOOK_PAYLOAD).encode()
+    headers = {**AUTH, "Content-Type": "application/json"}
+    counter = iter(range(10**9))
+    with SqliteHookStore(path) as store:
+        app = _with_ping(create_app(hooks_store=path, token=TOKEN))
+        async with (
+            _serving(app, backend) as port,
+            httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers=AUTH, timeout=60) as http,
+        ):
+
+            async def hook() -> float:
+                store.enqueue("bench-session", f"cmd-{next(counter)}", "Use the corrected path")
+                start = time.perf_counter()
+                answer = await http.post("/v1/hooks/claude-code", content=body, headers=headers)
+                took = time.perf_counter() - start
+                if b'"additionalContext":"Use the corrected path"' not in answer.content:
+                    raise RuntimeError(f"the hook did not deliver: {answer.status_code} {answer.text!r}")
+                return took
+
+            async def ping() -> None:
+                (await http.get("/ping")).raise_for_status()
+
+            for _ in range(warm_up):
+                await hook()
+                await ping()
+            values: list[float] = []
+            bare: list[float] = []
+            for _ in range(rounds):
+                bare += await _times(ping, 10)
+                for _ in range(10):
+                    values.append(await hook())
+    value = statistics.median(values)
+    row = _row("hook_http", backend, "s", value, HOOK_TARGET, floor=statistics.median(bare), limit=HOOK_LIMIT)
+    row["ok"] = bool(row["ok"] and value <= HOOK_LIMIT)
+    return [row]
+
+
 def run(backends: tuple[str, ...], *, quick: bool, tiny: bool = False) -> list[Row]:
     """Every HTTP figure on each backend. ``tiny``: to test the machinery, its numbers mean nothing."""
     rounds = 1 if tiny else 10 if quick else 30
@@ -297,6 +363,7 @@ def run(backends: tuple[str, ...], *, quick: bool, tiny: bool = False) -> list[R
     with tempfile.TemporaryDirectory(prefix="ls-bench-http-") as folder:
         for backend in backends:
             rows += anyio.run(_measure, backend, folder, rounds, fanout, 10 if tiny else 300, backend=backend)
+            rows += anyio.run(_measure_hook, backend, folder, rounds, 5 if tiny else 50, backend=backend)
     return rows
 
 
@@ -314,6 +381,8 @@ def table(rows: list[Row]) -> str:
         notes = (
             f"remote_submit {r['remote_submit'] * 1000:.2f} ms + bare HTTP {r['bare_http'] * 1000:.2f} ms"
             if r["name"] == "http_submit"
+            else f"median limit {r['limit'] * 1000:g} ms"
+            if r["name"] == "hook_http"
             else f"p99 {r['p99'] * 1000:.2f} ms over {r['subscribers']} subscribers"
         )
         lines.append(

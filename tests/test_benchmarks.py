@@ -291,3 +291,20 @@ def test_fleet_group_reports_every_figure_with_its_rule() -> None:
         measured = row["value"] if row["ratio"] is None else row["ratio"]
         assert row["ok"] is (measured >= row["target"] if higher else measured <= row["target"])
     assert "remote_submit" in bench_fleet.table(rows)
+
+
+# -- the HTTP group: hook_http (python -m benchmarks --http) -------------------------------------
+
+
+def test_http_group_reports_hook_http_well_formed(capsys: pytest.CaptureFixture[str]) -> None:
+    """--http --json carries hook_http: a delivered HTTP hook over /ping, ok by ratio <= 2 and a
+    median under 10 ms (the numbers of a tiny run mean nothing; only the shape is checked)."""
+    main(["--http", "--tiny", "--json", "--backend", "asyncio"])
+    rows = json.loads(capsys.readouterr().out)["http"]
+    (hook,) = [r for r in rows if r["name"] == "hook_http"]
+    assert (hook["backend"], hook["unit"], hook["target"], hook["limit"]) == ("asyncio", "s", 2.0, 0.01)
+    assert hook["value"] > 0
+    assert hook["floor"] > 0
+    assert hook["ratio"] == round(hook["value"] / hook["floor"], 3)
+    assert hook["ok"] is (hook["ratio"] <= 2.0 and hook["value"] <= 0.01)
+    assert hook["room"] == round((2.0 - hook["ratio"]) / 2.0, 3)

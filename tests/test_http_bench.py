@@ -15,11 +15,19 @@ def test_http_group_reports_every_figure_with_its_rule(backend: str) -> None:
     assert [(r["name"], r["backend"]) for r in rows] == [
         ("http_submit", backend),
         ("http_events_fanout", backend),
+        ("hook_http", backend),
     ]
-    submit, fanout = rows
+    submit, fanout, hook = rows
     assert submit["floor"] == pytest.approx(submit["remote_submit"] + submit["bare_http"], abs=1e-6)
     assert submit["ratio"] == round(submit["value"] / submit["floor"], 3)
     assert submit["ok"] is (submit["ratio"] <= 1.3)
     assert fanout["subscribers"] == 100
     assert 0 < fanout["value"] <= fanout["p99"]
     assert "http_submit" in bench_http.table(rows)
+    assert "hook_http" in bench_http.table(rows)
+    # hook_http: every request delivered (the run raises otherwise); ratio over /ping, two rules
+    assert (hook["unit"], hook["target"], hook["limit"]) == ("s", 2.0, 0.010)
+    assert hook["value"] > 0
+    assert hook["floor"] > 0
+    assert hook["ratio"] == round(hook["value"] / hook["floor"], 3)
+    assert hook["ok"] is (hook["ratio"] <= 2.0 and hook["value"] <= 0.010)
