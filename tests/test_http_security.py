@@ -224,3 +224,24 @@ async def test_hook_route_lets_the_agent_go_on_when_anything_fails(tmp_path: Pat
         payload = (FIXTURES / "PostToolUse.json").read_bytes()
         response = await http.post("/v1/hooks/claude-code", content=payload, headers=headers)
         assert (response.status_code, response.content) == (200, b"")
+
+
+async def test_hook_route_follows_a_store_file_that_was_deleted_and_made_again(tmp_path: Path) -> None:
+    """The route keeps its store open between requests, but a store file deleted (and made again
+    by the next `instruct`, as docs/hooks.md allows) is the file it uses next: the instruction
+    queued in the new file is delivered, and the new file records it applied."""
+    payload = (FIXTURES / "PostToolUse.json").read_bytes()
+    session = json.loads(payload)["session_id"]
+    path = tmp_path / "hooks.db"
+    headers = {**AUTH, "Content-Type": "application/json"}
+    instruct(session, "First", id="cmd-1", vendor="claude-code", store=str(path))
+    async with client(create_app(hooks_store=str(path), token=TOKEN)) as http:
+        first = await http.post("/v1/hooks/claude-code", content=payload, headers=headers)
+        assert b"First" in first.content
+        for name in ("hooks.db", "hooks.db-wal", "hooks.db-shm"):
+            (tmp_path / name).unlink(missing_ok=True)
+        instruct(session, "Second", id="cmd-2", vendor="claude-code", store=str(path))
+        second = await http.post("/v1/hooks/claude-code", content=payload, headers=headers)
+        assert (second.status_code, b"Second" in second.content) == (200, True)
+    with open_store(str(path)) as store:
+        assert store.receipt(session, "cmd-2").disposition == "applied"

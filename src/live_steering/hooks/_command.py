@@ -126,10 +126,13 @@ def run_hook(
     stderr: IO[str] | None = None,
     trace: Callable[[str], None] | None = None,
     leave_open: bool = False,
+    store: HookStore | None = None,
 ) -> int:
     """Handle one hook moment of ``vendor``; always returns 0 (see the module docs).
 
-    The store: ``store_path`` (SQLite), ``dsn`` (PostgreSQL), else as ``open_store``.
+    The store: ``store`` (an open store of this thread, used and left open: the HTTP hook
+    route keeps one per worker thread), else ``store_path`` (SQLite), ``dsn`` (PostgreSQL),
+    else as ``open_store``.
     ``leave_open``: a SQLite store is not closed (the process exits at once, see
     ``_cli/hook.py``): closing the last connection of a WAL file checkpoints it, a disk flush
     the agent would wait for at every moment; SQLite's automatic checkpoint and the other
@@ -141,11 +144,13 @@ def run_hook(
     except Exception as exc:
         data = b""
         _say(err, f"cannot read stdin: {exc}")
-    try:
-        store = open_store(store_path, dsn=dsn, busy_timeout=HOOK_BUSY_TIMEOUT, trace=trace)
-    except (StoreError, ValueError) as exc:
-        _say(err, str(exc))
-        return 0
+    given = store is not None
+    if store is None:
+        try:
+            store = open_store(store_path, dsn=dsn, busy_timeout=HOOK_BUSY_TIMEOUT, trace=trace)
+        except (StoreError, ValueError) as exc:
+            _say(err, str(exc))
+            return 0
     try:
         _handle(store, vendor, data, stdout if stdout is not None else sys.stdout.buffer, err, trace)
     except StoreError as exc:  # locked past the bounded wait: recording it would wait again
@@ -153,7 +158,7 @@ def run_hook(
     except Exception as exc:
         _record(store, vendor if vendor in _vendors.FACTS else None, "internal-error", repr(exc), None, err)
     finally:
-        if not (leave_open and store.__class__.__name__ == "SqliteHookStore"):
+        if not given and not (leave_open and store.__class__.__name__ == "SqliteHookStore"):
             store.close()
     return 0
 
