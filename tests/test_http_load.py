@@ -9,8 +9,10 @@ The default run is sized for a shared 2-core machine (40 clients x 10 steers, 20
 
 from __future__ import annotations
 
+import os
 import sqlite3
-from collections.abc import Mapping
+import tracemalloc
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +49,24 @@ def _feeds(app: Any) -> Any:
     raise AssertionError("no feeds")
 
 
-async def _load(tmp_path: Path, clients: int, steers: int, subscribers: int, bound: float = 600) -> None:
+#: What the server may still hold, live, once every steer is answered (the subscribers still
+#: connected, those behind reading the store): a base plus, per subscriber, the one page of
+#: events it may have in flight (``_events.PAGE``, 500: about 130 KB measured, its rows and
+#: event dicts). Nothing in it may grow with the events the run wrote (about 3 per steer, 30,000
+#: at the issue's size): a buffer per subscriber that kept them would hold about 8 MB each there.
+SERVER_BASE_BYTES = 1_000_000
+SERVER_BYTES_PER_SUBSCRIBER = 400 * _events.PAGE
+
+
+def _server_bytes(snapshot: tracemalloc.Snapshot) -> int:
+    """Bytes still allocated from the HTTP server's own code (live_steering.http)."""
+    here = f"*{os.sep}live_steering{os.sep}http{os.sep}*"
+    server = snapshot.filter_traces([tracemalloc.Filter(True, here)])
+    return sum(stat.size for stat in server.statistics("filename"))
+
+
+async def _load(tmp_path: Path, clients: int, steers: int, subscribers: int, bound: float = 600) -> int:
+    """Run the load; returns the bytes the server still held at its peak of subscribers."""
     path = str(tmp_path / "fleet.db")
     total = clients * steers
     written: list[str] = []
@@ -131,6 +150,7 @@ async def _load(tmp_path: Path, clients: int, steers: int, subscribers: int, bou
                                 )
                             ]
                         expected_count[0] = len(stored)
+                        held = _server_bytes(tracemalloc.take_snapshot())
                         done_sending.set()
                         feeds = _feeds(app)
                         assert all(len(f.recent) <= _events.RECENT for f in feeds._feeds.values())
@@ -143,19 +163,35 @@ async def _load(tmp_path: Path, clients: int, steers: int, subscribers: int, bou
     report.assert_ok()
     for ids in seen:
         assert ids == stored  # every event once, in order, none missing, across the reconnect
+    assert held <= SERVER_BASE_BYTES + SERVER_BYTES_PER_SUBSCRIBER * subscribers, held
+    return held
 
 
-async def test_many_clients_and_subscribers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def traced() -> Iterator[None]:
+    """Trace allocations for the test (what the server holds is read from a snapshot)."""
+    tracemalloc.start()
+    try:
+        yield
+    finally:
+        tracemalloc.stop()
+
+
+async def test_many_clients_and_subscribers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, traced: None
+) -> None:
     """40 clients x 10 steers and 20 subscribers: honest receipts, no subscriber loses an event;
     with a feed of 64 events (of about 1,200), subscribers that fall behind read the store, and
-    the feed's memory stays bounded."""
+    the feed's memory stays bounded, as does all the server holds (traced)."""
     monkeypatch.setattr(_events, "RECENT", 64)
-    await _load(tmp_path, clients=40, steers=10, subscribers=20)
+    held = await _load(tmp_path, clients=40, steers=10, subscribers=20)
+    print(f"the server held {held:,} bytes with 20 subscribers after 400 steers")
 
 
 @pytest.mark.slow
-async def test_the_issues_load(tmp_path: Path) -> None:
+async def test_the_issues_load(tmp_path: Path, traced: None) -> None:
     """200 clients x 50 steers into one owned session, 100 SSE subscribers (issue 23's counts)."""
     # one process plays server, owner, 200 clients and 100 subscribers: over 10 minutes on a busy
     # 2-core machine (a bound against a hang, never a measurement)
-    await _load(tmp_path, clients=200, steers=50, subscribers=100, bound=3600)
+    held = await _load(tmp_path, clients=200, steers=50, subscribers=100, bound=3600)
+    print(f"the server held {held:,} bytes with 100 subscribers after 10,000 steers")

@@ -244,4 +244,6 @@ async def test_hook_route_follows_a_store_file_that_was_deleted_and_made_again(t
         second = await http.post("/v1/hooks/claude-code", content=payload, headers=headers)
         assert (second.status_code, b"Second" in second.content) == (200, True)
     with open_store(str(path)) as store:
-        assert store.receipt(session, "cmd-2").disposition == "applied"
+        receipt = store.receipt(session, "cmd-2")
+    assert receipt is not None
+    assert receipt.disposition == "applied"
