@@ -33,6 +33,15 @@ def make_fleet_store(path: Path) -> str:
     return str(path)
 
 
+def listening(proc: subprocess.Popen[str]) -> str:
+    """The URL a `serve` process prints once it listens (its stderr in the failure otherwise)."""
+    assert proc.stdout is not None
+    assert proc.stderr is not None
+    line = proc.stdout.readline()
+    assert "listening on http://127.0.0.1:" in line, line + proc.stderr.read()
+    return line.split("listening on ", 1)[1].strip()
+
+
 def run(
     *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
@@ -90,11 +99,7 @@ def test_serve_serves_a_postgresql_hook_store(postgres_dsn: str) -> None:
         subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc,
         stopped(proc),
     ):
-        assert proc.stdout is not None
-        assert proc.stderr is not None
-        line = proc.stdout.readline()
-        assert "listening on http://127.0.0.1:" in line, line + proc.stderr.read()
-        url = line.split("listening on ", 1)[1].strip()
+        url = listening(proc)
         with urllib.request.urlopen(url + "v1/sessions", timeout=60) as answer:
             assert b'"pg-hook-1"' in answer.read()
         body = json.dumps({"kind": "steer", "id": "cmd-2", "text": "Then Y"}).encode()
@@ -155,11 +160,7 @@ def test_serve_runs_and_stops_gracefully(tmp_path: Path, backend: str, signum: i
         subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as proc,
         stopped(proc),
     ):
-        assert proc.stdout is not None
-        assert proc.stderr is not None
-        line = proc.stdout.readline()
-        assert "listening on http://127.0.0.1:" in line, line + proc.stderr.read()
-        url = line.split("listening on ", 1)[1].strip()
+        url = listening(proc)
         with urllib.request.urlopen(url, timeout=60) as page:
             assert b"live-steering console" in page.read()
         request = urllib.request.Request(url + "v1/sessions", headers={"Authorization": f"Bearer {TOKEN}"})
@@ -167,6 +168,7 @@ def test_serve_runs_and_stops_gracefully(tmp_path: Path, backend: str, signum: i
             assert b'"hook-7"' in answer.read()
         proc.send_signal(signum)
         assert proc.wait(timeout=60) == 0
+        assert proc.stderr is not None
         errors = proc.stderr.read()
     assert "live-steering serve: stopped" in errors
     assert "Traceback" not in errors
