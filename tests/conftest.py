@@ -5,6 +5,8 @@ settings that hold on a loaded machine."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,6 +28,71 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
     """Run each ``pytest.mark.anyio`` test once on asyncio and once on trio."""
     backend: str = request.param
     return backend
+
+
+# -- the run's own temp folder: nothing left behind (issue 25) ------------------------------
+# Every temp file of the run, the suite's and its child processes' (TMPDIR is inherited: vendor
+# CLIs, fleet nodes, PostgreSQL), lands in one folder made for the run. At the end, anything in
+# it but pytest's own tmp_path tree is a leftover: the run fails and names it. Short (a socket's
+# path has 107 bytes at most), and outside the patterns the fleet's sweep looks at.
+_RUN_TEMP_KEY = pytest.StashKey[str]()
+_OWN_TEMP = ("pytest-of-",)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):  # pragma: no cover - xdist worker: the controller's folder
+        return
+    folder = tempfile.mkdtemp(prefix="lss-")
+    os.chmod(folder, 0o1777)  # a temp folder as /tmp is: PostgreSQL runs as its own user in it
+    config.stash[_RUN_TEMP_KEY] = folder
+    os.environ["TMPDIR"] = folder
+    tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+
+
+def leftovers(folder: str) -> list[str]:
+    """What the run left in its temp folder, but pytest's own tmp_path tree."""
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    return [name for name in names if not name.startswith(_OWN_TEMP)]
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    folder = session.config.stash.get(_RUN_TEMP_KEY, None)
+    if folder is None:
+        return
+    left = leftovers(folder)
+    if left:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        message = f"the run left {len(left)} entries in its temp folder {folder}: {', '.join(left[:20])}"
+        if reporter is not None:
+            reporter.write_line(f"ERROR: {message}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    elif exitstatus == 0:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def vendor_temp(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """A real client's test runs with a temp folder of its own, removed after it: the vendor
+    CLIs leave their folders there (Claude Code's ``claude-0`` and ``cc-socks``, Qwen Code's
+    ``qwen-socks-*``, tmux's ``tmux-0``), which are theirs to leave, not the suite's. Short, for
+    the sockets they bind in it."""
+    if request.node.get_closest_marker("real_clients") is None:
+        yield
+        return
+    tmp_path_factory.getbasetemp()  # fixed in the run's folder before TMPDIR moves
+    folder = tempfile.mkdtemp(prefix="c-")
+    monkeypatch.setenv("TMPDIR", folder)
+    monkeypatch.setenv("TMUX_TMPDIR", folder)
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    try:
+        yield
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -57,6 +57,7 @@ class Codex:
         )
         self.env = {
             "PATH": os.environ["PATH"],
+            "TMPDIR": os.environ["TMPDIR"],  # the test's own (tests/conftest.py)
             "HOME": str(self.home),
             "CODEX_HOME": str(self.codex_home),
             "FAKE_OPENAI_KEY": "not-a-secret",

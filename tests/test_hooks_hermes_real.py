@@ -41,6 +41,7 @@ class Hermes:
         self.store = str(tmp_path / "hooks.db")
         self.env = {
             "PATH": os.environ["PATH"],
+            "TMPDIR": os.environ["TMPDIR"],  # the test's own (tests/conftest.py)
             "HOME": str(self.home),
             "HERMES_HOME": str(self.hermes_home),
             "PYTHONPATH": SOURCE,

@@ -71,6 +71,7 @@ class Qwen:
         self.fake = fake
         self.env = {
             "PATH": os.environ["PATH"],
+            "TMPDIR": os.environ["TMPDIR"],  # the test's own (tests/conftest.py)
             "HOME": str(self.home),
             "OPENAI_API_KEY": "not-a-secret",
             "OPENAI_BASE_URL": fake.base_url,

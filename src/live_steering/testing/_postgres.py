@@ -102,7 +102,9 @@ class PostgresCluster:
             )
         except (OSError, subprocess.CalledProcessError) as exc:
             shutil.rmtree(directory, ignore_errors=True)
-            raise RuntimeError(f"could not start PostgreSQL: {exc}") from exc
+            said = getattr(exc, "stderr", None)
+            detail = f" ({said.decode(errors='replace').strip()})" if said else ""
+            raise RuntimeError(f"could not start PostgreSQL: {exc}{detail}") from exc
         cluster = cls(directory, process, f"host={directory} user=postgres dbname=postgres")
         deadline = time.monotonic() + timeout
         ready = [os.path.join(bin_dir, "pg_isready"), "-q", "-h", directory, "-U", "postgres"]
