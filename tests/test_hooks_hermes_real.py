@@ -162,3 +162,33 @@ def test_a_mistyped_resume_id_neither_ends_a_session_nor_drops_its_queue(tmp_pat
         hermes.cli("instruct", typo, "for later", "--id", "t-1", "--store", hermes.store, "--json").stdout
     )
     assert again["disposition"] == "queued"
+
+
+def test_a_finalized_session_is_steered_before_the_first_turn_of_its_resume(tmp_path: pathlib.Path) -> None:
+    """`hermes chat -q` finalizes at its exit; `instruct --resume` queues for the next run, and
+    `hermes chat --resume ID` (no hook fires when it opens) carries it in its first model request."""
+    text = "STEER-hermes: start from the notes of the last run"
+    with FakeOpenAI([Turn("first answer"), Turn("second answer")]) as fake:
+        hermes = Hermes(tmp_path, fake)
+        hermes.cli("hooks", "install", "hermes", "--plugin", "--store", hermes.store)
+        hermes.run("chat", "-Q", "-q", "first turn")
+        session = hermes.session()
+        assert hermes.events()[-1]["type"] == "x.hermes.session.ended"
+        refused = hermes.cli("instruct", session, text, "--id", "r-1", "--store", hermes.store)
+        assert refused.returncode == 1
+        assert "refused session-ended" in refused.stdout
+        assert "--resume" in refused.stderr
+        queued = hermes.cli(
+            "instruct", session, text, "--id", "r-2", "--resume", "--store", hermes.store, "--json"
+        )
+        assert json.loads(queued.stdout)["disposition"] == "queued"
+        before = len(fake.requests)
+        hermes.run("chat", "--resume", session, "-Q", "-q", "second turn")
+    counts = [json.dumps(r, ensure_ascii=False).count(text) for r in fake.requests]
+    assert counts[:before] == [0] * before, counts
+    assert counts[before] == 1, counts
+    assert sum(counts) == 1, counts
+    events = hermes.events()
+    delivered = [e for e in events if e["type"] == "x.hermes.instruction.delivered"]
+    assert [(e["command_id"], e["moment"]) for e in delivered] == [("r-2", "pre_llm_call")]
+    assert [e for e in events if str(e["type"]).endswith("hook.failed")] == []

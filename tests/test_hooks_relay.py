@@ -285,6 +285,44 @@ def test_resumed_claude_session_opens_a_new_epoch(store: HookWhere) -> None:
     assert "x.claude-code.session.resumed" in types
 
 
+@pytest.mark.parametrize(
+    ("vendor", "other", "reopen"),
+    [("hermes", "post_tool_call", "pre_llm_call"), ("claude-code", "PostToolUse", "UserPromptSubmit")],
+)
+def test_an_ended_session_takes_an_instruction_for_its_next_run_with_resume(
+    store: HookWhere, vendor: str, other: str, reopen: str
+) -> None:
+    """`instruct --resume`: an ended session queues it for the run that reopens it (Hermes fires no
+    hook when `--resume` opens a session, so this is how a host steers its first turn)."""
+    session = session_of(vendor)
+    end = _vendors.FACTS[vendor].session_end_moment
+    assert end is not None
+    hook(store, vendor, fixture(vendor, reopen))  # the session runs, then ends
+    hook(store, vendor, fixture(vendor, end))
+    text = "Read the notes from yesterday first"
+    plain = instruct(session, text, id="r1", store=store.path, dsn=store.dsn)
+    assert (plain.accepted, plain.reason) == (False, "session-ended")
+    queued = instruct(session, text, id="r2", store=store.path, dsn=store.dsn, resume=True)
+    assert (queued.accepted, queued.disposition) == (True, Disposition.QUEUED)
+    again = instruct(session, text, id="r2", store=store.path, dsn=store.dsn, resume=True)
+    assert (again.repeated, again.disposition) == (True, Disposition.QUEUED)
+    hook(store, vendor, fixture(vendor, end))  # an end moment of a session already ended: kept
+    assert hook(store, vendor, fixture(vendor, other))[0] == b""  # not reopening: nothing yet
+    assert instruct(session, text, id="r2", store=store.path, dsn=store.dsn).disposition is Disposition.QUEUED
+    out, _ = hook(store, vendor, fixture(vendor, reopen))  # the resumed run's first model request
+    assert text in out.decode()
+    with store.open() as s:
+        (row,) = [r for r in s.instructions(session) if r["command_id"] == "r2"]
+        events = s.events(session_id=session)
+    assert (row["state"], row["epoch"]) == ("delivered", 2)
+    (accepted,) = [e for e in events if e["type"] == "control.accepted"]
+    assert accepted["resume"] is True
+    types = [e["type"] for e in events]
+    resumed = types.index(f"x.{vendor}.session.resumed")
+    assert types.index(f"x.{vendor}.instruction.delivered") > resumed
+    assert instruct(session, "live again", id="r3", store=store.path, dsn=store.dsn).accepted
+
+
 def test_hermes_shell_hook_finalize_of_a_session_that_never_ran_drops_nothing(store: HookWhere) -> None:
     """`live-steering hook hermes` at on_session_finalize for an id no hook ran for (a mistyped resume)."""
     instruct("typo", "kept", id="c", vendor="hermes", store=store.path, dsn=store.dsn)

@@ -59,6 +59,12 @@ def register(subparsers: Any) -> None:
         metavar="AGENT_ID",
         help="for this subagent of the session (its agent_id) instead of the main agent",
     )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="if SESSION has ended, queue TEXT for its next run (delivered once the vendor resumes "
+        "it, e.g. at a resumed Hermes session's first model request) instead of refusing session-ended",
+    )
     from .hooks import store_options
 
     store_options(parser)
@@ -85,6 +91,7 @@ def _uuid4() -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..hooks._admit import SESSION_ENDED
     from ..hooks._open import open_store
     from ..hooks._store import FOLLOW_UP, STEER, StoreError
     from ..hooks._vendors import session_id_problem
@@ -113,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
                 vendor=args.vendor,
                 kind=kind,
                 agent_id=args.agent,
+                resume=args.resume,
             )
         finally:
             if not (LEAVE_OPEN and store.__class__.__name__ == "SqliteHookStore"):
@@ -140,4 +148,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"{receipt.command_id}: {state} {disposition}")
     else:
         print(f"{receipt.command_id}: refused {receipt.reason}: {receipt.detail}")
+        if receipt.reason == SESSION_ENDED:
+            print("hint: --resume queues it for the session's next run", file=sys.stderr)
     return 0 if receipt.accepted else 1

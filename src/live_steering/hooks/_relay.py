@@ -45,6 +45,7 @@ def instruct(
     busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
     kind: str = "steer",
     agent_id: str | None = None,
+    resume: bool = False,
 ) -> InstructionReceipt:
     """Queue ``text`` for the next eligible hook moment of ``session_id``; returns its receipt.
 
@@ -52,7 +53,8 @@ def instruct(
     stop yet" reply (the ``Stop`` decision of Claude Code, Codex, Qwen Code); refused
     ``unsupported-kind`` for a vendor without one, or when no vendor is known for the session.
     ``agent_id``: for that subagent of the session (Claude Code's ``agent_id``) instead of the
-    main agent.
+    main agent. ``resume=True``: a session that has ended takes it for its next run (it waits
+    ``queued`` until the vendor resumes the session) instead of refusing ``session-ended``.
 
     ``id``: the command id (the audit cause, the identity for repeats); a fresh UUID
     when omitted, so only a caller-chosen id makes a retry idempotent. ``vendor``:
@@ -81,12 +83,16 @@ def instruct(
         if dsn is not None:
             raise ValueError("give a store or a DSN, not both")
         return to_instruction_receipt(
-            store.enqueue(session_id, command_id, text, vendor=vendor, kind=kind, agent_id=agent_id)
+            store.enqueue(
+                session_id, command_id, text, vendor=vendor, kind=kind, agent_id=agent_id, resume=resume
+            )
         )
     opened = open_store(store, dsn=dsn, busy_timeout=busy_timeout)
     try:
         return to_instruction_receipt(
-            opened.enqueue(session_id, command_id, text, vendor=vendor, kind=kind, agent_id=agent_id)
+            opened.enqueue(
+                session_id, command_id, text, vendor=vendor, kind=kind, agent_id=agent_id, resume=resume
+            )
         )
     finally:
         opened.close()
@@ -103,6 +109,7 @@ async def instruct_async(
     busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
     kind: str = "steer",
     agent_id: str | None = None,
+    resume: bool = False,
 ) -> InstructionReceipt:
     """``instruct`` from async code (asyncio or trio): the store's work runs in a worker thread.
 
@@ -122,6 +129,7 @@ async def instruct_async(
             busy_timeout=busy_timeout,
             kind=kind,
             agent_id=agent_id,
+            resume=resume,
         )
 
     return await anyio.to_thread.run_sync(call)

@@ -297,6 +297,7 @@ class HookStore(abc.ABC):
         vendor: str | None = None,
         kind: str = STEER,
         agent_id: str | None = None,
+        resume: bool = False,
     ) -> StoredReceipt:
         """Queue one instruction, or refuse it (a pinned reason; only the audit stream changes)."""
 
@@ -530,6 +531,7 @@ class RelayStore(HookStore):
         vendor: str | None = None,
         kind: str = STEER,
         agent_id: str | None = None,
+        resume: bool = False,
     ) -> StoredReceipt:
         """Queue one instruction for the next eligible hook moment of ``session_id``.
 
@@ -537,6 +539,12 @@ class RelayStore(HookStore):
         follow-up moment only; ``unsupported-kind`` unless every vendor known for the
         session has one, and at least one is known). ``agent_id``: the subagent it is for
         (``None``: the session's main agent; a hook running in a subagent never takes it).
+        ``resume``: when the session has ended, queue the instruction for its next run
+        instead of refusing ``session-ended``: it waits ``queued`` until the vendor opens the
+        session again (``--resume``: the moment that reopens it, which for Hermes is the
+        first turn's ``pre_llm_call``) and is delivered at that run's first eligible moment,
+        or dropped at that run's end like anything else queued then. A session never
+        resumed keeps it ``queued``. The accepted event says ``"resume": true``.
 
         A session id outside the runtime's id rules is a ``ValueError`` (as for
         ``HookSession``). Refusals (pinned reasons, in ``_admit.decide``'s order, as
@@ -570,9 +578,10 @@ class RelayStore(HookStore):
                 problem = _vendors.admission_problem(text, limits or [_vendors.STRICTEST])
             held, pending = self._run("counts", (session_id,)).fetchone()
             kind_problem = _kind_problem(kind, limits, agent_id)
+            ended = row is not None and bool(row[1])
             answer = _admit.decide(
                 kind_ok=kind_problem is None,
-                ended=row is not None and bool(row[1]),
+                ended=ended and not resume,
                 known=known is not None,
                 same=known is not None and known[0] == text,
                 problem=problem,
@@ -592,7 +601,7 @@ class RelayStore(HookStore):
             else:
                 if vendor is not None and row[0] is None:
                     self._run("name_session_vendor", (vendor, session_id))
-                epoch = row[2]
+                epoch = row[2] + 1 if ended else row[2]  # ended: for the run that reopens it
             row_values = (session_id, command_id, text, vendor, epoch, now, kind, agent_id)
             self._run("insert_instruction", row_values)
             fields: dict[str, object] = {"pending": pending + 1}
@@ -602,6 +611,8 @@ class RelayStore(HookStore):
                 fields["kind"] = kind
             if agent_id is not None:
                 fields["agent_id"] = agent_id
+            if ended:
+                fields["resume"] = True
             self._emit("control.accepted", session_id, now, fields, command_id)
             return StoredReceipt(True, command_id, session_id, QUEUED)
 
