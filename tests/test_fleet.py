@@ -94,6 +94,27 @@ async def test_applied_receipt_and_generation_readable_from_any_node(fleet_store
         assert entry.disposition is Disposition.APPLIED
 
 
+async def test_the_lease_records_the_owners_delivery_modes(fleet_store: FleetStore) -> None:
+    """Owning a runtime records its steering_mode and follow_up_mode (C30) on the lease, read from
+    any node; releasing the lease clears them; the next owner records its own."""
+    session = new_session()
+    async with fleet_store.fleet("a") as node_a, fleet_store.fleet("host") as host:
+        async with node_a.own(LiveRuntime(session_id=session, steering_mode="one-at-a-time")):
+            lease = await host.lease(session)
+            assert lease is not None
+            assert (lease.live, lease.steering_mode, lease.follow_up_mode) == (True, "one-at-a-time", "all")
+        released = await host.lease(session)
+        assert released is not None
+        assert (released.live, released.steering_mode, released.follow_up_mode) == (False, None, None)
+        async with (
+            fleet_store.fleet("b") as node_b,
+            node_b.own(LiveRuntime(session_id=session, follow_up_mode="one-at-a-time")),
+        ):
+            lease = await host.lease(session)
+            assert lease is not None
+            assert (lease.node_id, lease.steering_mode, lease.follow_up_mode) == ("b", "all", "one-at-a-time")
+
+
 async def test_no_owner_answers_repeats_from_the_store(fleet_store: FleetStore) -> None:
     """With no live owner a repeat gets its stored receipt, other content a conflict, a new id stale."""
     session = new_session()

@@ -1,6 +1,6 @@
 """The fleet store's schema version and its migrations (``fleet/_store.py``), on SQLite and PostgreSQL.
 
-An older store is built by hand, with the version-1 statements as the fleet first shipped them
+An older store is built by hand, with the statements of that version as the fleet shipped them
 (frozen here, not imported: the library's copy is what is under test), then opened: it is
 migrated in one transaction, keeps its rows, and serves a node. A newer store is refused
 naming both versions; a failing migration leaves the store as it was.
@@ -63,6 +63,15 @@ VERSION_1 = (
     "INSERT INTO ls_meta (key, value) VALUES ('schema_version', '1')",
 )
 
+#: What version 2 added (issue 20's index), and its version number, as a store of version 2 holds them.
+VERSION_2 = (
+    "CREATE INDEX ls_changes_session ON ls_changes (session_id, epoch)",
+    "UPDATE ls_meta SET value = '2' WHERE key = 'schema_version'",
+)
+
+#: The lease columns version 3 adds: the owner's delivery modes (C30).
+MODE_COLUMNS = {"steering_mode", "follow_up_mode"}
+
 
 @pytest.fixture
 def store(fleet_store: FleetStore, tmp_path: Path) -> FleetStore:
@@ -86,15 +95,17 @@ def _raw(store: FleetStore) -> StoreConnection:
     return PostgresConnection(store.location)
 
 
-def _build_version_1(store: FleetStore, session: str) -> None:
-    """A version-1 store by hand, holding one session's applied receipt and its changes."""
+def _build_version_1(store: FleetStore, session: str, *, version: int = 1) -> None:
+    """A version-1 store by hand (``version=2``: then the version-2 statements on it), holding one
+    session's applied receipt and its changes, and its lease as an expired owner left it."""
     conn = _raw(store)
     try:
         conn.begin()
-        for statement in VERSION_1:
+        for statement in VERSION_1 + (VERSION_2 if version >= 2 else ()):
             conn.execute(statement.format(serial=conn.dialect.serial))
         conn.execute(
-            "INSERT INTO ls_leases (session_id, node_id, epoch, expires_at) VALUES (?, NULL, 1, 0)",
+            "INSERT INTO ls_leases (session_id, node_id, epoch, expires_at, generation_id) "
+            "VALUES (?, 'old-node', 1, 0, 'g0')",
             (session,),
         )
         conn.execute(
@@ -132,9 +143,21 @@ def _has_relation(conn: StoreConnection, name: str) -> bool:
     return bool(row[0])
 
 
+def _columns(conn: StoreConnection, table: str) -> set[str]:
+    """The names of ``table``'s columns."""
+    if isinstance(conn, SQLiteConnection):
+        return {row[1] for row in conn.execute(f"PRAGMA table_info({table})").fetchall()}
+    rows = conn.execute(
+        "SELECT column_name FROM information_schema.columns "
+        "WHERE table_schema = current_schema() AND table_name = ?",
+        (table,),
+    ).fetchall()
+    return {row[0] for row in rows}
+
+
 def test_the_schema_version_is_the_number_of_migrations() -> None:
     """Version n is what the first n migrations build, the first one the version-1 tables."""
-    assert SCHEMA_VERSION == len(MIGRATIONS) == 2
+    assert SCHEMA_VERSION == len(MIGRATIONS) == 3
     assert "CREATE TABLE ls_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)" in MIGRATIONS[0]
 
 
@@ -144,6 +167,7 @@ def test_a_new_store_is_built_by_every_migration_in_order(store: FleetStore) -> 
     try:
         assert _version(conn) == SCHEMA_VERSION
         assert _has_relation(conn, "ls_changes_session")
+        assert _columns(conn, "ls_leases") >= MODE_COLUMNS
         conn.ensure_schema()  # an up-to-date store: nothing to do
         assert _version(conn) == SCHEMA_VERSION
     finally:
@@ -161,6 +185,7 @@ async def test_a_version_1_store_is_migrated_and_keeps_serving(store: FleetStore
         try:
             assert _version(conn) == SCHEMA_VERSION
             assert _has_relation(conn, "ls_changes_session")
+            assert _columns(conn, "ls_leases") >= MODE_COLUMNS
         finally:
             conn.close()
         old = await host.receipt(session, "old-1")
@@ -184,8 +209,8 @@ async def test_a_version_1_store_is_migrated_and_keeps_serving(store: FleetStore
 def test_a_failing_migration_leaves_the_older_store_as_it_was(
     store: FleetStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every migration runs in one transaction: one that fails part-way (here a made-up third
-    one) leaves the version-1 store at version 1, without the second migration's index either."""
+    """Every migration runs in one transaction: one that fails part-way (here a made-up last
+    one) leaves the version-1 store at version 1, without the later migrations' index and columns."""
     session = new_session()
     _build_version_1(store, session)
     failing = (*MIGRATIONS, ("CREATE TABLE ls_probe (x INTEGER)", "SELECT * FROM ls_no_such_table"))
@@ -200,11 +225,51 @@ def test_a_failing_migration_leaves_the_older_store_as_it_was(
         try:
             assert not _has_relation(conn, "ls_probe")
             assert not _has_relation(conn, "ls_changes_session")
+            assert not _columns(conn, "ls_leases") & MODE_COLUMNS
             assert conn.execute("SELECT count(*) FROM ls_changes").fetchone()[0] == 3
         finally:
             conn.commit()
     finally:
         conn.close()
+
+
+@pytest.mark.anyio
+async def test_a_version_2_store_gets_the_mode_columns_and_records_the_owners_modes(
+    store: FleetStore,
+) -> None:
+    """A store built by hand at version 2 (the schema before the delivery modes) is migrated in
+    place by the first node that opens it: its lease row keeps its epoch and generation and gets
+    empty mode columns, and the next owner's take records its runtime's modes (C30)."""
+    session = new_session()
+    _build_version_1(store, session, version=2)
+    conn = _raw(store)
+    try:
+        assert _version(conn) == 2
+        assert not _columns(conn, "ls_leases") & MODE_COLUMNS
+    finally:
+        conn.close()
+    async with store.fleet("host") as host:
+        conn = _raw(store)
+        try:
+            assert _version(conn) == SCHEMA_VERSION
+            assert _columns(conn, "ls_leases") >= MODE_COLUMNS
+        finally:
+            conn.close()
+        before = await host.lease(session)
+        assert before is not None
+        assert (before.node_id, before.epoch, before.generation_id) == ("old-node", 1, "g0")
+        assert (before.live, before.steering_mode, before.follow_up_mode) == (False, None, None)
+        runtime = LiveRuntime(
+            session_id=session, steering_mode="one-at-a-time", follow_up_mode="one-at-a-time"
+        )
+        async with store.fleet("worker") as worker, worker.own(runtime):
+            lease = await host.lease(session)
+            assert lease is not None
+            assert (lease.node_id, lease.epoch, lease.live) == ("worker", 2, True)
+            assert (lease.steering_mode, lease.follow_up_mode) == ("one-at-a-time", "one-at-a-time")
+            old = await host.receipt(session, "old-1")
+            assert old is not None
+            assert old.disposition is Disposition.APPLIED
 
 
 @pytest.mark.anyio

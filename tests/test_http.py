@@ -12,11 +12,13 @@ from typing import Any
 
 import pytest
 
+from fleet_helpers import FleetStore, new_session
 from http_helpers import AUTH, TOKEN, client, owned
 from live_steering import LiveRuntime
-from live_steering.fleet import SQLiteFleet
+from live_steering.fleet import Lease, SQLiteFleet
 from live_steering.hooks import instruct
 from live_steering.http import STATUS_OF_REASON, create_app
+from live_steering.http._stores import FleetView
 
 pytestmark = pytest.mark.anyio
 
@@ -45,7 +47,7 @@ async def test_sessions_lists_runtime_and_hook_sessions(tmp_path: Path) -> None:
             "vendor": None,
             "owner_live": True,
             "generation": {"id": "gen-1"},
-            "mode": "request_boundary",
+            "mode": "all",  # the owner's steering_mode (C30), the default
         }
         assert sessions["hook-7"]["kind"] == "hook"
         assert sessions["hook-7"]["vendor"] == "claude-code"
@@ -54,6 +56,42 @@ async def test_sessions_lists_runtime_and_hook_sessions(tmp_path: Path) -> None:
         assert one.json() == sessions["chat-42"]
         assert (await http.get("/v1/sessions/nobody", headers=AUTH)).status_code == 404
         assert (await http.get("/v1/sessions/" + "x" * 200, headers=AUTH)).status_code == 404
+
+
+async def test_a_runtime_sessions_mode_is_its_owners_steering_mode(fleet_store: FleetStore) -> None:
+    """On either fleet store, GET /v1/sessions and /v1/sessions/{session} give a live owner's
+    steering_mode (C30) as the session's ``mode``, with the same keys as before; once the owner
+    has left, ``unavailable``."""
+    one, every = new_session(), new_session()
+    async with (
+        fleet_store.fleet("worker") as worker,
+        fleet_store.fleet("api") as host,
+        client(create_app(fleet=host, token=TOKEN)) as http,
+    ):
+        async with owned(worker, one, steering_mode="one-at-a-time"), owned(worker, every):
+            sessions = (await http.get("/v1/sessions", headers=AUTH)).json()["sessions"]
+            listed = {s["id"]: s for s in sessions}
+            assert listed[one] == {
+                "id": one,
+                "kind": "runtime",
+                "vendor": None,
+                "owner_live": True,
+                "generation": {"id": "gen-1"},
+                "mode": "one-at-a-time",
+            }
+            assert listed[every]["mode"] == "all"
+            assert (await http.get(f"/v1/sessions/{one}", headers=AUTH)).json() == listed[one]
+        gone = (await http.get(f"/v1/sessions/{one}", headers=AUTH)).json()
+        assert (gone["owner_live"], gone["mode"]) == (False, "unavailable")
+
+
+def test_a_live_owner_that_recorded_no_mode_shows_request_boundary() -> None:
+    """A live lease without delivery modes (taken by an older node still running against the
+    migrated store) reads as before: ``request_boundary``; a free one ``unavailable``."""
+    live = Lease("s", "old-node", 3, 1e12, "g1", True)
+    assert FleetView.describe(live)["mode"] == "request_boundary"
+    free = Lease("s", None, 3, 0.0, None, False, "one-at-a-time", "all")
+    assert FleetView.describe(free)["mode"] == "unavailable"
 
 
 async def test_submit_answers_the_owners_receipts_with_the_pinned_codes(tmp_path: Path) -> None:

@@ -64,8 +64,9 @@ def _driver(profile: Path) -> Any:
 
 
 async def test_console_steers_and_stops_a_running_session(tmp_path: Path, anyio_backend: str) -> None:
-    """The page lists the running session; a steer typed there shows queued, then applied without a
-    reload; stop shows the generation ended; the page breaks no CSP rule."""
+    """The page lists the running session with its owner's steering mode; a steer typed there shows
+    queued, then applied without a reload; stop shows the generation ended; the page breaks no CSP
+    rule."""
     _need_browser()
     path = str(tmp_path / "fleet.db")
     written: list[str] = []
@@ -82,7 +83,8 @@ async def test_console_steers_and_stops_a_running_session(tmp_path: Path, anyio_
         ready = anyio.Event()
 
         async def owner() -> None:
-            async with worker.own(LiveRuntime(session_id="chat-42")) as runtime:
+            runtime = LiveRuntime(session_id="chat-42", steering_mode="one-at-a-time")
+            async with worker.own(runtime):
                 async with runtime.open_generation("gen-1") as gen:
                     await worker.flush("chat-42")
                     ready.set()
@@ -126,8 +128,10 @@ def _drive(url: str, tmp_path: Path, release: Any) -> dict[str, Any]:
         row = wait.until(lambda d: d.find_element(By.CSS_SELECTOR, "tr[data-session='chat-42']"))
         assert row.find_element(By.CSS_SELECTOR, ".generation").text == "gen-1"
         assert row.find_element(By.CSS_SELECTOR, ".owner-live").text == "yes"
+        assert row.find_element(By.CSS_SELECTOR, ".mode").text == "one-at-a-time"  # the owner's (C30)
         row.find_element(By.CSS_SELECTOR, "button.open").send_keys(Keys.ENTER)
         wait.until(lambda d: d.find_element(By.ID, "stream-state").text == "(live)")
+        assert driver.find_element(By.ID, "mode").text == "one-at-a-time"
         text = driver.find_element(By.ID, "steer-text")
         assert driver.switch_to.active_element == text  # focus moved to the box
         text.send_keys("Use the corrected path")

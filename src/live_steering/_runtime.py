@@ -966,6 +966,11 @@ class RuntimeInternals:
         before anything is submitted (an ACP steer that would start a new turn). O(len)."""
         return input_problem(input.id, input.text, self._core.max_text_chars)
 
+    def delivery_modes(self) -> tuple[str, str]:
+        """The runtime's ``(steering_mode, follow_up_mode)`` (C30), as its constructor took them:
+        for a wing that records them (the fleet's lease row, shown by ``GET /v1/sessions``). O(1)."""
+        return self._core.steering_mode.value, self._core.follow_up_mode.value
+
     def retain(self, input_id: str, generation_id: str, digest: str, receipt: Receipt) -> None:
         """Have the core answer ``input_id`` as an identity an earlier runtime of the session
         accepted (the fleet's earlier owners): ``SteeringCore.retain``. O(1)."""

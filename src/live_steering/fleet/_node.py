@@ -36,7 +36,7 @@ import anyio.lowlevel
 import attrs
 
 from .._errors import UnknownInputError
-from .._runtime import LiveRuntime
+from .._runtime import LiveRuntime, internals
 from .._types import Disposition, Input, Receipt, StopReason
 from .._validate import checked_id, plain_str
 from ..journal import JournalEntry
@@ -662,6 +662,7 @@ class Fleet(abc.ABC):
         if session_id in self._owners:
             raise LeaseHeldError(f"this node already owns session {session_id!r}")
         limiter = anyio.CapacityLimiter(1)
+        modes = internals(runtime).delivery_modes()  # recorded on the lease for hosts to show (C30)
         conn: StoreConnection | None = None
         backoff = Backoff()
         try:
@@ -670,7 +671,9 @@ class Fleet(abc.ABC):
                     try:
                         if conn is None:
                             conn = await self._call(self._connect)
-                        taken = await self._owner_call(limiter, conn.take, session_id, self.node_id, self.ttl)
+                        taken = await self._owner_call(
+                            limiter, conn.take, session_id, self.node_id, self.ttl, modes
+                        )
                     except FleetError as exc:
                         if wait is None or not isinstance(exc.__cause__, self._errors()):
                             raise

@@ -93,6 +93,12 @@ class Lease:
     """The generation the owner runs now, or ``None``."""
     live: bool
     """Held and not expired (a dead owner may still look live until probed or expired)."""
+    steering_mode: str | None = None
+    """The owning runtime's ``steering_mode`` (C30: ``"all"`` or ``"one-at-a-time"``), recorded
+    when it took the lease; ``None`` when the lease is free, or was taken by a node of a library
+    older than schema version 3 (it records none)."""
+    follow_up_mode: str | None = None
+    """The owning runtime's ``follow_up_mode`` (C30), recorded alike."""
 
 
 @attrs.frozen
@@ -384,6 +390,14 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     # 2: a session's changes by their session: pruning a session (docs/fleet.md) and reading its
     # audit history scanned the whole table, which grows by three rows per steer for good.
     ("CREATE INDEX ls_changes_session ON ls_changes (session_id, epoch)",),
+    # 3: the owning runtime's delivery modes (C30), written by the take, so that a host shows how
+    # the session's boundaries deliver (``GET /v1/sessions``' ``mode``). NULL: a free lease, or one
+    # taken by an older node still running against the migrated store. No CHECK: a later mode
+    # must not need a rebuild of the table on SQLite; readers take what they know.
+    (
+        "ALTER TABLE ls_leases ADD COLUMN steering_mode TEXT",
+        "ALTER TABLE ls_leases ADD COLUMN follow_up_mode TEXT",
+    ),
 )
 
 #: The schema version this library writes and reads (``ls_meta.schema_version``).
@@ -549,8 +563,8 @@ class StoreConnection(abc.ABC):
 
     def _lease_row(self, session_id: str, *, lock: bool) -> Any:
         return self.execute(
-            "SELECT node_id, epoch, expires_at, holder_pid, generation_id FROM ls_leases WHERE session_id = ?"
-            + (self.dialect.lock_lease if lock else ""),
+            "SELECT node_id, epoch, expires_at, holder_pid, generation_id, steering_mode, follow_up_mode "
+            "FROM ls_leases WHERE session_id = ?" + (self.dialect.lock_lease if lock else ""),
             (session_id,),
         ).fetchone()
 
@@ -571,9 +585,16 @@ class StoreConnection(abc.ABC):
             now = self.now()
         if row is None:
             return None
-        node, epoch, expires, _pid, generation = row
+        node, epoch, expires, _pid, generation, steering_mode, follow_up_mode = row
         return Lease(
-            session_id, node, int(epoch), float(expires), generation, node is not None and expires >= now
+            session_id,
+            node,
+            int(epoch),
+            float(expires),
+            generation,
+            node is not None and expires >= now,
+            steering_mode,
+            follow_up_mode,
         )
 
     def probed_lease(self, session_id: str) -> Lease | None:
@@ -597,12 +618,20 @@ class StoreConnection(abc.ABC):
         self.release_session_lock(session_id)
         return True
 
-    def take(self, session_id: str, node_id: str, ttl: float) -> Taken | None:
+    def take(
+        self,
+        session_id: str,
+        node_id: str,
+        ttl: float,
+        modes: tuple[str, str] | None = None,
+    ) -> Taken | None:
         """Take the lease if free, expired or held by a dead process; None if a live owner holds it.
 
-        In the same transaction: bump the epoch, finalise what earlier owners left queued
-        (C23), and read their inputs so the new owner answers repeats of them. Cheap while a
-        live owner holds it (a read and a lock probe, no write), so a waiting worker may poll.
+        In the same transaction: bump the epoch, record the new owner's delivery ``modes``
+        (``(steering_mode, follow_up_mode)``, C30; ``None``: not known, stored as NULL), finalise
+        what earlier owners left queued (C23), and read their inputs so the new owner answers
+        repeats of them. Cheap while a live owner holds it (a read and a lock probe, no write),
+        so a waiting worker may poll.
         """
         lease = self.read_lease(session_id)
         if lease is not None and lease.live and not self.try_session_lock(session_id):
@@ -619,7 +648,7 @@ class StoreConnection(abc.ABC):
             )
             row = self._lease_row(session_id, lock=True)
             now = self.now()
-            node, epoch, expires, holder_pid, _generation = row
+            node, epoch, expires, holder_pid = row[:4]
             got_lock = self.try_session_lock(session_id)
             free = node is None or expires < now
             if not free and not got_lock:
@@ -629,11 +658,12 @@ class StoreConnection(abc.ABC):
                 # expired, but its process still holds the lock: a zombie (stopped, partitioned)
                 got_lock = self.end_holder(session_id, holder_pid)
             epoch = int(epoch) + 1
+            steering_mode, follow_up_mode = (None, None) if modes is None else modes
             self.execute(
                 "UPDATE ls_leases SET node_id = ?, epoch = ?, expires_at = ?, holder_pid = ?, "
-                "generation_id = NULL "
+                "generation_id = NULL, steering_mode = ?, follow_up_mode = ? "
                 "WHERE session_id = ?",
-                (node_id, epoch, now + ttl, self.my_pid(), session_id),
+                (node_id, epoch, now + ttl, self.my_pid(), steering_mode, follow_up_mode, session_id),
             )
             held, unknown = self._finalise(session_id, now)
             prior = self._prior(session_id)
@@ -665,7 +695,7 @@ class StoreConnection(abc.ABC):
             if row is None or row[0] is None:
                 self.rollback()
                 return False
-            _node, epoch, expires, holder_pid, _generation = row
+            epoch, expires, holder_pid = row[1:4]
             now = self.now()
             got_lock = self.try_session_lock(session_id)
             if not got_lock and expires >= now:
@@ -674,8 +704,8 @@ class StoreConnection(abc.ABC):
             if not got_lock:
                 got_lock = self.end_holder(session_id, holder_pid)
             self.execute(
-                "UPDATE ls_leases SET node_id = NULL, epoch = ?, holder_pid = NULL, generation_id = NULL "
-                "WHERE session_id = ?",
+                "UPDATE ls_leases SET node_id = NULL, epoch = ?, holder_pid = NULL, generation_id = NULL, "
+                "steering_mode = NULL, follow_up_mode = NULL WHERE session_id = ?",
                 (int(epoch) + 1, session_id),
             )
             self._finalise(session_id, now)
@@ -707,7 +737,8 @@ class StoreConnection(abc.ABC):
         self.begin()
         try:
             self.execute(
-                "UPDATE ls_leases SET node_id = NULL, holder_pid = NULL, generation_id = NULL "
+                "UPDATE ls_leases SET node_id = NULL, holder_pid = NULL, generation_id = NULL, "
+                "steering_mode = NULL, follow_up_mode = NULL "
                 "WHERE session_id = ? AND node_id = ? AND epoch = ?",
                 (session_id, node_id, epoch),
             )

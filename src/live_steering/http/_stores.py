@@ -136,15 +136,21 @@ class FleetView:
 
     @staticmethod
     def describe(lease: Lease) -> dict[str, Any]:
+        """The session as ``GET /v1/sessions`` lists it. ``mode`` is how the live owner's
+        boundaries deliver steers (its runtime's ``steering_mode``, C30: ``"all"`` or
+        ``"one-at-a-time"``, recorded on the lease by ``Fleet.own``); ``"unavailable"`` with no
+        live owner (as C1's capability says); ``"request_boundary"`` for a live owner that
+        recorded none (a node of an older library, still running against the migrated store)."""
         live = lease.live
         running = lease.generation_id if live else None
+        mode = (lease.steering_mode or "request_boundary") if live else "unavailable"
         return {
             "id": lease.session_id,
             "kind": "runtime",
             "vendor": None,
             "owner_live": live,
             "generation": None if running is None else {"id": running},
-            "mode": "request_boundary" if live else "unavailable",
+            "mode": mode,
         }
 
     async def submit(

@@ -69,7 +69,7 @@
       cell(row, s.vendor || "");
       cell(row, s.owner_live ? "yes" : "no", "owner-live");
       cell(row, s.generation ? s.generation.id : "none", "generation");
-      cell(row, s.mode);
+      cell(row, s.mode, "mode");
       const action = document.createElement("td");
       const button = document.createElement("button");
       button.type = "button";
@@ -85,6 +85,8 @@
   }
 
   function showGeneration(s) {
+    // a runtime session's mode is how its boundaries deliver steers (C30), a hook session's its relay's
+    $("#mode").textContent = s.mode;
     const generation = $("#generation");
     if (s.generation) {
       generation.textContent = s.generation.id;
