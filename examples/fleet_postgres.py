@@ -31,7 +31,7 @@ async def main(dsn: str) -> None:  # every node of the fleet connects to this da
                 # A host: any process that connects to the database. It decides nothing itself.
                 async with PostgresFleet(dsn, node_id="api-3") as host:
                     generation = await host.generation(session)
-                    assert generation == {"id": "gen-1"}
+                    assert generation == {"id": "gen-1", "steering_mode": "all"}
                     capability = await host.capability(session)  # C1's shape
                     receipt = await capability["submit"](
                         Input("steer", "Use the corrected path", id="msg-1"), generation["id"]

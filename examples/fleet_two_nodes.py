@@ -28,7 +28,7 @@ async def main(path: str) -> None:  # every process of the machine opens this fi
                 # A host: any process that opens the store. It decides nothing itself.
                 async with SQLiteFleet(path, node_id="api-3") as host:
                     generation = await host.generation("chat-42")
-                    assert generation == {"id": "gen-1"}
+                    assert generation == {"id": "gen-1", "steering_mode": "all"}
                     capability = await host.capability("chat-42")  # C1's shape
                     receipt = await capability["submit"](
                         Input("steer", "Use the corrected path", id="msg-1"), generation["id"]

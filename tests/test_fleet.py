@@ -82,7 +82,7 @@ async def test_applied_receipt_and_generation_readable_from_any_node(fleet_store
             async with runtime.open_generation("g1") as gen:
                 await owner.flush(session)
                 generation = await host.generation(session)
-                assert generation == {"id": "g1"}
+                assert generation == {"id": "g1", "steering_mode": "all"}
                 await host.submit(session, Input("steer", "Use X", id="m-1"), generation["id"])
                 written: list[str] = []
                 await gen.boundary(lambda input, metadata: written.append(input.id))
@@ -99,10 +99,14 @@ async def test_the_lease_records_the_owners_delivery_modes(fleet_store: FleetSto
     any node; releasing the lease clears them; the next owner records its own."""
     session = new_session()
     async with fleet_store.fleet("a") as node_a, fleet_store.fleet("host") as host:
-        async with node_a.own(LiveRuntime(session_id=session, steering_mode="one-at-a-time")):
+        async with node_a.own(LiveRuntime(session_id=session, steering_mode="one-at-a-time")) as runtime:
             lease = await host.lease(session)
             assert lease is not None
             assert (lease.live, lease.steering_mode, lease.follow_up_mode) == (True, "one-at-a-time", "all")
+            async with runtime.open_generation("g1"):
+                await node_a.flush(session)
+                # C30: a host's view of the running generation carries the mode, as in-process
+                assert await host.generation(session) == {"id": "g1", "steering_mode": "one-at-a-time"}
         released = await host.lease(session)
         assert released is not None
         assert (released.live, released.steering_mode, released.follow_up_mode) == (False, None, None)

@@ -59,7 +59,7 @@ async def test_remote_stop_while_a_tool_runs_ends_the_loop_stopped(fleet_store: 
                 tg.start_soon(run_loop)
                 await tool_running.wait()
                 await owner.flush(session)
-                assert await host.generation(session) == {"id": "g1"}
+                assert await host.generation(session) == {"id": "g1", "steering_mode": "all"}
                 queued = await host.submit(session, Input("steer", "Use X", id="m-1"), "g1")
                 assert queued.disposition is Disposition.QUEUED
                 result = await host.stop(session, "g1")

@@ -345,11 +345,15 @@ class Fleet(abc.ABC):
         return await self._call(self._store().probed_lease, checked_id(session_id, "session_id"))
 
     async def generation(self, session_id: str) -> dict[str, Any] | None:
-        """``{"id": ...}`` of the generation the session's live owner runs, else ``None`` (C2)."""
+        """``{"id", "steering_mode"}`` of the generation the session's live owner runs, else
+        ``None`` (C2, C30); ``steering_mode`` is left out for an owner that recorded none (a node
+        of a library older than the store's schema version 3)."""
         lease = await self.lease(session_id)
         if lease is None or not lease.live or lease.generation_id is None:
             return None
-        return {"id": lease.generation_id}
+        if lease.steering_mode is None:
+            return {"id": lease.generation_id}
+        return {"id": lease.generation_id, "steering_mode": lease.steering_mode}
 
     async def submit(
         self,
