@@ -15,7 +15,7 @@ import re
 import sys
 from typing import Any, TextIO
 
-__all__ = ["Progress", "error", "json_line", "printable", "stdout_gone"]
+__all__ = ["Progress", "error", "json_line", "printable", "redacted_dsn", "stdout_gone"]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -24,6 +24,16 @@ def error(prog: str, message: object) -> None:
     """Print ``prog: message`` as one line on stderr, whatever newlines ``message`` holds."""
     text = " ".join(str(message).splitlines()) or type(message).__name__
     print(f"{prog}: {text}", file=sys.stderr)
+
+
+def redacted_dsn(dsn: str) -> str:
+    """A PostgreSQL DSN as a message may show it: its password never (psycopg parses it; without
+    psycopg, which cannot have connected then, it is named only as "(a DSN)")."""
+    try:
+        from ..fleet._postgres import redact
+    except ImportError:
+        return "(a DSN)"
+    return redact(dsn)
 
 
 def json_line(value: Any) -> str:

@@ -49,7 +49,7 @@ from ..journal import (
 )
 from ..journal._store import iso
 from ._fleet import StoreProblem, connect, fleet_at
-from ._output import error, json_line, printable, stdout_gone
+from ._output import error, json_line, printable, redacted_dsn, stdout_gone
 
 __all__ = ["register", "run"]
 
@@ -186,14 +186,8 @@ def _print(entries: list[JournalEntry], as_json: bool) -> None:
 
 
 def _fleet_command(args: argparse.Namespace) -> str:
-    where = f"--dsn {shlex.quote(_redacted(args.dsn))}" if args.dsn is not None else shlex.quote(args.path)
+    where = f"--dsn {shlex.quote(redacted_dsn(args.dsn))}" if args.dsn is not None else shlex.quote(args.path)
     return f"{_PROG} {where}"
-
-
-def _redacted(dsn: str) -> str:
-    from ..fleet._postgres import redact  # psycopg is importable: the connection was made
-
-    return redact(dsn)
 
 
 def _counts(entries: list[JournalEntry]) -> str:

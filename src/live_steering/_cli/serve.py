@@ -25,7 +25,7 @@ from typing import Any
 
 from .._errors import LiveSteeringError
 from .._extras import install_hint
-from ._output import error
+from ._output import error, redacted_dsn
 
 _PROG = "live-steering serve"
 DEFAULT_PORT = 8765
@@ -96,7 +96,7 @@ def _check_hook_store(path: str | None, dsn: str | None) -> None:
     from ..hooks._store import StoreError
     from ._fleet import StoreProblem
 
-    where = f"--hooks-dsn {_redacted(dsn)!r}" if dsn is not None else f"--hooks-store {path!r}"
+    where = f"--hooks-dsn {redacted_dsn(dsn)!r}" if dsn is not None else f"--hooks-store {path!r}"
     try:
         open_store(path, dsn=dsn).close()
     except StoreError as exc:
@@ -105,14 +105,6 @@ def _check_hook_store(path: str | None, dsn: str | None) -> None:
         if type(exc).__module__.split(".")[0] != "psycopg":
             raise
         raise StoreProblem(f"{where}: {str(exc).strip().splitlines()[0]}", 2) from None
-
-
-def _redacted(dsn: str) -> str:
-    try:
-        from ..fleet._postgres import redact
-    except ImportError:  # no psycopg: the DSN is shown as given, but never its password
-        return "(a DSN)"
-    return redact(dsn)
 
 
 class _Terminated(LiveSteeringError):
