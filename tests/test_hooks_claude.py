@@ -467,6 +467,12 @@ _HEAVY = (
     "live_steering._runtime",
     "live_steering.hooks._session",
     "argparse",
+    # the standard library's heavier modules neither command needs (issue 24: instruct_command)
+    "typing",
+    "shutil",
+    "uuid",
+    "contextlib",
+    "importlib.metadata",
 )
 
 

@@ -129,6 +129,46 @@ def test_sqlite_doctests_pass() -> None:
 # -- SQLite ----------------------------------------------------------------------------------
 
 
+def test_a_sqlite_claim_is_committed_fully_synced_and_only_its_confirm_is_not(tmp_path: pathlib.Path) -> None:
+    """What "never delivered twice" rests on (C26b, docs/hooks.md "What it costs"): the claim
+    (``queued -> delivering``) commits with ``synchronous=FULL``, so no power loss can roll it
+    back to ``queued`` after its reply left; only the confirm after the reply commits with
+    ``NORMAL`` (a lost confirm is recovered ``unknown``, never a second delivery), and the
+    connection is FULL again after it (the HTTP route keeps its store open for the next claim)."""
+    seen: list[tuple[str, int]] = []
+    opened: list[SqliteHookStore] = []
+
+    def trace(point: str) -> None:
+        if point == "before-commit" and opened:
+            seen.append((steps[-1], opened[0]._conn.execute("PRAGMA synchronous").fetchone()[0]))
+        elif point != "before-commit":
+            steps.append(point)
+
+    steps: list[str] = []
+    store = SqliteHookStore(tmp_path / "hooks.db", trace=trace)
+    opened.append(store)
+    try:
+        store.enqueue("s", "c1", "Use the corrected path")
+        claim = store.claim("claude-code", "s", "PostToolBatch")
+        assert claim.delivered == ("c1",)
+        store.confirm(claim)
+        store.enqueue("s", "c2", "and the next one")
+        store.confirm(store.claim("claude-code", "s", "PostToolBatch"))
+        full, normal = 2, 1
+        assert seen == [
+            ("enqueue", full),
+            ("claim", full),
+            ("finish", normal),
+            ("enqueue", full),
+            ("claim", full),
+            ("finish", normal),
+        ]
+        assert store._conn.execute("PRAGMA synchronous").fetchone()[0] == full
+        assert store._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    finally:
+        store.close()
+
+
 def sqlite_v1(path: pathlib.Path) -> None:
     conn = sqlite3.connect(path)
     conn.executescript(SQLITE_V1)

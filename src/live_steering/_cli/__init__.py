@@ -19,6 +19,7 @@ from collections.abc import Sequence
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Callable
     from typing import Any, NoReturn
 
 
@@ -52,12 +53,50 @@ def _version_action() -> type[argparse.Action]:
     return VersionAction
 
 
+def _terminal_columns() -> int:
+    """``shutil.get_terminal_size().columns``, as argparse reads it, without importing ``shutil``:
+    ``$COLUMNS`` when a positive number, else the terminal of ``sys.__stdout__``, else 80."""
+    import os
+
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+        columns = columns or 80
+    return columns
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The whole command's parser; ``only``: a parser with just that one subcommand of ``LIGHT``."""
     import argparse
 
+    class Formatter(argparse.HelpFormatter):
+        """argparse's own, its width found without ``shutil``: argparse builds a formatter for
+        every ``add_argument`` (to check the metavar), and ``shutil`` (with ``bz2``, ``lzma``,
+        ``fnmatch``) would cost every ``instruct`` its import for a help it never prints."""
+
+        def __init__(
+            self,
+            prog: str,
+            indent_increment: int = 2,
+            max_help_position: int = 24,
+            width: int | None = None,
+            **kwargs: Any,
+        ) -> None:
+            width = _terminal_columns() - 2 if width is None else width  # argparse's own "- 2"
+            super().__init__(prog, indent_increment, max_help_position, width, **kwargs)
+
     class Parser(argparse.ArgumentParser):
         """argparse, but a usage error is one line on stderr (exit 2), like every other CLI error."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs.setdefault("formatter_class", Formatter)
+            super().__init__(*args, **kwargs)
 
         def error(self, message: str) -> NoReturn:
             self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
@@ -95,9 +134,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         if argv is None:  # the console script: this process is the hook's, it may end it itself
             hook.exit_fast()
         return hook.main(args[1:])
-    from collections.abc import Callable
-    from typing import cast
-
     parser = build_parser(args[0] if args[:1] and args[0] in LIGHT else None)
     namespace, unknown = parser.parse_known_args(args)
     if unknown:
@@ -105,7 +141,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         subcommands = parser._subcommands  # type: ignore[attr-defined]
         where = subcommands.get(getattr(namespace, "command", None), parser)
         where.error(f"unrecognized arguments: {' '.join(unknown)}")
-    handler = cast("Callable[[argparse.Namespace], int] | None", getattr(namespace, "handler", None))
+    # annotated, not ``typing.cast``: ``typing`` costs every ``instruct`` some milliseconds
+    handler: Callable[[argparse.Namespace], int] | None = getattr(namespace, "handler", None)
     if handler is None:
         parser.print_help(sys.stderr)
         return 2
