@@ -207,7 +207,8 @@ class Parker:
 
     @property
     def occupied(self) -> bool:
-        """True from a task's call of ``park()`` until that call returns (woken or cancelled)."""
+        """True from a task's call of ``park()`` (or ``park_future()``) until that call returns,
+        woken or cancelled; on asyncio, until it is woken (``unpark`` frees the spot at once)."""
         raise NotImplementedError
 
     def at_home(self) -> bool:
@@ -229,6 +230,17 @@ class Parker:
         Raises ``RuntimeError`` if another task is already parked here.
         """
         raise NotImplementedError
+
+    def park_future(self) -> Awaitable[None] | None:
+        """``park()`` without its coroutine, where the backend allows: the future to await at
+        once, or None (await ``park()`` instead). ``unpark()`` resolves it and frees the spot;
+        a caller whose await raises (cancelled) must ``abandon`` it. asyncio only: the engine's
+        wake (``wake_latency``) then resumes one coroutine less.
+        """
+        return None
+
+    def abandon(self, future: Awaitable[None]) -> None:
+        """The await of ``park_future()``'s future raised: free the spot, if it is still its."""
 
     def unpark(self) -> bool:
         """Wake the parked task, if any; True if one was woken. Never blocks."""
@@ -412,6 +424,17 @@ class _AsyncioParker(Parker):
         try:
             await future
         finally:
+            if self._future is future:  # not freed by ``unpark`` (cancelled), nor taken since
+                self._future = None
+
+    def park_future(self) -> asyncio.Future[None]:
+        if self._future is not None:
+            raise _occupied()
+        self._future = future = self._loop.create_future()
+        return future
+
+    def abandon(self, future: Awaitable[None]) -> None:
+        if self._future is future:
             self._future = None
 
     def unpark(self) -> bool:
@@ -419,6 +442,7 @@ class _AsyncioParker(Parker):
         if future is None or future.done():
             return False
         future.set_result(None)  # schedules the parked task's wake-up
+        self._future = None  # woken: the spot is free (the woken task no longer waits here)
         return True
 
     def cancel_pending(self) -> bool:
@@ -469,6 +493,7 @@ class _AsyncioParker(Parker):
         parked = self._future
         if parked is not None and not parked.done():
             parked.set_result(None)
+            self._future = None  # as ``unpark``: woken, the spot is free
         done = self._done
         done._asyncio_future_blocking = True
         yield done
@@ -542,14 +567,7 @@ class _TrioParker(Parker):
         self.checkpoint = one_frame or trio.lowlevel.checkpoint  # type: ignore[method-assign]
         # Where trio keeps the running task (what ``trio.lowlevel.current_task()`` reads), for
         # ``cancel_pending``'s test: only where the fields that test reads were checked.
-        self._run_context: Any = None
-        if one_frame is not None:
-            try:
-                from trio._core._run import GLOBAL_RUN_CONTEXT
-            except ImportError:  # another trio: trio's own function decides
-                pass
-            else:
-                self._run_context = GLOBAL_RUN_CONTEXT
+        self._run_context: Any = _TRIO_RUN_CONTEXT if one_frame is not None else None
         # What a task waits with, parked (``_abort`` lets trio cancel it) or following a woken
         # task (``_refuse_abort``): ``wait_task_rescheduled(abort)``, where this trio was checked
         # in one frame instead of three (its coroutine, the message's ``__init__``, the yield).
@@ -641,6 +659,8 @@ def _nothing() -> None:
 
 
 _TRIO_CHECKPOINT: Any = None
+_TRIO_RUN_CONTEXT: Any = None
+"""trio's thread-local run context (its ``task`` is ``current_task()``), once checked."""
 _TRIO_CHECKPOINT_READ = False
 
 
@@ -665,11 +685,13 @@ def _one_frame_trio_checkpoint() -> Callable[[], Awaitable[None]] | None:
     if not _tested("trio", _TESTED_TRIO):
         return None
     try:
-        from trio._core._run import CancelShieldedCheckpoint  # type: ignore[attr-defined]
+        import outcome  # trio's own dependency
+        from trio._core._run import GLOBAL_RUN_CONTEXT, CancelShieldedCheckpoint  # type: ignore[attr-defined]
     except ImportError:  # another trio
         return None
-    current_task = trio.lowlevel.current_task
-    task: Any = current_task()
+    task: Any = trio.lowlevel.current_task()
+    if getattr(GLOBAL_RUN_CONTEXT, "task", None) is not task:
+        return None  # another trio: it keeps the running task elsewhere
     runner = getattr(task, "_runner", None)
     status = getattr(task, "_cancel_status", None)
     if not (
@@ -680,18 +702,23 @@ def _one_frame_trio_checkpoint() -> Callable[[], Awaitable[None]] | None:
     ):
         return None  # another trio
     full_checkpoint = trio.lowlevel.checkpoint
+    value = outcome.Value
+    run_context = GLOBAL_RUN_CONTEXT
 
     @types.coroutine
     def checkpoint() -> Generator[Any, Any, None]:
-        (yield CancelShieldedCheckpoint).unwrap()
-        task = current_task()
+        resumed = yield CancelShieldedCheckpoint
+        if type(resumed) is not value:  # a Value(None) is the common answer: nothing to unwrap
+            resumed.unwrap()
+        task = run_context.task  # what ``current_task()`` reads, without its frame
         task._cancel_points += 1
         if task._cancel_status.effectively_cancelled or (
             task is task._runner.main_task and task._runner.ki_pending
         ):
             yield from full_checkpoint().__await__()  # raises the cancellation, trio's way
 
-    _TRIO_CHECKPOINT = checkpoint
+    global _TRIO_RUN_CONTEXT
+    _TRIO_CHECKPOINT, _TRIO_RUN_CONTEXT = checkpoint, run_context
     return checkpoint
 
 
@@ -711,11 +738,17 @@ def _trio_wait(abort: Callable[[Any], Any], checked: bool) -> Callable[[], Await
         except ImportError:  # another trio
             pass
         else:
+            import outcome  # trio's own dependency
+
             message = WaitTaskRescheduled(abort)
+            value = outcome.Value
 
             @types.coroutine
             def wait() -> Generator[Any, Any, Any]:
-                return (yield message).unwrap()
+                resumed = yield message
+                # a Value is what the parkers resume with: its value without ``unwrap()``'s two
+                # frames (an outcome is used once: each is built for one resume, see ``park``)
+                return resumed.value if type(resumed) is value else resumed.unwrap()
 
             return wait
     return functools.partial(trio.lowlevel.wait_task_rescheduled, abort)

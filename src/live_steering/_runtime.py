@@ -854,7 +854,15 @@ class Generation:
             if parker.occupied:
                 # One parking spot: a second waiter would orphan the first, which then never wakes.
                 raise GenerationStateError(f"another task is already waiting for input of {self.id!r}")
-            await parker.park()  # the checkpoint of this call: it parked
+            future = parker.park_future()  # asyncio: ``park()`` without its coroutine
+            if future is None:
+                await parker.park()  # the checkpoint of this call: it parked
+            else:
+                try:
+                    await future  # the checkpoint of this call: it parked; ``unpark()`` frees it
+                except BaseException:
+                    parker.abandon(future)  # cancelled while parked: the spot is free again
+                    raise
         return True
 
     def continue_after_checkpoint(self, *, may_call: bool = True) -> bool:
