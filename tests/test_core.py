@@ -20,6 +20,7 @@ from live_steering import (
     Disposition,
     GenerationClosedError,
     GenerationStateError,
+    GenerationStopped,
     HoldReason,
     Input,
     InvariantError,
@@ -1236,3 +1237,103 @@ def test_a_returned_write_gives_its_one_at_a_time_quota_back(kind: str) -> None:
     assert rig.core.next_write(gen) is None  # "b" waits for the next boundary
     rig.core.end_boundary(gen)
     assert rig.deliver(gen) == ["b"]
+
+
+# -- issue 25: one call to begin a boundary, and a boundary that ends at its last write ----------
+
+
+def test_start_boundary_takes_the_oldest_input_and_a_drained_confirm_ends_the_boundary() -> None:
+    rig = Rig()
+    gen = rig.start()
+    rig.submit("a")
+    rig.submit("b")
+    since = len(rig.events)
+    record = rig.core.start_boundary(gen)
+    rig.check()
+    assert record is not None
+    assert record.input.id == "a"
+    assert gen.boundary_active
+    assert gen.writing is record
+    rig.core.confirm_write(gen, record, True)  # "b" still pending: the boundary goes on
+    rig.check()
+    assert gen.boundary_active
+    record = rig.core.next_write(gen)
+    assert record is not None
+    assert record.input.id == "b"
+    receipt = rig.core.confirm_write(gen, record, True)  # drained: ended here
+    rig.check()
+    assert not gen.boundary_active
+    assert gen.writing is None
+    assert receipt.disposition is Disposition.APPLIED
+    assert rig.types(since) == ["input.delivered", "steering.applied"] * 2
+    rig.core.begin_boundary(gen)  # the next boundary begins: the last one is over
+    rig.core.end_boundary(gen)
+
+
+def test_start_boundary_with_nothing_pending_begins_and_ends_in_one_call() -> None:
+    rig = Rig()
+    gen = rig.start()
+    assert rig.core.start_boundary(gen) is None
+    assert not gen.boundary_active
+    rig.check()
+    assert rig.core.after_checkpoint(gen) is False  # not refused as "while a boundary is running"
+
+
+def test_start_boundary_refuses_as_begin_boundary_does() -> None:
+    rig = Rig()
+    gen = rig.start()
+    rig.submit("a")
+    rig.core.begin_boundary(gen)
+    with pytest.raises(GenerationStateError, match="already running"):
+        rig.core.start_boundary(gen)
+    rig.core.end_boundary(gen)
+    rig.core.stop(gen)
+    with pytest.raises(GenerationStopped):
+        rig.core.start_boundary(gen)
+    assert not gen.boundary_active
+    rig.check()
+
+
+def test_start_boundary_publishes_an_owed_acceptance_before_taking_its_input() -> None:
+    rig = Rig()
+    gen = rig.start()
+    assert rig.core.decide(Input("steer", "go left", id="a"), "g1") is None  # its event owed
+    assert rig.types()[-1] == "generation.started"
+    record = rig.core.start_boundary(gen)
+    assert record is not None
+    assert rig.types()[-1] == "steering.accepted"
+    rig.core.confirm_write(gen, record, True)
+    assert rig.types()[-3:] == ["steering.accepted", "input.delivered", "steering.applied"]
+    rig.check()
+
+
+def test_one_at_a_time_start_boundary_counts_and_a_confirm_with_input_left_does_not_end() -> None:
+    rig = Rig(steering_mode="one-at-a-time")
+    gen = rig.start()
+    rig.submit("a")
+    rig.submit("b")
+    record = rig.core.start_boundary(gen)
+    assert record is not None
+    assert record.input.id == "a"
+    rig.core.confirm_write(gen, record, True)
+    assert gen.boundary_active  # "b" is pending: the quota, not the queue, ends this boundary
+    assert rig.core.next_write(gen) is None
+    rig.core.end_boundary(gen)
+    rig.check()
+    record = rig.core.start_boundary(gen)  # the next boundary: counted afresh
+    assert record is not None
+    assert record.input.id == "b"
+    rig.core.confirm_write(gen, record, True)
+    assert not gen.boundary_active
+    rig.check()
+
+
+def test_an_admission_on_the_fast_path_makes_the_record_its_constructor_makes() -> None:
+    rig = Rig()
+    rig.start()
+    # a plain ASCII steer: ``decide``'s fast path, which builds the record through its slots
+    assert rig.core.decide(Input("steer", "go left", id="a"), "g1") is None
+    made = rig.core.identities["a"]
+    built = InputRecord(made.input, "g1", made.sequence)
+    for field in attrs.fields(InputRecord):
+        assert getattr(made, field.name) == getattr(built, field.name), field.name

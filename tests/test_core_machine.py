@@ -360,8 +360,31 @@ class CoreMachine(RuleBasedStateMachine):
         gen.written[kind] += 1
         gen.writing = record
 
+    @precondition(lambda self: self.gen is not None and self.gen.open and not self.gen.boundary)
+    @rule()
+    def start_boundary(self) -> None:
+        """``begin_boundary`` and the first ``take_next`` in one call (issue 25): nothing to take
+        (drained, closed, or the head's quota spent) and the boundary is already over."""
+        gen = self.gen
+        assert gen is not None
+        self.begin_boundary()
+        self.core.end_boundary(gen.state)  # undo the model's step: start_boundary begins it
+        head = self.model[gen.pending[0]].quota_kind if gen.pending else None
+        expect_taken = head is not None and gen.written[head] < self.quota(head)
+        record = self.core.start_boundary(gen.state)
+        if not expect_taken:
+            assert record is None
+            assert not gen.state.boundary_active
+            gen.boundary = False
+            return
+        assert record is not None
+        assert record.input.id == gen.pending.pop(0)
+        gen.written[self.model[record.input.id].quota_kind] += 1
+        gen.writing = record
+        assert gen.state.boundary_active
+
     @precondition(lambda self: self.gen is not None and self.gen.writing is not None)
-    @rule(outcome=st.sampled_from(["confirm", "interrupt", "return"]))
+    @rule(outcome=st.sampled_from(["confirm", "confirm, end if drained", "interrupt", "return"]))
     def resolve_write(self, outcome: str) -> None:
         gen = self.gen
         assert gen is not None
@@ -369,15 +392,22 @@ class CoreMachine(RuleBasedStateMachine):
         assert record is not None
         known = self.model[record.input.id]
         gen.writing = None
-        if outcome == "confirm":
+        if outcome.startswith("confirm"):
             # C18: applied only in the generation it was anchored to, which is the running one;
             # C29: a follow-up only in the generation it was carried into, never its anchor.
             assert known.written_in == gen.id == self.core.current.id  # type: ignore[union-attr]
             assert (known.input.kind == "follow_up") == (known.target is not None)
-            receipt = self.core.confirm_write(gen.state, record)
+            end_if_drained = outcome == "confirm, end if drained"
+            receipt = self.core.confirm_write(gen.state, record, end_if_drained)
             known.disposition = Disposition.APPLIED
             gen.applied.append(record.input.id)
             assert receipt == known.receipt()
+            if end_if_drained and not gen.pending:  # the boundary ended at its last write
+                assert not gen.state.boundary_active
+                gen.boundary = False
+                event_note("a boundary ended at its last confirmed write")
+            else:
+                assert gen.state.boundary_active
         elif outcome == "interrupt":
             self.core.interrupt_write(gen.state, record)
             known.disposition, known.reason = Disposition.UNKNOWN, HoldReason.WRITE_INTERRUPTED.value

@@ -963,3 +963,54 @@ def test_a_boundary_from_a_guest_run_or_its_host_loop_is_refused_before_it_takes
         return host_pending, held["pending"]
 
     assert asyncio.run(host()) == (1, 1)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_asyncio_park_future_is_freed_by_unpark_and_by_its_abandoned_wait() -> None:
+    """asyncio's ``park_future()`` (``wait_for_input``'s park without a coroutine): the spot is
+    taken until ``unpark()`` wakes it, a second park is refused meanwhile, and a wait cancelled
+    while parked frees the spot through ``abandon`` (which never frees a later park's)."""
+    parker = Parker.for_running_backend()
+    woke: list[str] = []
+
+    async def wait(name: str) -> None:
+        future = parker.park_future()
+        assert future is not None
+        try:
+            await future
+        except BaseException:
+            parker.abandon(future)
+            raise
+        woke.append(name)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(wait, "first")
+        await anyio.wait_all_tasks_blocked()
+        assert parker.occupied
+        assert parker.waiting
+        with pytest.raises(RuntimeError, match="already parked"):
+            parker.park_future()
+        assert parker.unpark() is True
+        assert not parker.occupied  # woken: free at once, before the woken task runs
+        assert parker.unpark() is False
+    assert woke == ["first"]
+
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait, "cancelled")
+            await anyio.wait_all_tasks_blocked()
+            scope.cancel()
+    assert woke == ["first"]
+    assert not parker.occupied
+    stale = parker.park_future()
+    assert stale is not None
+    parker.abandon(asyncio.get_running_loop().create_future())  # not its future: nothing freed
+    assert parker.occupied
+    parker.abandon(stale)
+    assert not parker.occupied
+
+
+@pytest.mark.parametrize("anyio_backend", ["trio"])
+async def test_trio_has_no_park_future() -> None:
+    """trio parks through ``park()`` only (its follower is rescheduled as ``park()`` returns)."""
+    assert Parker.for_running_backend().park_future() is None

@@ -166,6 +166,7 @@ OPEN: Final = Phase.OPEN
 _BEGIN_WRITE: Final = Action.BEGIN_WRITE
 _CONFIRM: Final = Action.CONFIRM
 _PENDING: Final = InputState.PENDING
+_new: Final = object.__new__
 _TAKEN: Final = INPUT_TRANSITIONS[(InputState.PENDING, Action.BEGIN_WRITE)]
 """Where ``next_write`` takes a pending input: read off the table once."""
 _WRITING: Final = InputState.WRITING
@@ -190,6 +191,9 @@ _CLOSED_FROM_OPEN: Final = {
     action: target for (phase, action), target in GENERATION_TRANSITIONS.items() if phase is Phase.OPEN
 }
 """Where each action takes an OPEN generation: read off the table once (``_close_admission``)."""
+_FINISH_FROM_OPEN: Final = _CLOSED_FROM_OPEN[GenerationAction.FINISH]
+"""Where the decision to finish takes an OPEN generation (``after_checkpoint``'s common end)."""
+_FINISHING: Final = Standing.FINISHING
 _ENDED_FROM: Final = {
     phase: target for (phase, action), target in GENERATION_TRANSITIONS.items() if action is _END
 }
@@ -580,7 +584,16 @@ class SteeringCore:
                     if self._owed is not None:
                         self.settle()
                     self._admission_sequence += 1
-                    record = InputRecord(input, generation_id, self._admission_sequence)
+                    # ``InputRecord(input, generation_id, sequence)`` through its slots, without
+                    # the frame of attrs' ``__init__`` (the wake path): every field, its default.
+                    record = _new(InputRecord)
+                    record.input = input
+                    record.generation_id = generation_id
+                    record.sequence = self._admission_sequence
+                    record.state = _PENDING
+                    record.reason = None
+                    record.target = None
+                    record._receipt = None
                     identities[id_] = record
                     gen.pending.append(record)
                     self._owed = record
@@ -931,6 +944,42 @@ class SteeringCore:
         if self._counted:
             gen.written_steers = gen.written_follow_ups = 0
 
+    def start_boundary(self, gen: GenerationState) -> InputRecord | None:
+        """``begin_boundary`` and the first ``next_write`` in one call: the path of every boundary.
+
+        Returns the oldest pending input to hand to the writer, the boundary running; or
+        ``None`` when there is nothing to write, and then the boundary is already over (it
+        began and ended in this call: no ``end_boundary`` to make). Refuses as
+        ``begin_boundary`` does. On the common path (an open generation, no mode counting,
+        nothing owed) it is those two calls written out; any other path goes through them.
+        """
+        if (
+            gen.phase is not OPEN
+            or self.current is not gen
+            or gen.boundary_active
+            or gen.writing is not None
+            or self._counted
+        ):
+            self.begin_boundary(gen)  # raises, or counts for the modes (C30)
+            record = None
+            try:
+                record = self.next_write(gen)  # raises on a write still unconfirmed
+            finally:
+                if record is None:
+                    gen.boundary_active = False  # nothing taken: the boundary is over
+            return record
+        pending = gen.pending
+        if not pending:
+            return None  # begun and ended: nothing to write
+        record = pending.popleft()
+        if record.state is _PENDING and self._owed is None:
+            record.state = _TAKEN  # as in ``next_write``: its one legal path
+        else:
+            self._move(record, _BEGIN_WRITE)  # publishes an owed acceptance first, or raises
+        gen.boundary_active = True
+        gen.writing = record
+        return record
+
     def boundary_refusal(self, gen: GenerationState) -> Exception:
         """What a boundary of ``gen``, whose admission closed, raises.
 
@@ -1019,12 +1068,20 @@ class SteeringCore:
         self.return_write(gen, record)  # raises if the block was left meanwhile
         return False
 
-    def confirm_write(self, gen: GenerationState, record: InputRecord) -> Receipt:
+    def confirm_write(
+        self, gen: GenerationState, record: InputRecord, end_if_drained: bool = False
+    ) -> Receipt:
         """The writer returned: the input is applied (C14).
 
         The write happened, so if the clock raises the input is still applied with
         its two events (dated by the last reading), and then the clock's error is
         raised: never applied without its events.
+
+        ``end_if_drained``: when nothing is left pending once the two events are out, the
+        boundary ends here (``end_boundary``, in the same step: nothing can be admitted
+        between this call and the next ``next_write``, which would answer ``None``). The
+        shell passes True and stops when ``gen.boundary_active`` turned False; with input
+        still pending, or quota counting (C30) left to ``next_write``, the boundary goes on.
         """
         # The two events of C14, with one clock reading: this runs once per input written.
         try:
@@ -1057,6 +1114,8 @@ class SteeringCore:
         applied["sequence"] = self._event_sequence = self._event_sequence + 1
         self._last_time = time  # as ``_envelope``: a wing may have published in between
         self._sink(applied)
+        if end_if_drained and not gen.pending:
+            gen.boundary_active = False  # drained: the boundary ends at its last confirmed write
         if clock_error is not None:
             raise clock_error
         return receipt
@@ -1103,6 +1162,8 @@ class SteeringCore:
         gen.writing = None
 
     def end_boundary(self, gen: GenerationState) -> None:
+        """The boundary is over (idempotent): ``start_boundary`` answering ``None`` and
+        ``confirm_write(..., end_if_drained=True)`` leaving ``boundary_active`` False end it themselves."""
         gen.boundary_active = False
 
     def after_checkpoint(self, gen: GenerationState, may_call: bool = True) -> bool:
@@ -1131,6 +1192,12 @@ class SteeringCore:
             self._close_admission(
                 gen, GenerationAction.STOP, Ending.STOPPED, HoldReason.BUDGET_EXHAUSTED, time
             )
+        elif gen.phase is OPEN:
+            # ``_close_admission(gen, FINISH, FINISHED, None, time)`` from OPEN with nothing
+            # pending (the decision says so), its one legal path: the end of most generations.
+            gen.phase = _FINISH_FROM_OPEN
+            gen.ending = _FINISHED
+            gen.end_reason = None
         else:
             self._close_admission(gen, GenerationAction.FINISH, _FINISHED, None, time)
         return False
@@ -1180,7 +1247,8 @@ class SteeringCore:
             gen.writing, gen.in_barrier = None, False
             self._move(record, Action.RETURN)
             gen.pending.appendleft(record)
-        standing = self.standing(gen)
+        # ``standing(gen)``, its commonest answer written out: a generation that decided to finish
+        standing = _FINISHING if gen.ending is _FINISHED and gen.phase is not OPEN else self.standing(gen)
         ending, reason = ENDINGS[how, standing]
         # A fact: the block was left. If the clock raises, the generation still ends
         # (``_fact_time``, written out: once per generation) and then the clock's error is raised.

@@ -95,6 +95,16 @@ os.register_at_fork(after_in_child=_forked)
 
 _trio_checkpoint: Callable[[], Awaitable[None]] | None = None
 
+_current_task_of: Callable[[asyncio.AbstractEventLoop], asyncio.Task[Any] | None] = asyncio.current_task
+"""asyncio's running task of a loop. On 3.11 ``asyncio.current_task`` is Python code reading
+asyncio's table of running tasks by loop (``_current_tasks.get(loop)``, one frame on the path
+of every boundary); that table's own ``get`` answers the same without the frame."""
+if (
+    type(asyncio.current_task) is types.FunctionType
+    and type(getattr(asyncio.tasks, "_current_tasks", None)) is dict
+):
+    _current_task_of = asyncio.tasks._current_tasks.get  # type: ignore[attr-defined]
+
 
 @types.coroutine
 def _asyncio_checkpoint() -> Generator[None, None, None]:
@@ -197,7 +207,8 @@ class Parker:
 
     @property
     def occupied(self) -> bool:
-        """True from a task's call of ``park()`` until that call returns (woken or cancelled)."""
+        """True from a task's call of ``park()`` (or ``park_future()``) until that call returns,
+        woken or cancelled; on asyncio, until it is woken (``unpark`` frees the spot at once)."""
         raise NotImplementedError
 
     def at_home(self) -> bool:
@@ -219,6 +230,17 @@ class Parker:
         Raises ``RuntimeError`` if another task is already parked here.
         """
         raise NotImplementedError
+
+    def park_future(self) -> Awaitable[None] | None:
+        """``park()`` without its coroutine, where the backend allows: the future to await at
+        once, or None (await ``park()`` instead). ``unpark()`` resolves it and frees the spot;
+        a caller whose await raises (cancelled) must ``abandon`` it. asyncio only: the engine's
+        wake (``wake_latency``) then resumes one coroutine less.
+        """
+        return None
+
+    def abandon(self, future: Awaitable[None]) -> None:
+        """The await of ``park_future()``'s future raised: free the spot, if it is still its."""
 
     def unpark(self) -> bool:
         """Wake the parked task, if any; True if one was woken. Never blocks."""
@@ -402,6 +424,17 @@ class _AsyncioParker(Parker):
         try:
             await future
         finally:
+            if self._future is future:  # not freed by ``unpark`` (cancelled), nor taken since
+                self._future = None
+
+    def park_future(self) -> asyncio.Future[None]:
+        if self._future is not None:
+            raise _occupied()
+        self._future = future = self._loop.create_future()
+        return future
+
+    def abandon(self, future: Awaitable[None]) -> None:
+        if self._future is future:
             self._future = None
 
     def unpark(self) -> bool:
@@ -409,6 +442,7 @@ class _AsyncioParker(Parker):
         if future is None or future.done():
             return False
         future.set_result(None)  # schedules the parked task's wake-up
+        self._future = None  # woken: the spot is free (the woken task no longer waits here)
         return True
 
     def cancel_pending(self) -> bool:
@@ -420,7 +454,7 @@ class _AsyncioParker(Parker):
         task_states = self._task_states
         if task_states is None:  # another anyio: let its own function decide
             return True
-        task = asyncio.current_task(self._loop)
+        task = _current_task_of(self._loop)
         state = self._state if task is self._task else None
         if state is None:
             state = task_states.get(task)
@@ -459,6 +493,7 @@ class _AsyncioParker(Parker):
         parked = self._future
         if parked is not None and not parked.done():
             parked.set_result(None)
+            self._future = None  # as ``unpark``: woken, the spot is free
         done = self._done
         done._asyncio_future_blocking = True
         yield done
@@ -474,12 +509,14 @@ class _TrioParker(Parker):
         "_outcome",
         "_reschedule",
         "_resumes",
+        "_run_context",
         "_run_finished",
         "_sniffio",
         "_task",
         "_thread",
         "_token",
         "_wait",
+        "_wait_followed",
         "checkpoint",
         "checkpoint_if_cancelled",
     )
@@ -518,7 +555,6 @@ class _TrioParker(Parker):
         self._follower: trio.lowlevel.Task | None = None
         """A task in ``yield_shielded`` waiting for the unparked task to run first."""
         self._current_task = trio.lowlevel.current_task
-        self._wait = trio.lowlevel.wait_task_rescheduled
         self._reschedule = trio.lowlevel.reschedule
         self._checkpoint = trio.lowlevel.cancel_shielded_checkpoint
         # trio's own full checkpoint: its yield first, then the cancel test, so that a
@@ -527,12 +563,33 @@ class _TrioParker(Parker):
         # (cheaper by a frame) would miss both, and trio.testing would not count it.
         # ``_one_frame_trio_checkpoint`` is that function in one frame instead of three, where
         # this trio has the fields it reads; trio's own otherwise.
-        self.checkpoint = _one_frame_trio_checkpoint() or trio.lowlevel.checkpoint  # type: ignore[method-assign]
+        one_frame = _one_frame_trio_checkpoint()
+        self.checkpoint = one_frame or trio.lowlevel.checkpoint  # type: ignore[method-assign]
+        # Where trio keeps the running task (what ``trio.lowlevel.current_task()`` reads), for
+        # ``cancel_pending``'s test: only where the fields that test reads were checked.
+        self._run_context: Any = _TRIO_RUN_CONTEXT if one_frame is not None else None
+        # What a task waits with, parked (``_abort`` lets trio cancel it) or following a woken
+        # task (``_refuse_abort``): ``wait_task_rescheduled(abort)``, where this trio was checked
+        # in one frame instead of three (its coroutine, the message's ``__init__``, the yield).
+        self._wait = _trio_wait(self._abort, one_frame is not None)
+        self._wait_followed = _trio_wait(_refuse_abort, one_frame is not None)
         # anyio's trio backend calls trio's own, which is public: bind that.
         self.checkpoint_if_cancelled = trio.lowlevel.checkpoint_if_cancelled  # type: ignore[method-assign]
 
     def cancel_pending(self) -> bool:
-        return True  # trio's ``checkpoint_if_cancelled`` decides (its test reads private fields)
+        # trio's ``checkpoint_if_cancelled`` without its two frames: the same test of the task's
+        # cancel status and of a KeyboardInterrupt pending for the main task, and the same count
+        # of a cancel point when it passes. A cancellation: True, and trio's function raises it.
+        context = self._run_context
+        if context is None:  # another trio: its own function decides
+            return True
+        task = context.task
+        if task._cancel_status.effectively_cancelled or (
+            task is task._runner.main_task and task._runner.ki_pending
+        ):
+            return True
+        task._cancel_points += 1  # as trio's function counts the cancel point it made
+        return False
 
     @property
     def occupied(self) -> bool:
@@ -546,11 +603,12 @@ class _TrioParker(Parker):
         if self._occupied:
             raise _occupied()
         self._occupied = True
-        self._task = self._current_task()
+        context = self._run_context  # ``current_task()``'s read, without its frame
+        self._task = self._current_task() if context is None else context.task
         self._resumes = self._outcome(None)
         self._follower_resumes = self._outcome(None)
         try:
-            await self._wait(self._abort)
+            await self._wait()
         finally:
             self._occupied = False
             follower, self._follower = self._follower, None
@@ -578,8 +636,9 @@ class _TrioParker(Parker):
             # The parked task was unparked and has not run yet. trio runs the tasks of
             # one batch in either order, so rather than joining its batch, wait for it
             # to reschedule this task as it leaves ``park()``.
-            self._follower = self._current_task()
-            return self._wait(_refuse_abort)
+            context = self._run_context  # ``current_task()``'s read, without its frame
+            self._follower = self._current_task() if context is None else context.task
+            return self._wait_followed()
         return self._checkpoint()
 
     def hand_over(self) -> Awaitable[None]:
@@ -590,8 +649,9 @@ class _TrioParker(Parker):
         self._reschedule(task, self._resumes)
         # As yield_shielded() then finds it (a follower only ever waits on a woken task,
         # so there is none yet): follow the task just woken.
-        self._follower = self._current_task()
-        return self._wait(_refuse_abort)
+        context = self._run_context  # ``current_task()``'s read, without its frame
+        self._follower = self._current_task() if context is None else context.task
+        return self._wait_followed()
 
 
 def _nothing() -> None:
@@ -599,6 +659,8 @@ def _nothing() -> None:
 
 
 _TRIO_CHECKPOINT: Any = None
+_TRIO_RUN_CONTEXT: Any = None
+"""trio's thread-local run context (its ``task`` is ``current_task()``), once checked."""
 _TRIO_CHECKPOINT_READ = False
 
 
@@ -623,11 +685,13 @@ def _one_frame_trio_checkpoint() -> Callable[[], Awaitable[None]] | None:
     if not _tested("trio", _TESTED_TRIO):
         return None
     try:
-        from trio._core._run import CancelShieldedCheckpoint  # type: ignore[attr-defined]
+        import outcome  # trio's own dependency
+        from trio._core._run import GLOBAL_RUN_CONTEXT, CancelShieldedCheckpoint  # type: ignore[attr-defined]
     except ImportError:  # another trio
         return None
-    current_task = trio.lowlevel.current_task
-    task: Any = current_task()
+    task: Any = trio.lowlevel.current_task()
+    if getattr(GLOBAL_RUN_CONTEXT, "task", None) is not task:
+        return None  # another trio: it keeps the running task elsewhere
     runner = getattr(task, "_runner", None)
     status = getattr(task, "_cancel_status", None)
     if not (
@@ -638,19 +702,56 @@ def _one_frame_trio_checkpoint() -> Callable[[], Awaitable[None]] | None:
     ):
         return None  # another trio
     full_checkpoint = trio.lowlevel.checkpoint
+    value = outcome.Value
+    run_context = GLOBAL_RUN_CONTEXT
 
     @types.coroutine
     def checkpoint() -> Generator[Any, Any, None]:
-        (yield CancelShieldedCheckpoint).unwrap()
-        task = current_task()
+        resumed = yield CancelShieldedCheckpoint
+        if type(resumed) is not value:  # a Value(None) is the common answer: nothing to unwrap
+            resumed.unwrap()
+        task = run_context.task  # what ``current_task()`` reads, without its frame
         task._cancel_points += 1
         if task._cancel_status.effectively_cancelled or (
             task is task._runner.main_task and task._runner.ki_pending
         ):
             yield from full_checkpoint().__await__()  # raises the cancellation, trio's way
 
-    _TRIO_CHECKPOINT = checkpoint
+    global _TRIO_RUN_CONTEXT
+    _TRIO_CHECKPOINT, _TRIO_RUN_CONTEXT = checkpoint, run_context
     return checkpoint
+
+
+def _trio_wait(abort: Callable[[Any], Any], checked: bool) -> Callable[[], Awaitable[Any]]:
+    """``lambda: trio.lowlevel.wait_task_rescheduled(abort)`` without the lambda's frame; with
+    ``checked`` (this trio's private layout was checked, ``_one_frame_trio_checkpoint``), a
+    generator-based coroutine that yields trio's ``WaitTaskRescheduled`` message, made once,
+    itself: what trio's function does in three frames (its coroutine, the message's
+    ``__init__``, ``_async_yield``), on the path of every wake (``wake_latency``)."""
+    import functools
+
+    import trio.lowlevel
+
+    if checked:
+        try:
+            from trio._core._traps import WaitTaskRescheduled
+        except ImportError:  # another trio
+            pass
+        else:
+            import outcome  # trio's own dependency
+
+            message = WaitTaskRescheduled(abort)
+            value = outcome.Value
+
+            @types.coroutine
+            def wait() -> Generator[Any, Any, Any]:
+                resumed = yield message
+                # a Value is what the parkers resume with: its value without ``unwrap()``'s two
+                # frames (an outcome is used once: each is built for one resume, see ``park``)
+                return resumed.value if type(resumed) is value else resumed.unwrap()
+
+            return wait
+    return functools.partial(trio.lowlevel.wait_task_rescheduled, abort)
 
 
 def _refuse_abort(raise_cancel: object) -> trio.lowlevel.Abort:

@@ -718,7 +718,10 @@ class Generation:
         state = self._state
         if state is None:
             state = self._require()  # raises
-        return self._runtime._core.pending_of(state)
+        core = self._runtime._core  # ``core.pending_of(state)``, written out: a loop asks at every step
+        if core._owed is not None:
+            core.settle()  # an owed acceptance is out before anything shows the admission
+        return len(state.pending)
 
     @property
     def accepting(self) -> bool:
@@ -779,11 +782,14 @@ class Generation:
         core = runtime._core
         if parker.cancel_pending():  # asyncio answers without an awaitable (boundary_single)
             await parker.checkpoint_if_cancelled()
-        core.begin_boundary(state)
+        # ``begin_boundary`` and the first ``next_write`` in one call; None: nothing to write,
+        # and the boundary is already over
+        record = core.start_boundary(state)
         applied: list[Receipt] = []
+        if record is None:
+            return applied
         try:
-            record = core.next_write(state)
-            while record is not None:
+            while True:
                 barrier = runtime._write_barrier
                 if barrier is not None:
                     # One input per call: an input marked "maybe written" must be the one
@@ -811,11 +817,17 @@ class Generation:
                 except BaseException:
                     core.interrupt_write(state, record)
                     raise
-                applied.append(core.confirm_write(state, record))
-                # nothing pending: ``next_write`` would answer None (boundary_single, one call less)
-                record = core.next_write(state) if state.pending else None
+                applied.append(core.confirm_write(state, record, True))
+                if not state.boundary_active:
+                    # nothing pending: the boundary ended at this last confirmed write (no
+                    # ``next_write`` answering None, no ``end_boundary``: boundary_single)
+                    return applied
+                record = core.next_write(state)
+                if record is None:
+                    break
         finally:
-            core.end_boundary(state)
+            if state.boundary_active:  # not ended by the core already
+                core.end_boundary(state)
         return applied
 
     async def wait_for_input(self) -> bool:
@@ -842,7 +854,15 @@ class Generation:
             if parker.occupied:
                 # One parking spot: a second waiter would orphan the first, which then never wakes.
                 raise GenerationStateError(f"another task is already waiting for input of {self.id!r}")
-            await parker.park()  # the checkpoint of this call: it parked
+            future = parker.park_future()  # asyncio: ``park()`` without its coroutine
+            if future is None:
+                await parker.park()  # the checkpoint of this call: it parked
+            else:
+                try:
+                    await future  # the checkpoint of this call: it parked; ``unpark()`` frees it
+                except BaseException:
+                    parker.abandon(future)  # cancelled while parked: the spot is free again
+                    raise
         return True
 
     def continue_after_checkpoint(self, *, may_call: bool = True) -> bool:

@@ -296,7 +296,12 @@ class LiveSteeringOrchestrator:
         """
         list_handlers = getattr(hooks, "list_handlers", None)
         if list_handlers is None:
-            await self._bridge.flush(hooks.emit)
+            # ``self._bridge.flush(hooks.emit)``, written out: straight to the hooks' own emit,
+            # in publication order, each its own copy (twice per execute: started and terminal)
+            events, emit = self._events, hooks.emit
+            while events:
+                event = events.popleft()
+                await emit(event["type"], dict(event))
             return
 
         async def emit_if_handled(name: str, data: dict[str, Any]) -> None:
@@ -308,6 +313,7 @@ class LiveSteeringOrchestrator:
 
     def _open_generation(self) -> Any:
         return self.runtime.open_generation()
+
     def _select_provider(self, providers: Mapping[str, Any]) -> tuple[str, Any]:
         """``default_provider`` if set, else the one of lowest ``priority`` (default 100), as Amplifier's."""
         if not providers:
