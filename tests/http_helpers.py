@@ -93,6 +93,7 @@ async def serving(app: Any) -> AsyncIterator[str]:
             config = Config()
             config.bind = [f"fd://{sock.detach()}"]  # hypercorn closes the descriptor itself
             config.graceful_timeout = 1.0
+            config.backlog = 2048  # as `live-steering serve` does: hypercorn listens again, with 100
             config.keep_alive_timeout = 3600  # a loaded test loop may leave a kept-alive connection idle
             config.accesslog = None
             stopped = anyio.Event()

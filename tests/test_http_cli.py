@@ -174,6 +174,46 @@ def test_serve_runs_and_stops_gracefully(tmp_path: Path, backend: str, signum: i
     assert "Traceback" not in errors
 
 
+BURST = 300
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_serve_queues_a_burst_of_connections(tmp_path: Path, backend: str) -> None:
+    """300 connections made while the server cannot accept (stopped) all wait in the kernel's
+    queue and are answered once it runs: both servers listen with a backlog of 2048 (hypercorn's
+    own default, 100, dropped the rest; under a real burst some clients saw a reset)."""
+    command = [*SERVE, "--hooks-store", str(tmp_path / "hooks.db"), "--port", "0", "--backend", backend]
+    connections: list[socket.socket] = []
+    with (
+        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc,
+        stopped(proc),
+    ):
+        url = listening(proc)
+        host, port = url.removeprefix("http://").rstrip("/").rsplit(":", 1)
+        with urllib.request.urlopen(url, timeout=60) as page:  # serving: the server has listened again
+            assert page.status == 200
+        proc.send_signal(signal.SIGSTOP)
+        try:
+            for _ in range(BURST):
+                # the kernel completes the handshake for a stopped server while its queue has room
+                connections.append(socket.create_connection((host, int(port)), timeout=15))
+        finally:
+            proc.send_signal(signal.SIGCONT)
+        try:
+            request = f"GET / HTTP/1.0\r\nHost: {host}:{port}\r\n\r\n".encode("ascii")
+            for conn in connections:
+                conn.settimeout(60)
+                conn.sendall(request)
+            for conn in connections:
+                assert conn.makefile("rb").readline().split()[1] == b"200"
+        finally:
+            for conn in connections:
+                conn.close()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    assert len(connections) == BURST
+
+
 def test_the_hook_and_instruct_paths_never_import_starlette() -> None:
     """Building the CLI's parser (every subcommand but hook) and running `hook` load no server."""
     code = (

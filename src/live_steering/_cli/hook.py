@@ -22,6 +22,8 @@ def exit_fast() -> None:
     """Let ``main`` end the process itself once the moment is handled (see ``main``)."""
     global _EXIT_FAST
     _EXIT_FAST = True
+
+
 VENDORS = ("claude-code", "codex", "qwen-code", "vscode", "hermes")
 
 

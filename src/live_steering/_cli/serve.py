@@ -32,6 +32,12 @@ DEFAULT_PORT = 8765
 #: Seconds open requests (event streams) get to finish at shutdown.
 GRACE = 3.0
 
+#: Connections the kernel queues for the server before it accepts them (uvicorn's default).
+#: Both servers listen again with their own setting, so each is given this one: hypercorn's
+#: default of 100 made a burst of 300 connections lose a third of them (the kernel drops a
+#: SYN while the queue is full, and some clients saw their connection reset).
+BACKLOG = 2048
+
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
@@ -162,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
         # headers, then its body) waits out the client's delayed ACK, 40 ms per request.
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind((args.host.strip("[]"), args.port))
-        sock.listen(2048)
+        sock.listen(BACKLOG)
     except OSError as exc:
         error(_PROG, f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
         return 1
@@ -220,6 +226,7 @@ async def _serve(args: argparse.Namespace, token: str | None, sock: socket.socke
                 log_level="warning",
                 timeout_graceful_shutdown=int(GRACE),
                 server_header=False,
+                backlog=BACKLOG,
             )
             await uvicorn.Server(config).serve(sockets=[sock])
 
@@ -232,6 +239,7 @@ async def _hypercorn(app: Any, sock: socket.socket) -> None:
     config = Config()
     config.bind = [f"fd://{sock.detach()}"]  # hypercorn closes the descriptor itself
     config.graceful_timeout = GRACE
+    config.backlog = BACKLOG  # hypercorn listens again, with 100 unless told
     config.accesslog = None
     config.include_server_header = False
 
