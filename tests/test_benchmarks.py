@@ -119,6 +119,22 @@ def test_floors_are_measured_on_each_backend(
         assert all(value > 0 for value in values.values())
 
 
+def test_the_docs_figures_table_states_each_target_the_run_holds_it_to(
+    tiny_run: tuple[list[dict[str, Any]], dict[str, dict[str, float]]],
+) -> None:
+    """docs/performance.md's table of figures says, for every figure of the default run, the
+    target the run checks (its `hook_command` row once said 2.0 where the code held 1.3)."""
+    figures, _ = tiny_run
+    docs = os.path.join(os.path.dirname(__file__), os.pardir, "docs", "performance.md")
+    with open(docs, encoding="utf-8") as file:
+        row = r"^\| `([a-z_]+)` \|.*\| <= ([0-9.,]+)(?: bytes)?(?: \(.*\))? \|$"
+        rows = re.findall(row, file.read(), re.M)
+    stated = {name: float(value.replace(",", "")) for name, value in rows}
+    for fig in figures:
+        assert fig["name"] in stated, f"{fig['name']} has no row in docs/performance.md's table"
+        assert stated[fig["name"]] == fig["target"], fig["name"]
+
+
 def test_figure_rules_at_the_boundary() -> None:
     """A ratio exactly at its target is ok, just above it is not; bytes keep their value as ratio."""
     at = figure("x", "asyncio", "ns", 300.0, 150.0, 2.0)
