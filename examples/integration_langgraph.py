@@ -1,5 +1,6 @@
 # examples/integration_langgraph.py
-"""Steer a LangGraph agent while a tool runs: the prebuilt ReAct agent, then a hand-written StateGraph.
+"""Steer a LangGraph agent while a tool runs and queue a follow-up (the prebuilt ReAct agent), then
+steer a hand-written StateGraph.
 
 LangGraph runs on asyncio. langchain-core's scripted chat model stands in for a real one.
 """
@@ -34,22 +35,26 @@ class ScriptedModel(FakeMessagesListChatModel):
         return await super().ainvoke(input, config, **kwargs)
 
 
-def script() -> ScriptedModel:
+def script(*answers: str) -> ScriptedModel:
     call = AIMessage("", tool_calls=[{"name": "run_tests", "args": {}, "id": "c1"}])
-    return ScriptedModel(responses=[call, AIMessage("Fixed it: only the failing test.")])
+    return ScriptedModel(responses=[call, *(AIMessage(answer) for answer in answers)])
 
 
 async def steer_while_a_tool_runs(runtime: LiveRuntime, graph: Any, steering: LiveSteering,
-                                  running: anyio.Event, may_finish: anyio.Event) -> Any:
-    """Run the graph; the host steers it once its tool is running."""
+                                  running: anyio.Event, may_finish: anyio.Event,
+                                  follow_up: str | None = None) -> Any:
+    """Run the graph; the host steers it once its tool is running (and queues ``follow_up``)."""
     results = []
 
     async def host() -> None:
         await running.wait()
         generation_id = runtime.generation["id"]
-        receipt = await runtime.capability["submit"](Input("steer", "Only fix the failing test", id="host-1"),
-                                                     generation_id)
+        submit = runtime.capability["submit"]
+        receipt = await submit(Input("steer", "Only fix the failing test", id="host-1"), generation_id)
         print("host got:", receipt.to_dict())
+        if follow_up is not None:
+            # waits for the end of this generation; ainvoke then runs the graph again with it
+            await submit(Input("follow_up", follow_up, id="host-2"), generation_id)
         may_finish.set()
 
     async with anyio.create_task_group() as tg:
@@ -75,22 +80,27 @@ async def main() -> None:
     # 1. The prebuilt ReAct agent: the steering hook runs before every model call.
     runtime = LiveRuntime()
     steering = LiveSteering(runtime)
-    model = script()
+    model = script("Fixed it: only the failing test.", "Changelog updated.")
     with warnings.catch_warnings():  # deprecated in LangGraph 1.x for langchain.agents, still shipped
         warnings.filterwarnings("ignore", category=LangGraphDeprecatedSinceV10)
         agent = create_react_agent(model, steering.tool_node([run_tests]),
                                    pre_model_hook=steering.pre_model_hook)
-    state = await steer_while_a_tool_runs(runtime, agent, steering, running, may_finish)
+    state = await steer_while_a_tool_runs(runtime, agent, steering, running, may_finish,
+                                          follow_up="Then update the changelog")
     steer = next(m for m in state["messages"] if METADATA_KEY in m.additional_kwargs)
     print("in the graph's messages:", steer.content, steer.additional_kwargs[METADATA_KEY])
-    print("answer:", state["messages"][-1].content)
+    print("answer:", state["messages"][-1].content, "| generations:", steering.generation_ids)
     assert steer in model.requests[1]  # the second model call carried it
+    assert "Then update the changelog" in [m.content for m in model.requests[2]]  # the next run's
+    assert state["messages"][-1].content == "Changelog updated."
+    assert len(steering.generation_ids) == 2
     assert runtime.receipt("host-1").disposition == "applied"
+    assert runtime.receipt("host-2").disposition == "applied"
 
     # 2. A hand-written StateGraph: the steering node on every path into the model node.
     runtime = LiveRuntime()
     steering = LiveSteering(runtime)
-    model = script()
+    model = script("Fixed it: only the failing test.")
     running, may_finish = anyio.Event(), anyio.Event()
 
     async def call_model(state: State) -> dict[str, list[AnyMessage]]:
