@@ -6,13 +6,21 @@ A client that is not installed skips its tests, unless ``LIVE_STEERING_REQUIRE_C
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
 
+from live_steering.hooks import SqliteHookStore
+
 ROOT = Path(__file__).resolve().parent.parent
 CLIENTS_LIST = ROOT / "scripts" / "clients.txt"
+#: Our own CLI, as a vendor's hook config runs it (``python -m live_steering._cli``).
+CLI = [sys.executable, "-m", "live_steering._cli"]
 
 
 def pinned() -> dict[str, str]:
@@ -50,3 +58,67 @@ def npm_bin(name: str, command: str) -> Path:
 def pip_bin(name: str, command: str) -> Path:
     """A pip client's command, in its own venv."""
     return client_dir(name) / "venv" / "bin" / command
+
+
+class VendorUser:
+    """One isolated user of a vendor's CLI: a home, a work folder, a hook store and the
+    environment the CLI runs in (nothing of the machine's own user leaks in), with our CLI and
+    the vendor's run bounded and checked. A vendor's class adds its config and its commands."""
+
+    #: Seconds one run of the vendor's CLI may take on a busy machine (a bound, not a measurement).
+    bound: ClassVar[float] = 120.0
+
+    def __init__(self, tmp_path: Path, command: Path, env: dict[str, str]) -> None:
+        self.bin = str(command)
+        self.home = tmp_path / "home"
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.work = tmp_path / "work"
+        self.work.mkdir()
+        self.store = str(tmp_path / "hooks.db")
+        self.env = {
+            "PATH": os.environ["PATH"],
+            "TMPDIR": os.environ["TMPDIR"],  # the test's own (tests/conftest.py)
+            "HOME": str(self.home),
+            "NO_PROXY": "127.0.0.1",
+            **env,
+        }
+
+    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """``live-steering ARGS`` in this user's environment (exit 0 or 1 unless ``check=False``)."""
+        done = subprocess.run(
+            [*CLI, *args], env={**os.environ, **self.env}, capture_output=True, text=True, timeout=self.bound
+        )
+        if check:
+            assert done.returncode in (0, 1), done.stderr
+        return done
+
+    def vendor(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """The vendor's CLI with ``args`` in the work folder; it must exit 0."""
+        done = subprocess.run(
+            [self.bin, *args],
+            env=self.env,
+            cwd=self.work,
+            capture_output=True,
+            text=True,
+            timeout=self.bound,
+            stdin=subprocess.DEVNULL,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done
+
+    def instruct(self, session: str, text: str, command_id: str, *extra: str) -> dict[str, Any]:
+        """``live-steering instruct`` into this user's store; its JSON receipt."""
+        args = ["instruct", session, text, "--id", command_id, *extra, "--store", self.store, "--json"]
+        done = self.cli(*args)
+        answer: dict[str, Any] = json.loads(done.stdout)
+        return answer
+
+    def events(self) -> list[dict[str, Any]]:
+        with SqliteHookStore(self.store) as store:
+            return store.events(show_text=True, limit=10_000)
+
+    def session(self) -> str:
+        """The one session the hooks have seen so far."""
+        with SqliteHookStore(self.store) as store:
+            (row,) = store.sessions()
+        return str(row["session_id"])

@@ -12,7 +12,6 @@ the relay wired, and the audit stream says ``delivered`` once.
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import subprocess
 import sys
@@ -21,27 +20,30 @@ from typing import Any
 import pytest
 
 from fake_openai import FakeOpenAI, Turn
-from live_steering.hooks import SqliteHookStore
 from live_steering.hooks._codex import hooks_list, toml_string
-from real_clients import npm_bin
+from real_clients import CLI, VendorUser, npm_bin
 
 pytestmark = pytest.mark.real_clients
 
-CLI = [sys.executable, "-m", "live_steering._cli"]
-BOUND = 120.0
+BOUND = VendorUser.bound
 
 
-class Codex:
+class Codex(VendorUser):
     """One isolated Codex installation: its home, its store, the fake model it talks to."""
 
     def __init__(self, tmp_path: pathlib.Path, fake: FakeOpenAI) -> None:
-        self.bin = str(npm_bin("codex", "codex"))
-        self.home = tmp_path / "home"
+        codex = npm_bin("codex", "codex")
+        super().__init__(
+            tmp_path,
+            codex,
+            {
+                "CODEX_HOME": str(tmp_path / "home" / ".codex"),
+                "FAKE_OPENAI_KEY": "not-a-secret",
+                "LIVE_STEERING_CODEX": str(codex),
+            },
+        )
         self.codex_home = self.home / ".codex"
-        self.codex_home.mkdir(parents=True)
-        self.work = tmp_path / "work"
-        self.work.mkdir()
-        self.store = str(tmp_path / "hooks.db")
+        self.codex_home.mkdir()
         self.fake = fake
         (self.codex_home / "config.toml").write_text(
             'model = "fake-model"\n'
@@ -55,23 +57,6 @@ class Codex:
             'env_key = "FAKE_OPENAI_KEY"\n',
             encoding="utf-8",
         )
-        self.env = {
-            "PATH": os.environ["PATH"],
-            "TMPDIR": os.environ["TMPDIR"],  # the test's own (tests/conftest.py)
-            "HOME": str(self.home),
-            "CODEX_HOME": str(self.codex_home),
-            "FAKE_OPENAI_KEY": "not-a-secret",
-            "LIVE_STEERING_CODEX": self.bin,
-            "NO_PROXY": "127.0.0.1",
-        }
-
-    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [*CLI, *args], env={**os.environ, **self.env}, capture_output=True, text=True, timeout=BOUND
-        )
-        if check:
-            assert done.returncode in (0, 1), done.stderr
-        return done
 
     def install(self) -> str:
         """``hooks install codex --write`` (the real install path); returns what it printed."""
@@ -94,26 +79,7 @@ class Codex:
         trust_hooks(self.bin, env=self.env, cwd=str(self.work))
 
     def exec(self, prompt: str, *extra: str) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [self.bin, "exec", "--skip-git-repo-check", "-C", str(self.work), *extra, prompt],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=BOUND,
-            stdin=subprocess.DEVNULL,
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-        return done
-
-    def events(self) -> list[dict[str, Any]]:
-        with SqliteHookStore(self.store) as store:
-            return store.events(show_text=True, limit=10_000)
-
-    def session(self) -> str:
-        """The one session the hooks have seen so far."""
-        with SqliteHookStore(self.store) as store:
-            (row,) = store.sessions()
-        return str(row["session_id"])
+        return self.vendor("exec", "--skip-git-repo-check", "-C", str(self.work), *extra, prompt)
 
 
 def trust_hooks(codex: str, *, env: dict[str, str], cwd: str) -> None:

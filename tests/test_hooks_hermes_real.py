@@ -10,43 +10,32 @@ enabled under ``plugins: enabled:`` in ``$HERMES_HOME/config.yaml``), with this 
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import subprocess
-import sys
 from typing import Any
 
 import pytest
 
 import live_steering
 from fake_openai import FakeOpenAI, Turn
-from live_steering.hooks import SqliteHookStore
-from real_clients import pip_bin
+from real_clients import VendorUser, pip_bin
 
 pytestmark = pytest.mark.real_clients
 
-CLI = [sys.executable, "-m", "live_steering._cli"]
 BOUND = 240.0
 SOURCE = str(pathlib.Path(live_steering.__file__).resolve().parent.parent)
 
 
-class Hermes:
+class Hermes(VendorUser):
+    bound = BOUND
+
     def __init__(self, tmp_path: pathlib.Path, fake: FakeOpenAI) -> None:
-        self.bin = str(pip_bin("hermes", "hermes"))
-        self.home = tmp_path / "home"
-        self.hermes_home = self.home / ".hermes-custom"
-        self.hermes_home.mkdir(parents=True)
-        self.work = tmp_path / "work"
-        self.work.mkdir()
-        self.store = str(tmp_path / "hooks.db")
-        self.env = {
-            "PATH": os.environ["PATH"],
-            "TMPDIR": os.environ["TMPDIR"],  # the test's own (tests/conftest.py)
-            "HOME": str(self.home),
-            "HERMES_HOME": str(self.hermes_home),
-            "PYTHONPATH": SOURCE,
-            "NO_PROXY": "127.0.0.1",
-        }
+        hermes_home = tmp_path / "home" / ".hermes-custom"
+        super().__init__(
+            tmp_path, pip_bin("hermes", "hermes"), {"HERMES_HOME": str(hermes_home), "PYTHONPATH": SOURCE}
+        )
+        self.hermes_home = hermes_home
+        self.hermes_home.mkdir()
         (self.hermes_home / "config.yaml").write_text(
             "model:\n"
             "  provider: custom\n"
@@ -58,34 +47,8 @@ class Hermes:
             encoding="utf-8",
         )
 
-    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [*CLI, *args], env={**os.environ, **self.env}, capture_output=True, text=True, timeout=BOUND
-        )
-        assert done.returncode in (0, 1), done.stderr
-        return done
-
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [self.bin, *args],
-            env=self.env,
-            cwd=self.work,
-            capture_output=True,
-            text=True,
-            timeout=BOUND,
-            stdin=subprocess.DEVNULL,
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-        return done
-
-    def events(self) -> list[dict[str, Any]]:
-        with SqliteHookStore(self.store) as store:
-            return store.events(show_text=True, limit=10_000)
-
-    def session(self) -> str:
-        with SqliteHookStore(self.store) as store:
-            (row,) = store.sessions()
-        return str(row["session_id"])
+        return self.vendor(*args)
 
 
 def test_a_z_session_is_steered_mid_run_and_its_queue_survives_to_the_resume(tmp_path: pathlib.Path) -> None:

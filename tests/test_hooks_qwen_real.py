@@ -12,19 +12,17 @@ import json
 import os
 import pathlib
 import subprocess
-import sys
 import uuid
 from typing import Any
 
 import pytest
 
 from fake_openai import FakeOpenAI, Turn
-from live_steering.hooks import SqliteHookStore, _vendors
-from real_clients import npm_bin
+from live_steering.hooks import _vendors
+from real_clients import VendorUser, npm_bin
 
 pytestmark = pytest.mark.real_clients
 
-CLI = [sys.executable, "-m", "live_steering._cli"]
 BOUND = 150.0
 #: Every moment Qwen Code 0.24.4 has (``HookEventName`` in its bundled core).
 ALL_MOMENTS = (
@@ -53,40 +51,31 @@ ALL_MOMENTS = (
 )
 
 
-class Qwen:
+class Qwen(VendorUser):
     """One isolated Qwen Code user: its home, its store, the fake model it talks to."""
 
+    bound = BOUND
+
     def __init__(self, tmp_path: pathlib.Path, fake: FakeOpenAI) -> None:
-        self.bin = str(npm_bin("qwen-code", "qwen"))
-        self.home = tmp_path / "home"
+        qwen = npm_bin("qwen-code", "qwen")
+        super().__init__(
+            tmp_path,
+            qwen,
+            {
+                "OPENAI_API_KEY": "not-a-secret",
+                "OPENAI_BASE_URL": fake.base_url,
+                "OPENAI_MODEL": fake.model,
+                "LIVE_STEERING_QWEN": str(qwen),
+                "QWEN_CODE_SUPPRESS_YOLO_WARNING": "1",
+            },
+        )
         self.settings = self.home / ".qwen" / "settings.json"
         self.settings.parent.mkdir(parents=True)
         self.settings.write_text(
             json.dumps({"security": {"auth": {"selectedType": "openai"}}, "model": {"name": fake.model}}),
             encoding="utf-8",
         )
-        self.work = tmp_path / "work"
-        self.work.mkdir()
-        self.store = str(tmp_path / "hooks.db")
         self.fake = fake
-        self.env = {
-            "PATH": os.environ["PATH"],
-            "TMPDIR": os.environ["TMPDIR"],  # the test's own (tests/conftest.py)
-            "HOME": str(self.home),
-            "OPENAI_API_KEY": "not-a-secret",
-            "OPENAI_BASE_URL": fake.base_url,
-            "OPENAI_MODEL": fake.model,
-            "LIVE_STEERING_QWEN": self.bin,
-            "QWEN_CODE_SUPPRESS_YOLO_WARNING": "1",
-            "NO_PROXY": "127.0.0.1",
-        }
-
-    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [*CLI, *args], env={**os.environ, **self.env}, capture_output=True, text=True, timeout=BOUND
-        )
-        assert done.returncode in (0, 1), done.stderr
-        return done
 
     def install(self) -> None:
         done = self.cli("hooks", "install", "qwen-code", "--write", str(self.settings), "--store", self.store)
@@ -100,37 +89,10 @@ class Qwen:
         self.settings.write_text(json.dumps(config), encoding="utf-8")
 
     def run(self, prompt: str, *extra: str) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [self.bin, "-p", prompt, "--yolo", *extra],
-            env=self.env,
-            cwd=self.work,
-            capture_output=True,
-            text=True,
-            timeout=BOUND,
-            stdin=subprocess.DEVNULL,
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-        return done
+        return self.vendor("-p", prompt, "--yolo", *extra)
 
-    def events(self) -> list[dict[str, Any]]:
-        with SqliteHookStore(self.store) as store:
-            return store.events(show_text=True, limit=10_000)
-
-    def instruct(self, session: str, text: str, command_id: str) -> dict[str, Any]:
-        done = self.cli(
-            "instruct",
-            session,
-            text,
-            "--id",
-            command_id,
-            "--vendor",
-            "qwen-code",
-            "--store",
-            self.store,
-            "--json",
-        )
-        answer: dict[str, Any] = json.loads(done.stdout)
-        return answer
+    def instruct(self, session: str, text: str, command_id: str, *extra: str) -> dict[str, Any]:
+        return super().instruct(session, text, command_id, "--vendor", "qwen-code", *extra)
 
 
 def in_request(fake: FakeOpenAI, index: int, text: str) -> int:
