@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import shutil
+import signal
 import socket
 import sqlite3
 import statistics

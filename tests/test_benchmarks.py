@@ -323,3 +323,4 @@ def test_http_group_reports_hook_http_well_formed(capsys: pytest.CaptureFixture[
     assert hook["ratio"] == round(hook["value"] / hook["floor"], 3)
     assert hook["ok"] is (hook["ratio"] <= 2.0 and hook["value"] <= 0.01)
     assert hook["room"] == round((2.0 - hook["ratio"]) / 2.0, 3)
+    assert hook["synced_commit"] > 0  # the disk's part, reported beside the ratio
