@@ -194,5 +194,6 @@ async def test_the_issues_load(tmp_path: Path) -> None:
     # one process plays server, owner, 200 clients and 100 subscribers: over 10 minutes on a busy
     # 2-core machine (a bound against a hang, never a measurement)
     # untraced: the one run traced (tracemalloc, about twice as slow) failed after 109 s with a
-    # ReadError on a POST, not understood yet (docs/http.md); the untraced run passed in 18 min
+    # ReadError on a POST, not understood yet (docs/http.md); untraced it passed in 18 min on
+    # asyncio and 46 min on trio (load average 5), once hypercorn listened with a backlog of 2048
     await _load(tmp_path, clients=200, steers=50, subscribers=100, bound=3600)
