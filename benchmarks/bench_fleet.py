@@ -86,9 +86,6 @@ def _p99(values: list[float]) -> float:
 class _BareSQLite:
     def __init__(self, path: str) -> None:
         self.path = path + ".bare"
-        self.folder = tempfile.mkdtemp(prefix="ls-bare-")
-        self.requester_addr = os.path.join(self.folder, "r.sock")
-        self.owner_addr = os.path.join(self.folder, "o.sock")
 
     def connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
@@ -99,6 +96,10 @@ class _BareSQLite:
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[Callable[[], Any]]:
+        # a folder of its own per run (each backend's), removed at its end
+        self.folder = tempfile.mkdtemp(prefix="ls-bare-")
+        self.requester_addr = os.path.join(self.folder, "r.sock")
+        self.owner_addr = os.path.join(self.folder, "o.sock")
         req_conn = await anyio.to_thread.run_sync(self.connect)
         own_conn = await anyio.to_thread.run_sync(self.connect)
         sender = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
