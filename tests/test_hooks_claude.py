@@ -19,7 +19,7 @@ import sys
 import pytest
 
 from live_steering._cli import main
-from live_steering.hooks import SqliteHookStore, _claude_code, _install, _vendors, instruct
+from live_steering.hooks import SqliteHookStore, _install, _vendors, _versions, instruct
 from live_steering.hooks._command import run_hook
 
 CLAUDE = _vendors.FACTS["claude-code"]
@@ -50,43 +50,58 @@ def delivered(store: str, command_id: str, vendor: str = "claude-code") -> list[
 # -- 1. the version table -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("row", _claude_code.TABLES["claude-code"], ids=lambda r: ".".join(map(str, r.since)))
-def test_every_moment_a_release_fires_is_known_to_the_relay(row: _claude_code.Release) -> None:
+ROWS = _versions.TABLES["claude-code"]
+
+
+@pytest.mark.parametrize("row", ROWS, ids=repr)
+def test_every_moment_a_release_fires_is_known_to_the_relay(row: _versions.Wiring) -> None:
     """No moment of any release in the table is an ``unknown-moment`` failure (MessageDisplay...)."""
+    assert row.known is not None
     assert row.known <= CLAUDE.known_moments
 
 
-@pytest.mark.parametrize("row", _claude_code.TABLES["claude-code"], ids=lambda r: ".".join(map(str, r.since)))
-def test_the_install_wires_only_moments_the_release_accepts(row: _claude_code.Release) -> None:
+@pytest.mark.parametrize("row", ROWS, ids=repr)
+def test_the_install_wires_only_moments_the_release_accepts(row: _versions.Wiring) -> None:
     """Each release gets only moments it knows, one per tool round, and each wired moment delivers
-    (or ends the session)."""
-    version = ".".join(map(str, row.since))
-    wired = _install.moments("claude-code", version)
+    (or ends the session); the verified releases wire PostToolBatch, once per round."""
+    wired = _install.moments("claude-code", row.minimum)
+    assert row.known is not None
     assert set(wired) <= row.known
     assert set(wired) <= CLAUDE.context_moments | {CLAUDE.session_end_moment}
-    assert wired == ["SessionStart", "UserPromptSubmit", "PostToolBatch", "Stop", "SessionEnd"]
+    if row.verified:
+        assert wired == ["SessionStart", "UserPromptSubmit", "PostToolBatch", "Stop", "SessionEnd"]
 
 
 def test_2_1_197_does_not_know_post_model_switch_and_2_1_332_does() -> None:
-    """The fact behind the settings warning of issue 24, as the table holds it."""
-    old, new = _claude_code.TABLES["claude-code"]
+    """The fact behind the settings warning of issue 24, as the table holds it; both are the
+    versions the real-client tests run."""
+    old, new = (_versions.wiring("claude-code", v) for v in ((2, 1, 197), (2, 1, 332)))
+    assert old is not None
+    assert new is not None
+    assert old.known is not None
+    assert new.known is not None
     assert "PostModelSwitch" not in old.known
     assert "PostModelSwitch" in new.known
-    assert "PostModelSwitch" not in _install.moments("claude-code", "2.1.197 (Claude Code)")
+    assert "PostModelSwitch" not in _install.moments("claude-code", (2, 1, 197))
+    assert _versions.verified_versions("claude-code") == ((2, 1, 197), (2, 1, 332))
 
 
 def test_an_older_or_undetected_version_gets_the_safe_wiring_and_a_note() -> None:
     """Older than the table: only moments every version knows (PostToolUse per tool call); none
-    detected: the oldest row's wiring. Both say so."""
-    older = _claude_code.wiring("claude-code", "1.0.80", [])
-    assert older.moments == ["SessionStart", "UserPromptSubmit", "PostToolUse", "Stop", "SessionEnd"]
-    assert older.note is not None
-    assert "older than 2.1.197" in older.note
-    unknown = _claude_code.wiring("claude-code", None, [])
-    assert unknown.moments == _install.moments("claude-code", "2.1.197")
-    assert unknown.note is not None
-    assert "--client-version" in unknown.note
-    assert _claude_code.wiring("claude-code", "2.1.250", []).note is None
+    detected: the newest verified row's wiring (the same moments 2.1.197 takes). Both say so."""
+    assert _install.moments("claude-code", (1, 0, 80)) == [
+        "SessionStart",
+        "UserPromptSubmit",
+        "PostToolUse",
+        "Stop",
+        "SessionEnd",
+    ]
+    older = _versions.install_note("claude-code", (1, 0, 80), "claude --version: 1.0.80")
+    assert "older than the versions verified (2.1.197, 2.1.332)" in older
+    assert _install.moments("claude-code", None) == _install.moments("claude-code", (2, 1, 197))
+    unknown = _versions.install_note("claude-code", None, "no claude on PATH")
+    assert "--vendor-version" in unknown
+    assert _versions.support("claude-code", (2, 1, 250)) == "supported"
 
 
 def fake_cli(tmp_path: pathlib.Path, answer: str) -> pathlib.Path:
@@ -351,8 +366,8 @@ def test_install_http_writes_the_serve_route(capsys: pytest.CaptureFixture[str])
 def test_install_http_then_command_replaces_the_http_entries(tmp_path: pathlib.Path) -> None:
     """Switching between HTTP and command hooks leaves one live-steering entry per moment."""
     settings = tmp_path / "settings.json"
-    _install.merge_into(str(settings), "claude-code", None, version="2.1.197", http="http://127.0.0.1:1")
-    _install.merge_into(str(settings), "claude-code", None, version="2.1.197")
+    _install.merge_into(str(settings), "claude-code", None, version=(2, 1, 197), http="http://127.0.0.1:1")
+    _install.merge_into(str(settings), "claude-code", None, version=(2, 1, 197))
     hooks = json.loads(settings.read_text())["hooks"]
     assert all(len(groups) == 1 and groups[0]["hooks"][0]["type"] == "command" for groups in hooks.values())
 
@@ -374,7 +389,7 @@ def test_write_as_root_keeps_the_files_owner_group_and_mode(tmp_path: pathlib.Pa
     settings.write_text('{"model": "opus"}')
     os.chown(settings, 4321, 4322)
     settings.chmod(0o640)
-    _install.merge_into(str(settings), "claude-code", None, version="2.1.197")
+    _install.merge_into(str(settings), "claude-code", None, version=(2, 1, 197))
     status = settings.stat()
     assert (status.st_uid, status.st_gid, stat.S_IMODE(status.st_mode)) == (4321, 4322, 0o640)
     assert json.loads(settings.read_text())["model"] == "opus"

@@ -226,10 +226,13 @@ def test_every_moment_the_release_fires_is_known(tmp_path: pathlib.Path, version
     """With every hook event of the release's table row wired to the hook command, a run with a
     tool round (and one failing tool) records no ``hook.failed``: no moment the CLI really fires
     is unknown to the relay (MessageDisplay, PostToolUseFailure, ...)."""
-    from live_steering.hooks import _claude_code, _install
+    from live_steering.hooks import _install, _versions
 
     claude = Claude(tmp_path, VERSIONS[version])
-    (row,) = [r for r in _claude_code.TABLES["claude-code"] if ".".join(map(str, r.since)) == version]
+    row = _versions.wiring("claude-code", _versions.parse_version(version))
+    assert row is not None
+    assert row.known is not None
+    assert _versions.shown(row.minimum) == version
     command = _install.hook_command("claude-code", claude.store)
     hooks = {
         m: [

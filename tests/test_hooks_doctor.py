@@ -72,6 +72,24 @@ def test_version_table_picks_the_row_of_the_installed_version() -> None:
     assert _versions.support("qwen-code", (0, 21, 5)) == "supported"
 
 
+def test_every_vendor_table_verifies_the_versions_the_real_client_tests_pin() -> None:
+    """Each vendor's verified versions (``support`` and doctor's ``version`` line rest on them) are
+    exactly the CLIs scripts/clients.txt pins for the real-client tests: Claude Code 2.1.197 and
+    2.1.332, Codex 0.171.0, Qwen Code 0.21.2, 0.23.4 and 0.24.4, Hermes 0.19.0."""
+    clients = pathlib.Path(__file__).parent.parent / "scripts" / "clients.txt"
+    pinned: dict[str, set[_versions.Version]] = {}
+    for line in clients.read_text(encoding="utf-8").splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        name, spec = line.split()
+        vendor = next((v for v in _versions.TABLES if name == v or name.startswith(v + "-")), None)
+        version = _versions.parse_version(spec.rpartition("@")[2].rpartition("==")[2])
+        if vendor is not None and version is not None:
+            pinned.setdefault(vendor, set()).add(version)
+    assert {v: set(_versions.verified_versions(v)) for v in _versions.TABLES} == pinned
+    assert pinned["claude-code"] == {(2, 1, 197), (2, 1, 332)}
+
+
 def test_codex_session_end_timeout_is_the_3_seconds_codex_clamps_it_to() -> None:
     """Codex 0.171.0 warns 'clamping SessionEnd hook timeout to 3s': install writes 3, so no warning."""
     block = _install.config_block("codex", "/s.db", version=(0, 171, 0))
@@ -161,7 +179,7 @@ def test_a_hook_that_skips_still_marks_the_session_seen(tmp_path: pathlib.Path) 
 def test_doctor_checks_the_installed_claude_code_version_and_its_events(
     tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Claude Code's table lives in hooks/_claude_code.py, not _versions.TABLES: doctor still asks
+    """Claude Code's rows in _versions.TABLES record every event each version knows: doctor asks
     `claude --version`, and fails a config naming an event that version does not know (the
     'Unknown hook event' dialog of issue 24), e.g. PostModelSwitch under 2.1.197."""
     bin_dir = tmp_path / "bin"

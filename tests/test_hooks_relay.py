@@ -560,7 +560,7 @@ def test_install_block_wires_every_eligible_moment_and_the_end(vendor: str, path
     if vendor in _versions.TABLES:  # only what delivery needs, as the installed version accepts
         assert wired == set(_versions.TABLES[vendor][-1].moments)
         assert wired - {facts.session_end_moment} <= facts.eligible_moments(None)
-    elif vendor != "claude-code":  # Claude Code wires what its version table says (test_hooks_claude_install)
+    else:
         assert wired == set(facts.context_moments) | ({facts.session_end_moment} - {None})
     assert wired <= facts.eligible_moments(None) | ({facts.session_end_moment} - {None})
     assert facts.session_end_moment is None or facts.session_end_moment in wired

@@ -246,17 +246,7 @@ def _wiring_for(args: argparse.Namespace) -> tuple[Any, list[str]] | None:
             return None
     row = _versions.wiring(args.vendor, version)
     assert row is not None
-    shown = ".".join(map(str, row.minimum))
-    support = _versions.support(args.vendor, version)
-    if version is None:
-        notes.append(f"{how}: wiring for {args.vendor} {shown}, the newest version verified")
-    elif support == "supported":
-        notes.append(f"{how}: wiring {', '.join(row.moments)}")
-    else:
-        verified = _versions.shown_versions(args.vendor)
-        where = "not a version verified" if support == "unverified" else f"{support} than the versions"
-        where += "" if support == "unverified" else " verified"
-        notes.append(f"{how}: {where} ({verified}); wiring {', '.join(row.moments)}")
+    notes.append(_versions.install_note(args.vendor, version, how))
     if row.trust_required:
         notes += CODEX_TRUST_STEP
     return version, notes
@@ -315,7 +305,6 @@ def run_install(args: argparse.Namespace) -> int:
         config = os.path.join(home, "config.yaml")
         print(f"enable it in {config}:  plugins: {{enabled: [live-steering]}}")
         return 0
-    from ..hooks import _claude_code
     from ..hooks._install import CONFIG_FILES, HTTP_VENDORS
 
     if args.http is not None and args.vendor not in HTTP_VENDORS:
@@ -335,31 +324,10 @@ def run_install(args: argparse.Namespace) -> int:
         wrong = "is for --http hooks" if args.http is None else "wants an environment variable name"
         print(f"live-steering hooks install: --token-env {wrong}", file=sys.stderr)
         return 2
-    version: Any
-    notes: list[str] = []
-    if args.vendor in _claude_code.TABLES:  # Claude Code: its own table, read off its CLIs
-        version = args.vendor_version
-        if version is not None and _claude_code.parse_version(version) is None:
-            print(
-                f"live-steering hooks install: --vendor-version wants X.Y.Z, not {version!r}", file=sys.stderr
-            )
-            return 2
-        if version is None:
-            version = _claude_code.detect_version(args.vendor, args.client)
-            if version is None and args.client is not None:
-                print(
-                    f"live-steering hooks install: {args.client} --version did not answer a version",
-                    file=sys.stderr,
-                )
-                return 2
-        note = _claude_code.wiring(args.vendor, version, []).note
-        said = note if note else f"wiring the moments of {args.vendor} {version}"
-        notes.append(f"live-steering hooks install: {said}")  # stderr, or with --write stdout
-    else:
-        wiring = _wiring_for(args)
-        if wiring is None:
-            return 2
-        version, notes = wiring
+    wiring = _wiring_for(args)
+    if wiring is None:
+        return 2
+    version, notes = wiring
     block = config_block(
         args.vendor, args.store, args.dsn, version=version, http=args.http, token_env=args.token_env
     )

@@ -3,7 +3,7 @@
 A few checks, one line each, every one saying what to do when it fails: the vendor's config
 file names ``live-steering hook VENDOR`` at the moments the installed version needs; the
 command it names is this installation's; the store it names can be written; the installed
-vendor version is one the version table (``_versions.py``) covers; and for Codex, whether
+vendor version is one the version tables (``_versions.py``) verify; and for Codex, whether
 Codex trusts the hooks (``hooks/list``, ``_codex.py``) and how to trust them. Read-only but
 for the store check, which opens (and so creates) the store the hooks would use.
 """
@@ -15,9 +15,8 @@ import os
 import re
 import shlex
 from collections.abc import Iterator
-from typing import cast
 
-from . import _claude_code, _install, _vendors, _versions
+from . import _install, _vendors, _versions
 
 __all__ = ["Check", "config_path", "diagnose"]
 
@@ -208,15 +207,10 @@ def _codex_trust(wired: dict[str, list[str]], path: str) -> Check:
 def diagnose(vendor: str, *, path: str | None = None) -> Iterator[Check]:
     """The checks for ``vendor`` (its user config file, or ``path``), in order."""
     path = path or config_path(vendor)
-    version: _install.VendorVersion = None
+    version: _versions.Version | None = None
     how = "no version table for this vendor"
     if vendor in _versions.TABLES:
         version, how = _versions.detect(vendor)
-    elif vendor in _claude_code.TABLES:  # its own table, keyed by the `claude --version` line
-        version = _claude_code.detect_version(vendor)
-        env = _claude_code.ENV_OVERRIDE[vendor]
-        binary = os.environ.get(env) or _claude_code.VERSION_COMMANDS[vendor][0]
-        how = f"no {binary} on PATH (or ${env})" if version is None else f"{binary} --version: {version}"
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
@@ -237,9 +231,9 @@ def diagnose(vendor: str, *, path: str | None = None) -> Iterator[Check]:
         missing = [m for m in want if m not in wired]
         extra = [m for m in wired if m not in want]
         unknown = [m for m in wired if m not in _vendors.FACTS[vendor].known_moments]
-        if vendor in _claude_code.TABLES and version is not None:  # the warning dialog (issue 24)
-            known = _claude_code.wiring(vendor, version, []).known or frozenset()
-            unknown += [m for m in wired if m not in known and m not in unknown]
+        row = _versions.wiring(vendor, version) if version is not None else None
+        if row is not None and row.known is not None:  # Claude Code's warning dialog (issue 24)
+            unknown += [m for m in wired if m not in row.known and m not in unknown]
         plugin = _hermes_plugin(path, text) if vendor == "hermes" and not wired else None
         if plugin is not None:
             yield plugin
@@ -270,7 +264,7 @@ def diagnose(vendor: str, *, path: str | None = None) -> Iterator[Check]:
     for store, dsn in stores:
         yield _store_check(store, dsn)
     if vendor in _versions.TABLES:
-        support = _versions.support(vendor, cast("_versions.Version | None", version))
+        support = _versions.support(vendor, version)
         verified = _versions.shown_versions(vendor)
         if version is None:
             yield Check(None, "version", f"{how}; verified: {verified}")
@@ -279,16 +273,6 @@ def diagnose(vendor: str, *, path: str | None = None) -> Iterator[Check]:
         else:
             where = "not a version verified" if support == "unverified" else f"{support} than the verified"
             yield Check(False, "version", f"{how}: {where} {verified}; moments may differ")
-    elif vendor in _claude_code.TABLES:
-        rows = _claude_code.TABLES[vendor]
-        verified = ", ".join(".".join(map(str, row.since)) for row in rows)
-        parsed = None if version is None else _claude_code.parse_version(str(version))
-        if parsed is None:
-            yield Check(None, "version", f"{how}; verified: {verified}")
-        elif parsed < rows[0].since:
-            yield Check(False, "version", f"{how}: older than the verified {verified}; moments may differ")
-        else:
-            yield Check(True, "version", f"{how} (verified: {verified})")
     else:
         yield Check(None, "version", how)
     if vendor == "codex" and wired:

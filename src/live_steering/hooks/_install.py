@@ -21,7 +21,7 @@ import shlex
 import shutil
 import sys
 import tempfile
-from typing import Any, cast
+from typing import Any
 
 from .._errors import LiveSteeringError
 from . import _vendors, _versions
@@ -63,27 +63,16 @@ class InstallError(LiveSteeringError, ValueError):
     """The config file cannot be merged safely (not JSON, not an object, YAML with hooks already)."""
 
 
-#: What a version is given as: Claude Code's ``--version`` line or tuple (``_claude_code.py``), the
-#: other vendors' parsed tuple (``_versions.py``); ``None`` for the newest verified.
-VendorVersion = str | tuple[int, ...] | None
-
-
-def moments(vendor: str, version: VendorVersion = None) -> list[str]:
+def moments(vendor: str, version: _versions.Version | None = None) -> list[str]:
     """The moments the config wires for ``version`` of the vendor (``None``: the newest verified).
 
-    Claude Code gets those of its installed version (``_claude_code.py``); a vendor with a
-    version table (Codex, Qwen Code, Hermes: ``_versions.TABLES``) its row's moments; the others
-    every eligible moment, sorted, then the session-end moment.
+    A vendor with a version table (``_versions.TABLES``: Claude Code, Codex, Qwen Code, Hermes)
+    gets its row's moments; the others every eligible moment, sorted, then the session-end moment.
     """
-    if vendor != "claude-code" and not isinstance(version, str):
-        row = _versions.wiring(vendor, cast("_versions.Version | None", version))
-        if row is not None:
-            return list(row.moments)
+    row = _versions.wiring(vendor, version)
+    if row is not None:
+        return list(row.moments)
     facts = _vendors.FACTS[vendor]
-    if vendor == "claude-code":
-        from . import _claude_code
-
-        return _claude_code.wiring(vendor, version, []).moments
     wired = sorted(facts.context_moments)
     if facts.session_end_moment is not None:
         wired.append(facts.session_end_moment)
@@ -112,13 +101,9 @@ def hook_command(vendor: str, store: str | None, dsn: str | None = None) -> str:
     return shlex.join(argv)
 
 
-def _timeout(vendor: str, moment: str, version: VendorVersion) -> int:
+def _timeout(vendor: str, moment: str, version: _versions.Version | None) -> int:
     """The ``timeout`` value for one moment, in the unit that version of the vendor reads."""
-    row = (
-        None
-        if isinstance(version, str)
-        else _versions.wiring(vendor, cast("_versions.Version | None", version))
-    )
+    row = _versions.wiring(vendor, version)
     if row is None:
         return HOOK_TIMEOUT_SECONDS
     seconds = row.timeouts.get(moment, HOOK_TIMEOUT_SECONDS)
@@ -142,7 +127,7 @@ def _entry(
     vendor: str,
     command: str,
     moment: str,
-    version: VendorVersion,
+    version: _versions.Version | None,
     http: str | None = None,
     token_env: str | None = None,
 ) -> dict[str, Any]:
@@ -165,14 +150,14 @@ def config_block(
     store: str | None,
     dsn: str | None = None,
     *,
-    version: VendorVersion = None,
+    version: _versions.Version | None = None,
     http: str | None = None,
     token_env: str | None = None,
 ) -> dict[str, Any] | str:
     """The vendor's config: a JSON object, or for Hermes the YAML text of its ``hooks:`` section.
 
-    ``version``: the installed vendor version it is for (Claude Code's ``--version`` line, or
-    ``_versions.detect``'s tuple); ``None``, the newest verified one. It decides the moments
+    ``version``: the installed vendor version it is for (``_versions.detect``'s tuple);
+    ``None``, the newest verified one. It decides the moments
     wired (``moments``) and their timeouts' unit. ``http``: the base URL of a ``live-steering
     serve`` server; the hooks are then the vendor's HTTP hooks to its ``/v1/hooks/VENDOR`` route.
     ``token_env``: with ``http``, the environment variable holding the server's token; each
@@ -369,7 +354,7 @@ def merge_into(
     store: str | None,
     dsn: str | None = None,
     *,
-    version: VendorVersion = None,
+    version: _versions.Version | None = None,
     http: str | None = None,
     token_env: str | None = None,
 ) -> Merged:

@@ -4,9 +4,16 @@
 not know is at best ignored, at worst a settings warning on every start), in the timeout
 unit that version reads. The facts live in one table per vendor, a row per version range,
 each row naming where it was read (the installed CLI's own schema, source or ``--help``);
-docs/hooks.md repeats the table. ``detect(vendor)`` runs the vendor's ``--version`` (bounded)
-and parses it. A vendor without rows here (Claude Code, VS Code) keeps the plain adoption
-map of ``_vendors.py``.
+docs/hooks.md repeats the tables. ``detect(vendor)`` runs the vendor's ``--version`` (bounded)
+and parses it; ``support`` says whether that version is one the real-client tests run. Every
+vendor with a CLI to ask (Claude Code, Codex, Qwen Code, Hermes) has a table here; the VS Code
+agent, which has none, keeps the plain adoption map of ``_vendors.py``.
+
+Claude Code rejects a hook config that names a moment it does not know (2.1.197 shows a
+settings warning dialog at every interactive start for ``PostModelSwitch``, which only later
+versions know), so its rows also record every moment that version knows (``Wiring.known``,
+read from that release's own hook-event enum), and ``hooks doctor`` fails a config naming
+another.
 
 Standard library only; never imported by the hook command.
 """
@@ -18,25 +25,54 @@ import re
 import shutil
 import subprocess
 
-__all__ = ["COMMANDS", "TABLES", "Version", "Wiring", "detect", "parse_version", "wiring"]
+__all__ = [
+    "COMMANDS",
+    "TABLES",
+    "Version",
+    "Wiring",
+    "detect",
+    "env_override",
+    "parse_version",
+    "shown",
+    "support",
+    "verified_versions",
+    "wiring",
+]
 
 Version = tuple[int, int, int]
 
-#: The command that reports each vendor's version (``VENDOR --version``); env overrides it.
-COMMANDS = {"codex": "codex", "qwen-code": "qwen", "hermes": "hermes"}
-#: ``LIVE_STEERING_CODEX``, ... : the CLI to ask instead of the one on PATH.
-ENV_OVERRIDE = {
-    "codex": "LIVE_STEERING_CODEX",
-    "qwen-code": "LIVE_STEERING_QWEN",
-    "hermes": "LIVE_STEERING_HERMES",
-}
+#: The command that reports each vendor's version (``COMMAND --version``).
+COMMANDS = {"claude-code": "claude", "codex": "codex", "qwen-code": "qwen", "hermes": "hermes"}
 VERSION_TIMEOUT = 20.0
+
+
+def env_override(vendor: str) -> str:
+    """The variable naming the CLI to ask instead of the one on PATH: ``LIVE_STEERING_<COMMAND>``.
+
+    >>> env_override("claude-code"), env_override("qwen-code")
+    ('LIVE_STEERING_CLAUDE', 'LIVE_STEERING_QWEN')
+    """
+    return f"LIVE_STEERING_{COMMANDS.get(vendor, vendor).upper().replace('-', '_')}"
+
+
+def shown(version: Version) -> str:
+    """``(2, 1, 197)`` as ``2.1.197``."""
+    return ".".join(map(str, version))
 
 
 class Wiring:
     """One row of a vendor's table: what to wire for versions ``minimum`` and up (to the next row)."""
 
-    __slots__ = ("minimum", "moments", "source", "timeout_ms", "timeouts", "trust_required", "verified")
+    __slots__ = (
+        "known",
+        "minimum",
+        "moments",
+        "source",
+        "timeout_ms",
+        "timeouts",
+        "trust_required",
+        "verified",
+    )
 
     def __init__(
         self,
@@ -44,6 +80,7 @@ class Wiring:
         moments: tuple[str, ...],
         *,
         source: str,
+        known: tuple[str, ...] | None = None,
         timeouts: dict[str, int] | None = None,
         timeout_ms: bool = False,
         trust_required: bool = False,
@@ -56,6 +93,9 @@ class Wiring:
         from the vendor's bundle or docs only)."""
         self.moments = moments
         """The moments written to the config, in order."""
+        self.known = None if known is None else frozenset(known)
+        """Every moment these versions accept in their config, where it was recorded (Claude Code:
+        a config naming another is a settings warning); ``None``: not recorded."""
         self.source = source
         """Where the row's facts were read."""
         self.timeouts = dict(timeouts or {})
@@ -66,8 +106,52 @@ class Wiring:
         """The vendor runs no hook until the user has trusted it (Codex)."""
 
     def __repr__(self) -> str:
-        return f"Wiring({'.'.join(map(str, self.minimum))}+)"
+        return f"Wiring({shown(self.minimum)}+)"
 
+
+_CLAUDE_2_1_197 = (
+    "PreToolUse",
+    "PostToolUse",
+    "PostToolUseFailure",
+    "PostToolBatch",
+    "Notification",
+    "UserPromptSubmit",
+    "UserPromptExpansion",
+    "SessionStart",
+    "SessionEnd",
+    "Stop",
+    "StopFailure",
+    "SubagentStart",
+    "SubagentStop",
+    "PreCompact",
+    "PostCompact",
+    "PermissionRequest",
+    "PermissionDenied",
+    "Setup",
+    "TeammateIdle",
+    "TaskCreated",
+    "TaskCompleted",
+    "Elicitation",
+    "ElicitationResult",
+    "ConfigChange",
+    "WorktreeCreate",
+    "WorktreeRemove",
+    "InstructionsLoaded",
+    "CwdChanged",
+    "FileChanged",
+    "MessageDisplay",
+)
+_CLAUDE_2_1_332 = (
+    *_CLAUDE_2_1_197,
+    "PreModelSwitch",
+    "PostModelSwitch",
+    "DirectoryAdded",
+    "PreSkillShellCommand",
+)
+#: Claude Code: one moment per tool round (``PostToolBatch``: once after all the round's tool
+#: results, before the next request), the prompt, the stop (steers that arrive during the final
+#: answer, and follow-ups), the session's start (a resumed session) and its end.
+_CLAUDE_WIRED = ("SessionStart", "UserPromptSubmit", "PostToolBatch", "Stop", "SessionEnd")
 
 #: What delivery needs, no more (every hook moment is a process): an instruction queued at
 #: any time reaches the next model request through UserPromptSubmit (a turn's start, a
@@ -79,6 +163,38 @@ class Wiring:
 #: gets the row of its range and ``hooks doctor`` calls it older than verified; a newer one
 #: gets the last row, "newer".
 TABLES: dict[str, tuple[Wiring, ...]] = {
+    "claude-code": (
+        # Before 2.1.197: not run here; the moments of the hooks reference's first release of
+        # hooks, which every later version keeps (PostToolUse, once per tool call).
+        Wiring(
+            (0, 0, 0),
+            ("SessionStart", "UserPromptSubmit", "PostToolUse", "Stop", "SessionEnd"),
+            known=(
+                "PreToolUse",
+                "PostToolUse",
+                "Notification",
+                "UserPromptSubmit",
+                "Stop",
+                "SubagentStop",
+                "SessionStart",
+                "SessionEnd",
+            ),
+            source="the Claude Code hooks reference: the events of the first release of hooks",
+            verified=(),
+        ),
+        Wiring(
+            (2, 1, 197),
+            _CLAUDE_WIRED,
+            known=_CLAUDE_2_1_197,
+            source="the hook-event list of the @anthropic-ai/claude-code 2.1.197 CLI",
+        ),
+        Wiring(
+            (2, 1, 332),
+            _CLAUDE_WIRED,
+            known=_CLAUDE_2_1_332,
+            source="the hook-event list of the @anthropic-ai/claude-code 2.1.332 CLI",
+        ),
+    ),
     "codex": (
         Wiring(
             (0, 171, 0),
@@ -140,22 +256,24 @@ TABLES: dict[str, tuple[Wiring, ...]] = {
     ),
 }
 
-_VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
+_VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
 
 
 def parse_version(text: str) -> Version | None:
-    """The first ``X.Y.Z`` in a ``--version`` output, or ``None``.
+    """The first ``X.Y.Z`` (or ``X.Y``, patch 0) in a ``--version`` output, or ``None``.
 
     >>> parse_version("codex-cli 0.171.0"), parse_version("Hermes Agent v0.19.0 (2026.11.3)")
     ((0, 171, 0), (0, 19, 0))
+    >>> parse_version("2.1.197 (Claude Code)"), parse_version("no digits here")
+    ((2, 1, 197), None)
     """
     match = _VERSION.search(text)
-    return None if match is None else (int(match[1]), int(match[2]), int(match[3]))
+    return None if match is None else (int(match[1]), int(match[2]), int(match[3] or 0))
 
 
 def command_for(vendor: str) -> str | None:
-    """The vendor CLI to ask: ``$LIVE_STEERING_<VENDOR>`` if set, else the one on PATH, else ``None``."""
-    override = os.environ.get(ENV_OVERRIDE.get(vendor, ""), "")
+    """The vendor CLI to ask: ``$LIVE_STEERING_<COMMAND>`` if set, else the one on PATH, else ``None``."""
+    override = os.environ.get(env_override(vendor), "")
     if override:
         return override
     name = COMMANDS.get(vendor)
@@ -165,12 +283,15 @@ def command_for(vendor: str) -> str | None:
 def detect(vendor: str, command: str | None = None) -> tuple[Version | None, str]:
     """The installed version of ``vendor`` and a one-line account of how it was found.
 
-    ``(None, why)`` when the CLI is not found or its ``--version`` says nothing parseable.
-    Bounded (``VERSION_TIMEOUT``); never raises.
+    ``command``: the CLI to ask (``--client PATH``); else ``command_for``. ``(None, why)`` when
+    the CLI is not found, fails, or its ``--version`` says nothing parseable. Bounded
+    (``VERSION_TIMEOUT``); never raises.
     """
+    name = COMMANDS.get(vendor, vendor)
+    label = command or os.environ.get(env_override(vendor), "") or name
     command = command or command_for(vendor)
     if command is None:
-        return None, f"no {COMMANDS.get(vendor, vendor)} on PATH"
+        return None, f"no {name} on PATH (or ${env_override(vendor)})"
     try:
         done = subprocess.run(
             [command, "--version"],
@@ -181,15 +302,23 @@ def detect(vendor: str, command: str | None = None) -> tuple[Version | None, str
             check=False,
         )
     except (OSError, subprocess.SubprocessError) as exc:
-        return None, f"{command} --version failed: {exc}"
-    version = parse_version(done.stdout + " " + done.stderr)
-    if version is None:
-        return None, f"{command} --version printed no version"
-    return version, f"{command} --version: {'.'.join(map(str, version))}"
+        return None, f"{label} --version did not answer a version ({exc})"
+    lines = [line.strip() for line in (done.stdout + "\n" + done.stderr).splitlines()]
+    found = [line for line in lines if parse_version(line) is not None]
+    if done.returncode != 0 or not found:
+        return None, f"{label} --version did not answer a version (exit {done.returncode})"
+    return parse_version(found[0]), f"{label} --version: {found[0]}"
 
 
 def wiring(vendor: str, version: Version | None) -> Wiring | None:
-    """The table row for ``version`` (``None``: the newest row), or ``None`` for a vendor without a table."""
+    """The table row for ``version`` (``None``: the newest row), or ``None`` for a vendor without
+    a table. A version older than every row gets the oldest row.
+
+    >>> wiring("claude-code", (2, 1, 197)).moments
+    ('SessionStart', 'UserPromptSubmit', 'PostToolBatch', 'Stop', 'SessionEnd')
+    >>> wiring("claude-code", (2, 0, 0)).moments
+    ('SessionStart', 'UserPromptSubmit', 'PostToolUse', 'Stop', 'SessionEnd')
+    """
     rows = TABLES.get(vendor)
     if not rows:
         return None
@@ -209,7 +338,7 @@ def verified_versions(vendor: str) -> tuple[Version, ...]:
 
 def shown_versions(vendor: str) -> str:
     """``verified_versions`` as text: ``0.21.2, 0.23.4, 0.24.4``."""
-    return ", ".join(".".join(map(str, v)) for v in verified_versions(vendor))
+    return ", ".join(shown(v) for v in verified_versions(vendor))
 
 
 def support(vendor: str, version: Version | None) -> str:
@@ -221,6 +350,8 @@ def support(vendor: str, version: Version | None) -> str:
     ('supported', 'older', 'newer')
     >>> support("qwen-code", (0, 21, 9)), support("qwen-code", (0, 22, 0)), support("qwen-code", (0, 24, 9))
     ('supported', 'unverified', 'supported')
+    >>> support("claude-code", (2, 1, 250)), support("claude-code", (1, 0, 80))
+    ('supported', 'older')
     """
     verified = verified_versions(vendor)
     if not verified or version is None:
@@ -232,3 +363,26 @@ def support(vendor: str, version: Version | None) -> str:
     if version > verified[-1]:
         return "newer"
     return "unverified"
+
+
+def install_note(vendor: str, version: Version | None, how: str) -> str:
+    """The line ``hooks install`` prints: how the version was found and what it wires for it.
+
+    >>> print(install_note("claude-code", (2, 1, 197), "--vendor-version 2.1.197"))  # doctest: +ELLIPSIS
+    --vendor-version 2.1.197: wiring the moments of claude-code 2.1.197: SessionStart, ...
+    >>> print(install_note("claude-code", (1, 0, 80), "claude --version: 1.0.80"))  # doctest: +ELLIPSIS
+    claude --version: 1.0.80: older than the versions verified (2.1.197, 2.1.332); wiring ...
+    """
+    row = wiring(vendor, version)
+    assert row is not None, vendor
+    wired = ", ".join(row.moments)
+    if version is None:
+        return (
+            f"{how}: wiring for {vendor} {shown(row.minimum)}, the newest version verified "
+            f"(pass --vendor-version X.Y.Z or --client PATH): {wired}"
+        )
+    support_ = support(vendor, version)
+    if support_ == "supported":
+        return f"{how}: wiring the moments of {vendor} {shown(version)}: {wired}"
+    where = "not a version verified" if support_ == "unverified" else f"{support_} than the versions verified"
+    return f"{how}: {where} ({shown_versions(vendor)}); wiring {wired}"
