@@ -1014,3 +1014,50 @@ async def test_asyncio_park_future_is_freed_by_unpark_and_by_its_abandoned_wait(
 async def test_trio_has_no_park_future() -> None:
     """trio parks through ``park()`` only (its follower is rescheduled as ``park()`` returns)."""
     assert Parker.for_running_backend().park_future() is None
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_asyncio_hand_over_to_a_wait_cancelled_before_it_resumed_raises_nothing() -> None:
+    """A submit's hand-over that finds the parked future already cancelled (``task.cancel()``, the
+    waiter not resumed yet) wakes nobody and raises nothing: the spot stays the waiter's until its
+    ``abandon``, and the caller resumes after the cancelled waiter ran."""
+    parker = Parker.for_running_backend()
+    steps: list[str] = []
+
+    async def wait() -> None:
+        future = parker.park_future()
+        assert future is not None
+        try:
+            await future
+        except BaseException:
+            steps.append("waiter cancelled")
+            parker.abandon(future)
+            raise
+        steps.append("waiter woken")
+
+    task = asyncio.ensure_future(wait())
+    await anyio.wait_all_tasks_blocked()
+    task.cancel()  # cancels the parked future at once; the waiter runs later
+    assert parker.occupied
+    await parker.hand_over()
+    steps.append("caller resumed")
+    assert steps == ["waiter cancelled", "caller resumed"]
+    assert not parker.occupied
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+def test_an_asyncio_parker_answers_the_same_whether_or_not_trio_was_imported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """C8: where trio was never imported (``sys.modules`` has no ``trio``) no trio step can run, so
+    the thread test answers alone, without reading sniffio's thread-local; either way the parker is
+    home in its loop's thread and nowhere else."""
+
+    async def answers() -> tuple[bool, bool]:
+        parker = Parker.for_running_backend()
+        return parker.at_home(), await asyncio.to_thread(parker.at_home)
+
+    assert asyncio.run(answers()) == (True, False)
+    monkeypatch.setattr(_parking, "_modules", {k: v for k, v in sys.modules.items() if k != "trio"})
+    assert asyncio.run(answers()) == (True, False)

@@ -521,18 +521,20 @@ class SteeringCore:
         docs/performance.md); every rule it applies is spelled out in the order
         of C6-C12.
         """
-        if not isinstance(input, Input):
+        if type(input) is not Input and not isinstance(input, Input):  # the class itself, mostly
             raise TypeError(f"submit takes an Input, got {type(input).__name__}")
-        if type(input.id) is not str or type(input.text) is not str or type(input.kind) is not str:
+        id_ = input.id  # each field read once: every test below uses these
+        text = input.text
+        kind = input.kind
+        if type(id_) is not str or type(text) is not str or type(kind) is not str:
             # Only an Input forged past its converters (object.__setattr__) gets here.
             raise TypeError("submit takes an Input whose kind, text and id are plain str")
         if type(generation_id) is not str:
             if not isinstance(generation_id, str):
                 raise TypeError(f"generation_id must be a str, got {type(generation_id).__name__}")
             generation_id = str.__str__(generation_id)
-        id_ = input.id
         identities = self.identities
-        if not self.closed and self.boundary_delivery and input.kind == "steer":
+        if not self.closed and self.boundary_delivery and kind == "steer":
             record = identities.get(id_)
             if record is not None:
                 rec = record.input
@@ -540,7 +542,7 @@ class SteeringCore:
                     record.generation_id == generation_id
                     # ``record.input == input`` without building two tuples: the ids are equal
                     # (the key); the class test keeps attrs' equality exact.
-                    and rec.text == input.text
+                    and rec.text == text
                     and rec.kind == "steer"
                     and type(rec) is type(input)
                 ):
@@ -554,7 +556,6 @@ class SteeringCore:
                     return record.receipt()
             else:
                 gen = self.current
-                text = input.text
                 # Every answer of ``_admission.decide`` but ``ADMIT`` ruled out cheaply: a new id
                 # (neither accepted here nor retained), the running generation open, room left,
                 # and a sufficient condition for ``_validate.input_problem`` to find nothing,
