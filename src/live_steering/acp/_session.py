@@ -149,6 +149,7 @@ class SteeringSession:
             generation_prefix=prefix if len(prefix) <= _MAX_PREFIX_CHARS else None,
             max_text_chars=DEFAULT_MAX_TEXT_CHARS if max_text_chars is None else max_text_chars,
         )
+        self._door = internals(self.runtime)
         self.channel = channel
         self.max_requests = max_requests
         self.state: dict[str, Any] = {}
@@ -450,8 +451,7 @@ class SteeringSession:
             or self.runtime.receipt(input_id) is not None
         ):
             return None
-        generation = self.runtime.generation
-        if generation is None or generation["id"] != turn.id:
+        if self._door.running_generation_id() != turn.id:
             return None
         kind = request.kind
         receipt = self.runtime.submit_steering_nowait(Input(kind, request.text, id=input_id), turn.id)
@@ -484,7 +484,7 @@ class SteeringSession:
         turn's end-of-turn race, and the decision goes on from waiting for it to wind down."""
         steer = Input(request.kind, request.text, id=input_id)
         kind = request.kind
-        door = internals(self.runtime)
+        door = self._door
         if race is not None:  # refused in the race: once that turn has wound down, go on
             await race.done.wait()
         else:
@@ -514,8 +514,7 @@ class SteeringSession:
         while (turn := self._turn) is not None:
             if not turn.opened.is_set():  # a set anyio Event still yields in wait(): skip it
                 await turn.opened.wait()
-            generation = self.runtime.generation
-            if generation is not None and generation["id"] == turn.id:
+            if door.running_generation_id() == turn.id:
                 receipt = self.runtime.submit_steering_nowait(steer, turn.id)
                 if receipt.accepted:
                     return SteerResult(
