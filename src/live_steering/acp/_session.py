@@ -6,7 +6,8 @@ author's ``run_turn(turn)``: model requests at ``turn.boundary(...)``, tools,
 and ``turn.continue_after_checkpoint()``. ``prompt()`` runs a turn in the
 caller's task; ``steer()`` decides what a ``_session/steering`` request does,
 holding the session's steer lock so steers are decided one at a time, in
-arrival order (anyio locks are FIFO):
+arrival order (anyio locks are FIFO; a steer into an open turn, which decides
+without an await, needs the lock only when another steer holds or waits for it):
 
 - a steer whose input id was seen before is a repeat: it answers from the record
   (the runtime's receipt, C10, or the turn it started) and admits nothing;
