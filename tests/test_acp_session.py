@@ -420,6 +420,27 @@ async def test_turn_ending_in_the_race_is_treated_as_idle(
     assert session.running_turn == ("s1-turn-2" if not prompt_required else None)
 
 
+async def test_steer_refused_in_the_race_is_submitted_once(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A steer refused 'finishing' is not submitted again on its way to the idle path
+    (a refusal is an event and a count)."""
+    await harness.running()
+    session = harness.session
+    calls: list[str] = []
+
+    def closes_first(input: Input, generation_id: str) -> Receipt:
+        calls.append(input.text)
+        session.cancel()  # the turn ends as the steer reaches it
+        return Receipt(accepted=False, input_id=input.id, generation_id=generation_id, disposition=None,
+                       reason="finishing")  # fmt: skip
+
+    monkeypatch.setattr(session.runtime, "submit_steering_nowait", closes_first)
+    result = await harness.steer("Late", prompt_required=True)
+    assert calls == ["Late"]
+    assert result.outcome.value == "promptRequired"
+
+
 async def test_unexpected_failure_is_failed(harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
     """An internal error while steering answers outcome 'failed' instead of raising."""
     await harness.running()

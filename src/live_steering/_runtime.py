@@ -973,6 +973,15 @@ class RuntimeInternals:
 
     _core: SteeringCore
 
+    def running_generation_id(self) -> str | None:
+        """``runtime.generation["id"]`` (``None`` while no generation runs), without building the
+        view: for a wing that asks on every submission which generation runs (an ACP steer). O(1)."""
+        core = self._core
+        if core._owed is not None:  # as ``generation_view``: an owed acceptance is out first
+            core.settle()
+        gen = core.current
+        return None if gen is None else gen.id
+
     def accepted(self, input_id: str) -> AcceptedInput | None:
         """The accepted input ``input_id``, or ``None`` if the runtime never accepted it."""
         record: InputRecord | None = self._core.identities.get(input_id)

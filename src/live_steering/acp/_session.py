@@ -6,7 +6,8 @@ author's ``run_turn(turn)``: model requests at ``turn.boundary(...)``, tools,
 and ``turn.continue_after_checkpoint()``. ``prompt()`` runs a turn in the
 caller's task; ``steer()`` decides what a ``_session/steering`` request does,
 holding the session's steer lock so steers are decided one at a time, in
-arrival order (anyio locks are FIFO):
+arrival order (anyio locks are FIFO; a steer into an open turn, which decides
+without an await, needs the lock only when another steer holds or waits for it):
 
 - a steer whose input id was seen before is a repeat: it answers from the record
   (the runtime's receipt, C10, or the turn it started) and admits nothing;
@@ -149,6 +150,7 @@ class SteeringSession:
             generation_prefix=prefix if len(prefix) <= _MAX_PREFIX_CHARS else None,
             max_text_chars=DEFAULT_MAX_TEXT_CHARS if max_text_chars is None else max_text_chars,
         )
+        self._door = internals(self.runtime)
         self.channel = channel
         self.max_requests = max_requests
         self.state: dict[str, Any] = {}
@@ -399,27 +401,66 @@ class SteeringSession:
         unexpected failure is the outcome ``failed``, never an exception.
         """
         input_id = steer_input_id(self.session_id, steer_id=request.steer_id, request_id=request_id)
-        # The lock's fast path: free and nobody queued, it is taken without a yield. A steer
-        # then decides with no await at all (the nowait submit), which keeps a steer's round
-        # trip close to a request the SDK answers at once (acp_steer_roundtrip).
-        try:
-            self._lock.acquire_nowait()
-        except anyio.WouldBlock:
-            await self._lock.acquire()
-        try:
-            if input_id is None:
-                input_id = Input("steer", request.text).id  # a fresh random id: no retry identity
+        if input_id is None:
+            input_id = Input("steer", request.text).id  # a fresh random id: no retry identity
+        lock = self._lock
+        race: _TurnRecord | None = None
+        if not lock.locked():
+            # Nobody is deciding or queued (anyio hands a released lock straight to its next
+            # waiter), and a steer into a running turn decides with no await at all (the
+            # nowait submit): decided here, it needs no lock, which keeps a steer's round
+            # trip close to a request the SDK answers at once (acp_steer_roundtrip).
             try:
-                return await self._decide(request, input_id)
+                now = self._decide_now(request, input_id)
             except SteerRejected:
                 raise
             except Exception as error:
-                _log.error("steer of session %s failed", self.session_id, exc_info=error)
-                return SteerResult(
-                    SteerOutcome.FAILED, input_id, reason=f"internal-error: {type(error).__name__}"
-                )
+                return self._internal_error(input_id, error)
+            if isinstance(now, SteerResult):
+                return now
+            race = now
+            # Still no await since the check: the lock is free, and taking it keeps the order.
+            lock.acquire_nowait()
+        else:
+            await lock.acquire()
+        try:
+            try:
+                return await self._decide(request, input_id, race)
+            except SteerRejected:
+                raise
+            except Exception as error:
+                return self._internal_error(input_id, error)
         finally:
-            self._lock.release()
+            lock.release()
+
+    def _internal_error(self, input_id: str, error: Exception) -> SteerResult:
+        _log.error("steer of session %s failed", self.session_id, exc_info=error)
+        return SteerResult(SteerOutcome.FAILED, input_id, reason=f"internal-error: {type(error).__name__}")
+
+    def _decide_now(self, request: SteerRequest, input_id: str) -> SteerResult | _TurnRecord | None:
+        """The steer into a running turn, decided without an await, when that is all it is.
+
+        A ``SteerResult`` is the answer; ``None``: nothing was done, ``_decide`` decides
+        it all; a turn: the steer was refused in the end-of-turn race (``finishing`` /
+        ``stale-generation``) and ``_decide`` goes on from waiting for that turn.
+        """
+        turn = self._turn
+        if (
+            turn is None
+            or not turn.opened.is_set()
+            or input_id in self._started
+            or self.runtime.receipt(input_id) is not None
+        ):
+            return None
+        if self._door.running_generation_id() != turn.id:
+            return None
+        kind = request.kind
+        receipt = self.runtime.submit_steering_nowait(Input(kind, request.text, id=input_id), turn.id)
+        if receipt.accepted:
+            return SteerResult(SteerOutcome.INJECTED, input_id, receipt=receipt, turn_id=turn.id, kind=kind)
+        if receipt.reason not in (RefusalReason.FINISHING, RefusalReason.STALE_GENERATION):
+            return _refused(input_id, receipt)
+        return turn
 
     @staticmethod
     def _idle_refusal(answer: str, problem: str | None, input_id: str) -> SteerResult:
@@ -437,38 +478,44 @@ class SteeringSession:
             )
         return SteerResult(SteerOutcome.FAILED, input_id, reason=answer)
 
-    async def _decide(self, request: SteerRequest, input_id: str) -> SteerResult:
+    async def _decide(
+        self, request: SteerRequest, input_id: str, race: _TurnRecord | None = None
+    ) -> SteerResult:
+        """Decide the steer, holding the lock; ``race``: ``_decide_now`` was refused in that
+        turn's end-of-turn race, and the decision goes on from waiting for it to wind down."""
         steer = Input(request.kind, request.text, id=input_id)
         kind = request.kind
-        door = internals(self.runtime)
-        # A retry of a steer that started a turn: a retained identity of this session, answered
-        # from the record in the core's one order (C7): closed, repeat, invalid-input, conflict.
-        if (record := self._started.get(input_id)) is not None:
-            text, result = record
-            same = text == request.text and result.kind == kind
-            problem = None if same else door.input_problem(steer)
-            answer = admission.decide(closed=self.runtime.closed, known=True, same=same, problem=problem)
-            if answer == admission.REPEAT:
-                return attrs.evolve(result, repeated=True)
-            return self._idle_refusal(answer, problem, input_id)
-        # A retry of an injected steer: the runtime answers with its current receipt (C10).
-        if (known := self.runtime.receipt(input_id)) is not None:
-            receipt = self.runtime.submit_steering_nowait(steer, known.generation_id)
-            if not receipt.accepted:
-                return _refused(input_id, receipt)  # identity-conflict (other text) raises invalidParams
-            return SteerResult(
-                SteerOutcome.INJECTED,
-                input_id,
-                receipt=receipt,
-                turn_id=receipt.generation_id,
-                repeated=True,
-                kind=kind,
-            )
+        door = self._door
+        if race is not None:  # refused in the race: once that turn has wound down, go on
+            await race.done.wait()
+        else:
+            # A retry of a steer that started a turn: a retained identity of this session, answered
+            # from the record in the core's one order (C7): closed, repeat, invalid-input, conflict.
+            if (record := self._started.get(input_id)) is not None:
+                text, result = record
+                same = text == request.text and result.kind == kind
+                problem = None if same else door.input_problem(steer)
+                answer = admission.decide(closed=self.runtime.closed, known=True, same=same, problem=problem)
+                if answer == admission.REPEAT:
+                    return attrs.evolve(result, repeated=True)
+                return self._idle_refusal(answer, problem, input_id)
+            # A retry of an injected steer: the runtime answers with its current receipt (C10).
+            if (known := self.runtime.receipt(input_id)) is not None:
+                receipt = self.runtime.submit_steering_nowait(steer, known.generation_id)
+                if not receipt.accepted:
+                    return _refused(input_id, receipt)  # identity-conflict (other text) raises invalidParams
+                return SteerResult(
+                    SteerOutcome.INJECTED,
+                    input_id,
+                    receipt=receipt,
+                    turn_id=receipt.generation_id,
+                    repeated=True,
+                    kind=kind,
+                )
         while (turn := self._turn) is not None:
             if not turn.opened.is_set():  # a set anyio Event still yields in wait(): skip it
                 await turn.opened.wait()
-            generation = self.runtime.generation
-            if generation is not None and generation["id"] == turn.id:
+            if door.running_generation_id() == turn.id:
                 receipt = self.runtime.submit_steering_nowait(steer, turn.id)
                 if receipt.accepted:
                     return SteerResult(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
+import json.encoder
 from collections.abc import Mapping
 from typing import Any, Final, cast
 
@@ -21,6 +22,8 @@ import attrs
 from .._errors import LiveSteeringError
 from .._types import Receipt
 from .._validate import MAX_ID_CHARS, id_problem
+
+_encode_str: Final = json.encoder.encode_basestring_ascii
 
 __all__ = [
     "FOLLOW_UP_KIND",
@@ -184,39 +187,45 @@ def parse_steer_request(params: object) -> SteerRequest:
     if not isinstance(session_id, str) or not session_id:
         raise SteerRejected(ErrorKind.INVALID_PARAMS, "sessionId must be a non-empty string")
     meta = params.get("_meta")
-    if meta is not None and not isinstance(meta, Mapping):
+    if meta is None:  # the usual steer: no _meta to read
+        idle = steer_id = None
+        kind: Any = STEER_KIND
+    elif not isinstance(meta, Mapping):
         raise SteerRejected(ErrorKind.INVALID_PARAMS, "_meta must be an object or null")
-    steering = None if meta is None else meta.get("steering")
-    if steering is not None and not isinstance(steering, Mapping):
-        raise SteerRejected(ErrorKind.INVALID_PARAMS, "_meta.steering must be an object or null")
-    steering = steering or {}
-    idle = steering.get("idleBehavior")
-    if idle is not None and idle != IDLE_PROMPT_REQUIRED:
-        raise SteerRejected(
-            ErrorKind.INVALID_PARAMS,
-            f"unknown _meta.steering.idleBehavior {idle!r}; the only value is {IDLE_PROMPT_REQUIRED!r}",
-            idleBehavior=idle,
-        )
-    steer_id = steering.get("id")
-    if steer_id is not None and (not isinstance(steer_id, str) or id_problem(steer_id) is not None):
-        raise SteerRejected(
-            ErrorKind.INVALID_PARAMS,
-            f"_meta.steering.id must be a string of 1-{MAX_ID_CHARS} characters, without NUL, valid UTF-8",
-        )
-    ours = None if meta is None else meta.get(KIND_META)
-    if ours is not None and not isinstance(ours, Mapping):
-        raise SteerRejected(ErrorKind.INVALID_PARAMS, f"_meta.{KIND_META} must be an object or null")
-    kind = (ours or {}).get("kind")
-    if kind is None:
-        kind = STEER_KIND
-    elif kind not in (STEER_KIND, FOLLOW_UP_KIND):
-        shown = repr(kind[:40]) if isinstance(kind, str) else f"of type {type(kind).__name__}"
-        raise SteerRejected(
-            ErrorKind.INVALID_PARAMS,
-            f"unknown _meta.{KIND_META}.kind {shown}; it is {STEER_KIND!r} or {FOLLOW_UP_KIND!r}",
-        )
-    text = prompt_text(params.get("prompt"))
-    blocks = tuple(cast("list[Mapping[str, Any]]", params.get("prompt")))  # checked by prompt_text
+    else:
+        steering = meta.get("steering")
+        if steering is not None and not isinstance(steering, Mapping):
+            raise SteerRejected(ErrorKind.INVALID_PARAMS, "_meta.steering must be an object or null")
+        steering = steering or {}
+        idle = steering.get("idleBehavior")
+        if idle is not None and idle != IDLE_PROMPT_REQUIRED:
+            raise SteerRejected(
+                ErrorKind.INVALID_PARAMS,
+                f"unknown _meta.steering.idleBehavior {idle!r}; the only value is {IDLE_PROMPT_REQUIRED!r}",
+                idleBehavior=idle,
+            )
+        steer_id = steering.get("id")
+        if steer_id is not None and (not isinstance(steer_id, str) or id_problem(steer_id) is not None):
+            raise SteerRejected(
+                ErrorKind.INVALID_PARAMS,
+                f"_meta.steering.id must be a string of 1-{MAX_ID_CHARS} characters, without NUL, "
+                "valid UTF-8",
+            )
+        ours = meta.get(KIND_META)
+        if ours is not None and not isinstance(ours, Mapping):
+            raise SteerRejected(ErrorKind.INVALID_PARAMS, f"_meta.{KIND_META} must be an object or null")
+        kind = (ours or {}).get("kind")
+        if kind is None:
+            kind = STEER_KIND
+        elif kind not in (STEER_KIND, FOLLOW_UP_KIND):
+            shown = repr(kind[:40]) if isinstance(kind, str) else f"of type {type(kind).__name__}"
+            raise SteerRejected(
+                ErrorKind.INVALID_PARAMS,
+                f"unknown _meta.{KIND_META}.kind {shown}; it is {STEER_KIND!r} or {FOLLOW_UP_KIND!r}",
+            )
+    prompt = params.get("prompt")
+    text = prompt_text(prompt)
+    blocks = tuple(cast("list[Mapping[str, Any]]", prompt))  # checked by prompt_text
     return SteerRequest(session_id, text, idle == IDLE_PROMPT_REQUIRED, steer_id, blocks, kind)
 
 
@@ -234,7 +243,20 @@ def steer_input_id(session_id: str, *, steer_id: str | None, request_id: object)
     if steer_id is not None:
         source = f"steer-id\0{session_id}\0{steer_id}"
     elif request_id is not None:
-        source = f"jsonrpc-id\0{session_id}\0{json.dumps(request_id, sort_keys=True)}"
+        source = f"jsonrpc-id\0{session_id}\0{_json_id(request_id)}"
     else:
         return None
     return "acp-" + hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()[:40]
+
+
+def _json_id(request_id: object) -> str:
+    """``json.dumps(request_id, sort_keys=True)``, without the encoder for the usual ids.
+
+    An int is its ``repr`` and a str ``encode_basestring_ascii`` of it, exactly as
+    ``json.dumps`` writes them (``ensure_ascii``): the digests stay the same.
+    """
+    if type(request_id) is int:
+        return int.__repr__(request_id)
+    if type(request_id) is str:
+        return _encode_str(request_id)
+    return json.dumps(request_id, sort_keys=True)
