@@ -152,7 +152,9 @@ async def main() -> None:
     print("answer:", answers[0])
     assert steer.content == "Only fix the failing test"
     assert steer.metadata["input_id"] == "host-1"
-    assert session.coordinator.get_capability(CAPABILITY)["mode"] == "unavailable"  # closed by cleanup
+    mode = session.coordinator.get_capability(CAPABILITY)["mode"]
+    assert mode == "unavailable"  # closed by cleanup
+    print("after cleanup the capability's mode is", mode)
 
 
 if __name__ == "__main__":

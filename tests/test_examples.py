@@ -59,12 +59,61 @@ def test_doc_example_runs_cleanly(path: Path, backend: str) -> None:
     assert proc.stderr == ""
 
 
+#: amplifier-core 2.0.2's engine keeps tokio worker threads alive past ``session.cleanup()``;
+#: one that touches Python while the interpreter finalizes aborts it (``PyGILState_Release``) or
+#: segfaults it, after the program's last line. Seen with amplifier-core's own
+#: ``ScriptedOrchestrator`` and no live_steering code in the session: 3 of 40 runs at load 4
+#: (docs/integrations/amplifier.md, "Known issue"). The Amplifier example's last line follows
+#: its last check, so a run that printed it and then died that way has passed every check.
+AMPLIFIER_LAST_LINE = "after cleanup the capability's mode is unavailable"
+
+
+def amplifier_exit_crash(path: Path, proc: subprocess.CompletedProcess[str]) -> bool:
+    """The run passed every check and then died in amplifier-core's threads at interpreter exit."""
+    if path.name != "integration_amplifier.py" or proc.returncode not in (-6, -11):
+        return False
+    lines = proc.stdout.strip().splitlines()
+    return (
+        bool(lines)
+        and lines[-1] == AMPLIFIER_LAST_LINE
+        and "Traceback" not in proc.stderr
+        and (proc.returncode == -11 or "Python runtime state: finalizing" in proc.stderr)
+    )
+
+
 @pytest.mark.parametrize("path", ASYNCIO_ONLY, ids=lambda path: path.name)
 def test_integration_example_runs_cleanly(path: Path) -> None:
-    """Each framework's example exits 0 on asyncio with nothing on stderr (its own asserts hold)."""
+    """Each framework's example exits 0 on asyncio with nothing on stderr (its own asserts hold);
+    for Amplifier, a crash of amplifier-core's threads after its last checked line is reported
+    as that, not as the example's failure (``amplifier_exit_crash``)."""
     proc = run_script(path)
+    if amplifier_exit_crash(path, proc):
+        print(f"amplifier-core crashed the interpreter's exit ({proc.returncode}) after every check passed")
+        return
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
+    if path.name == "integration_amplifier.py":
+        assert proc.stdout.strip().splitlines()[-1] == AMPLIFIER_LAST_LINE
+
+
+def test_only_amplifier_cores_exit_crash_after_the_last_check_is_excused() -> None:
+    """The exception is that crash and nothing else: any other example, exit code, missing last
+    line or traceback still fails the example's test."""
+    amp = ROOT / "examples" / "integration_amplifier.py"
+    other = ROOT / "examples" / "integration_langgraph.py"
+    finalizing = "Fatal Python error: PyGILState_Release: ...\nPython runtime state: finalizing (tstate=0)\n"
+    done = f"answer: Fixed.\n{AMPLIFIER_LAST_LINE}\n"
+
+    def proc(code: int, out: str, err: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess([], code, out, err)
+
+    assert amplifier_exit_crash(amp, proc(-6, done, finalizing))
+    assert amplifier_exit_crash(amp, proc(-11, done, ""))
+    assert not amplifier_exit_crash(other, proc(-6, done, finalizing))
+    assert not amplifier_exit_crash(amp, proc(1, done, finalizing))
+    assert not amplifier_exit_crash(amp, proc(-6, "answer: Fixed.\n", finalizing))
+    assert not amplifier_exit_crash(amp, proc(-6, done, "Traceback (most recent call last):\n" + finalizing))
+    assert not amplifier_exit_crash(amp, proc(-6, done, "Fatal Python error: something else\n"))
 
 
 @pytest.mark.parametrize("path", OTHER_EXAMPLES, ids=lambda path: path.name)
