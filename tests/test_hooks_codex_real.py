@@ -25,8 +25,6 @@ from real_clients import CLI, VendorUser, npm_bin
 
 pytestmark = pytest.mark.real_clients
 
-BOUND = VendorUser.bound
-
 
 class Codex(VendorUser):
     """One isolated Codex installation: its home, its store, the fake model it talks to."""

@@ -105,25 +105,13 @@ def test_a_mistyped_resume_id_neither_ends_a_session_nor_drops_its_queue(tmp_pat
         hermes = Hermes(tmp_path, fake)
         hermes.cli("hooks", "install", "hermes", "--plugin", "--store", hermes.store)
         typo = "20261202_000000_abcdef"
-        queued = json.loads(
-            hermes.cli("instruct", typo, "for later", "--id", "t-1", "--store", hermes.store, "--json").stdout
-        )
+        queued = hermes.instruct(typo, "for later", "t-1")
         assert (queued["disposition"], queued["seen"]) == ("queued", False)
-        done = subprocess.run(
-            [hermes.bin, "chat", "--resume", typo, "-Q", "-q", "hello"],
-            env=hermes.env,
-            cwd=hermes.work,
-            capture_output=True,
-            text=True,
-            timeout=BOUND,
-            stdin=subprocess.DEVNULL,
-        )
+        done = hermes.vendor("chat", "--resume", typo, "-Q", "-q", "hello", check=False)
         assert "Session not found" in done.stdout + done.stderr
     assert fake.requests == []
     assert [e["type"] for e in hermes.events()] == ["control.accepted"]
-    again = json.loads(
-        hermes.cli("instruct", typo, "for later", "--id", "t-1", "--store", hermes.store, "--json").stdout
-    )
+    again = hermes.instruct(typo, "for later", "t-1")
     assert again["disposition"] == "queued"
 
 
