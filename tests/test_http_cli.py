@@ -172,6 +172,8 @@ def test_serve_runs_and_stops_gracefully(tmp_path: Path, backend: str, signum: i
         errors = proc.stderr.read()
     assert "live-steering serve: stopped" in errors
     assert "Traceback" not in errors
+    # only the command's own lines: neither server adds its start-up banner (hypercorn's INFO)
+    assert all(line.startswith("live-steering serve: ") for line in errors.splitlines()), errors
 
 
 BURST = 300

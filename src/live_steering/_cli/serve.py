@@ -241,6 +241,7 @@ async def _hypercorn(app: Any, sock: socket.socket) -> None:
     config.graceful_timeout = GRACE
     config.backlog = BACKLOG  # hypercorn listens again, with 100 unless told
     config.accesslog = None
+    config.loglevel = "WARNING"  # as uvicorn's log_level: no "Running on ..." beside our own line
     config.include_server_header = False
 
     async def shutdown() -> None:
