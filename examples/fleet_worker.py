@@ -23,7 +23,7 @@ async def main(path: str) -> None:
                 # True: a steer is pending. False: the generation was stopped (`live-steering stop`).
                 while await gen.wait_for_input():
                     await gen.boundary(write)  # your loop's request boundary
-            print(f"gen-1 ended: {gen.terminal_event['reason']}", flush=True)
+            print(f"gen-1 ended: {gen.end_reason or 'finished'}", flush=True)
 
 
 if len(sys.argv) < 2:

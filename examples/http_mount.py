@@ -47,12 +47,16 @@ async def main(path: str) -> None:
                         assert sent.json()["disposition"] == "queued"  # decided by the owner, durable
 
                         await gen.boundary(write)  # the owner's loop, at its next request boundary
-                        final = await http.get("/steering/v1/sessions/chat-42/inputs/msg-1?wait=10", headers=auth)
+                        final = await http.get(
+                            "/steering/v1/sessions/chat-42/inputs/msg-1?wait=10", headers=auth
+                        )
                         assert final.json()["disposition"] == "applied"
 
                         late = await http.post(
                             "/steering/v1/sessions/chat-42/inputs",
-                            json={"kind": "steer", "text": "Too late?", "id": "msg-2", "generation_id": "gen-0"},
+                            json={
+                                "kind": "steer", "text": "Too late?", "id": "msg-2", "generation_id": "gen-0"
+                            },
                             headers=auth,
                         )
                         assert late.status_code == 410  # stale-generation: the owner's refusal, unchanged

@@ -48,7 +48,9 @@ async def steer_while_a_tool_runs(runtime: LiveRuntime, graph: Any, steering: Li
 
     async def host() -> None:
         await running.wait()
-        generation_id = runtime.generation["id"]
+        generation = runtime.generation  # None while no generation runs
+        assert generation is not None
+        generation_id = generation["id"]
         submit = runtime.capability["submit"]
         receipt = await submit(Input("steer", "Only fix the failing test", id="host-1"), generation_id)
         print("host got:", receipt.to_dict())
@@ -94,8 +96,10 @@ async def main() -> None:
     assert "Then update the changelog" in [m.content for m in model.requests[2]]  # the next run's
     assert state["messages"][-1].content == "Changelog updated."
     assert len(steering.generation_ids) == 2
-    assert runtime.receipt("host-1").disposition == "applied"
-    assert runtime.receipt("host-2").disposition == "applied"
+    for input_id in ("host-1", "host-2"):
+        receipt = runtime.receipt(input_id)  # None if it was never accepted
+        assert receipt is not None, input_id
+        assert receipt.disposition == "applied", receipt
 
     # 2. A hand-written StateGraph: the steering node on every path into the model node.
     runtime = LiveRuntime()
@@ -117,7 +121,9 @@ async def main() -> None:
     state = await steer_while_a_tool_runs(runtime, builder.compile(), steering, running, may_finish)
     print("answer:", state["messages"][-1].content)
     assert any(METADATA_KEY in m.additional_kwargs for m in model.requests[1])
-    assert runtime.receipt("host-1").disposition == "applied"
+    receipt = runtime.receipt("host-1")  # None if it was never accepted
+    assert receipt is not None
+    assert receipt.disposition == "applied"
 
 
 if __name__ == "__main__":

@@ -31,7 +31,9 @@ async def main() -> None:
 
     async def host() -> None:
         await running.wait()
-        generation_id = runtime.generation["id"]
+        generation = runtime.generation  # None while no generation runs
+        assert generation is not None
+        generation_id = generation["id"]
         submit = runtime.capability["submit"]
         receipt = await submit(Input("steer", "Only fix the failing test", id="host-1"), generation_id)
         print("host got:", receipt.to_dict())
@@ -44,17 +46,22 @@ async def main() -> None:
         result = await steering.run(agent, "Make the suite pass", run_config=config)
     print("output:", result.final_output)
     print("second model call ends with:", model.calls[1].input[-1])
-    print("conversation:", [item.get("content") for item in result.to_input_list() if item.get("role") == "user"])
+    conversation = [item.get("content") for item in result.to_input_list() if item.get("role") == "user"]
+    print("conversation:", conversation)
     assert model.calls[1].input[-1]["content"] == "Only fix the failing test"
     assert result.final_output == "Changelog updated."
-    assert runtime.receipt("host-1").disposition == "applied"
+    receipt = runtime.receipt("host-1")  # None if it was never accepted
+    assert receipt is not None
+    assert receipt.disposition == "applied"
 
     # A host's stop (the same call the fleet and HTTP stop make) ends a run at its next boundary.
     running, may_finish = anyio.Event(), anyio.Event()
 
     async def stop_it() -> None:
         await running.wait()
-        runtime.stop(runtime.generation["id"])
+        generation = runtime.generation
+        assert generation is not None
+        runtime.stop(generation["id"])
         may_finish.set()  # the running tool finishes; no model call follows
 
     async def run_until_stopped() -> None:

@@ -40,7 +40,9 @@ async def main() -> None:
 
     async def host() -> None:
         await running.wait()
-        generation_id = runtime.generation["id"]
+        generation = runtime.generation  # None while no generation runs
+        assert generation is not None
+        generation_id = generation["id"]
         submit = runtime.capability["submit"]
         receipt = await submit(Input("steer", "Only fix the failing test", id="host-1"), generation_id)
         print("host got:", receipt.to_dict())
@@ -53,17 +55,23 @@ async def main() -> None:
         result = await agent.run("Make the suite pass")
     print("output:", result.output)
     steer = next(m for m in result.all_messages() if isinstance(m, ModelRequest) and m.metadata)
-    print("in history:", steer.parts[0].content, steer.metadata)
+    part = steer.parts[0]
+    assert isinstance(part, UserPromptPart)  # the steer, as the user's words
+    print("in history:", part.content, steer.metadata)
     assert result.output == "Done, as asked: Then update the changelog"
-    assert runtime.receipt("host-1").disposition == "applied"
-    assert runtime.receipt("host-2").disposition == "applied"
+    for input_id in ("host-1", "host-2"):
+        receipt = runtime.receipt(input_id)  # None if it was never accepted
+        assert receipt is not None, input_id
+        assert receipt.disposition == "applied", receipt
 
     # A host's stop (the same call the fleet and HTTP stop make) ends a run at its next boundary.
     running, may_finish = anyio.Event(), anyio.Event()
 
     async def stop_it() -> None:
         await running.wait()
-        runtime.stop(runtime.generation["id"])
+        generation = runtime.generation
+        assert generation is not None
+        runtime.stop(generation["id"])
         may_finish.set()  # the running tool finishes; no model request follows
 
     async def run_until_stopped() -> None:
