@@ -133,7 +133,25 @@ async def test_submit_answers_the_owners_receipts_with_the_pinned_codes(tmp_path
         full = await http.post(url, json=steer("Use Z", "m-3"), headers=AUTH)
         assert (full.status_code, full.json()["reason"]) == (429, "capacity")
         missing = await http.post("/v1/sessions/nobody/inputs", json=steer("x", "m-4"), headers=AUTH)
-        assert missing.status_code == 404
+        # 404, and the body is the refusal receipt (C32): what a fleet answers a session no owner runs
+        assert (missing.status_code, missing.json()) == (
+            404,
+            {
+                "accepted": False,
+                "inputId": "m-4",
+                "generationId": "",
+                "disposition": None,
+                "reason": "stale-generation",
+            },
+        )
+        blank = await http.post(
+            "/v1/sessions/nobody/inputs", json=steer(" ", "m-4", generation_id="g"), headers=AUTH
+        )
+        assert (blank.status_code, blank.json()["reason"], blank.json()["generationId"]) == (
+            404,
+            "invalid-input",
+            "g",
+        )
         assert state.written == ["Use X", "Use Y"]
 
 

@@ -196,3 +196,69 @@ def test_every_recorded_type_is_a_documented_event_type() -> None:
     documented = set(re.findall(r"^\| `([a-z]+\.[a-z_]+)` \|", events_page, flags=re.MULTILINE))
     assert set(EVENT_NAMES) <= documented
     assert {name.removeprefix("live_steering.") for name in EVENT_NAMES.values()} == set(EVENT_NAMES)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # pydantic-ai runs on asyncio only
+async def test_pydantic_ai_instrumentation_carries_admission_on_the_tool_span_and_delivery_on_chat(
+    anyio_backend: str,
+) -> None:
+    """pydantic-ai's own OpenTelemetry instrumentation (what logfire turns on): a steer submitted
+    from inside a tool lands ``steering.accepted`` on that tool's ``execute_tool`` span, and its
+    write at the next request boundary lands ``input.delivered`` and ``steering.applied`` on the
+    ``chat`` span of the model request that carries it (docs/otel.md)."""
+    from pydantic_ai import Agent
+    from pydantic_ai.capabilities import Instrumentation
+    from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+    from pydantic_ai.models.instrumented import InstrumentationSettings
+
+    from live_steering.integrations.pydantic_ai import LiveSteering
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    replies = [
+        ModelResponse(parts=[ToolCallPart("run_tests", {})]),
+        ModelResponse(parts=[TextPart("Fixed.")]),
+    ]
+    seen: list[list[ModelMessage]] = []
+
+    async def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append(list(messages))
+        return replies[len(seen) - 1]
+
+    runtime = LiveRuntime(session_id="s-pai")
+    instrument(runtime)
+    agent = Agent(
+        FunctionModel(model),
+        capabilities=[
+            Instrumentation(settings=InstrumentationSettings(tracer_provider=provider)),
+            LiveSteering(runtime),
+        ],
+    )
+    receipts = []
+
+    @agent.tool_plain
+    async def run_tests() -> str:
+        """Run the test suite."""
+        generation = runtime.generation
+        assert generation is not None
+        receipts.append(
+            await runtime.submit_steering(Input("steer", "use the v2 API", id="fix-1"), generation["id"])
+        )
+        return "1 failed"
+
+    await agent.run("Make the suite pass")
+    provider.shutdown()
+    assert [r.disposition for r in receipts] == ["queued"]
+    spans = exporter.get_finished_spans()
+    by_span = [(span.name, [e.name for e in span.events]) for span in spans]
+    assert by_span == [
+        ("chat function:model:", []),
+        ("execute_tool run_tests", [EVENT_NAMES["steering.accepted"]]),
+        ("chat function:model:", [EVENT_NAMES["steering.applied"]]),  # the request that carries it
+        ("invoke_agent agent", []),
+    ]
+    applied = spans[2].events[0]
+    assert "fix-1" in dict(applied.attributes or {}).values()
+    assert "use the v2 API" in str(seen[1])

@@ -12,7 +12,9 @@ in-process (C6): 400, with ``{"error": ...}`` and nothing submitted.
 
 A session id names a runtime session when the fleet store has a lease row for it (some
 node owned it once), else a hook session when the hook store knows it, else nothing
-(404). An id in both is the runtime's.
+(404). An id in both is the runtime's. A submit to nothing answers 404 with the receipt a
+fleet gives a session no owner runs (``stale-generation`` for a valid new input, the core's
+order otherwise); the other routes name no input and answer 404 ``{"error": ...}``.
 """
 
 from __future__ import annotations
@@ -36,11 +38,12 @@ from starlette.routing import BaseRoute, Route
 from .._errors import UnknownInputError
 from .._types import Input
 from ..fleet import Fleet, FleetError, Lease
+from ..fleet._store import Submission, answer_without_runtime, input_digest
 from ..hooks._store import StoreError
 from ._events import Feeds, parse_cursor, sse
 from ._hook_route import HookRoute
 from ._security import BodyTimeout, BodyTooLarge, Guard, read_body, token_ok
-from ._stores import LEASE_AGE, FleetView, HookView, valid_session_id
+from ._stores import LEASE_AGE, FleetView, HookView, receipt_wire, valid_session_id
 
 #: The status of a refusal, by its pinned reason (C32); the hook relay's own two as their
 #: nearest kin (``session-ended`` as a generation that ended, ``queue-full`` as capacity).
@@ -232,7 +235,12 @@ class _Api:
             return JSONResponse(wire, status_code=_status(wire))
         found = await self._find(session_id)
         if found is None:
-            return _error(404, "no such session")
+            # No store knows the session: what a fleet answers a session with no live owner
+            # (the core's order on what is known: nothing), 404 as C32 pins, the receipt the body.
+            unknown = answer_without_runtime(
+                Submission(session_id, steer, input_digest(steer), generation_id or ""), None
+            )
+            return JSONResponse(receipt_wire(unknown), status_code=404)
         kind, what = found
         if isinstance(what, Lease):
             assert self.fleet is not None
