@@ -434,7 +434,9 @@ def test_http_hooks_to_a_stopped_server_leave_the_agent_working(tmp_path: pathli
 
 
 @pytest.mark.parametrize("version", sorted(VERSIONS))
-def test_http_hooks_through_a_running_server_deliver_a_steer_once(tmp_path: pathlib.Path, version: str) -> None:
+def test_http_hooks_through_a_running_server_deliver_a_steer_once(
+    tmp_path: pathlib.Path, version: str
+) -> None:
     """``hooks install claude-code --http URL --token-env VAR`` against a running ``live-steering
     serve --token-env VAR``: the CLI POSTs each hook with the bearer token, a steer queued during
     a tool round reaches the very next request once (PostToolBatch), and the store's events say
