@@ -6,16 +6,19 @@ A client that is not installed skips its tests, unless ``LIVE_STEERING_REQUIRE_C
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
 
 from live_steering.hooks import SqliteHookStore
+from process_helpers import stopped
 
 ROOT = Path(__file__).resolve().parent.parent
 CLIENTS_LIST = ROOT / "scripts" / "clients.txt"
@@ -123,3 +126,27 @@ class VendorUser:
         with SqliteHookStore(self.store) as store:
             (row,) = store.sessions()
         return str(row["session_id"])
+
+
+#: The variable the HTTP-hook tests keep the server's token in (``serve --token-env``, ``hooks
+#: install --token-env``) and its value: a test token, never a secret.
+TOKEN_ENV = "LIVE_STEERING_TEST_HOOK_TOKEN"
+TOKEN = "hook-token-0f3c9a"
+
+
+@contextlib.contextmanager
+def running_serve(hooks_store: str, bound: float) -> Iterator[str]:
+    """``live-steering serve --hooks-store STORE --port 0 --token-env TOKEN_ENV`` running for the
+    block; yields its base URL (``http://127.0.0.1:PORT``) once it listens. Stopped by its pid,
+    at the block's exit or past ``bound`` seconds (``process_helpers.stopped``)."""
+    command = [*CLI, "serve", "--hooks-store", hooks_store, "--port", "0", "--token-env", TOKEN_ENV]
+    env = {**os.environ, TOKEN_ENV: TOKEN}
+    with (
+        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as proc,
+        stopped(proc, bound),
+    ):
+        assert proc.stdout is not None
+        assert proc.stderr is not None
+        line = proc.stdout.readline()  # the line it prints once it listens (EOF if it died)
+        assert "listening on http://127.0.0.1:" in line, line + proc.stderr.read()
+        yield line.split("listening on ", 1)[1].strip().rstrip("/")

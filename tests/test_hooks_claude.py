@@ -581,3 +581,54 @@ def test_install_write_says_what_it_wired_on_stdout(
     out, err = capsys.readouterr()
     assert "wiring the moments" in err
     assert "wiring the moments" not in out
+
+
+@pytest.mark.parametrize(
+    ("vendor", "version", "where", "home_var"),
+    [
+        ("codex", "0.171.0", ".codex/hooks.json", "CODEX_HOME"),
+        ("qwen-code", "0.24.4", ".qwen/settings.json", None),
+        ("hermes", "0.19.0", ".hermes/config.yaml", "HERMES_HOME"),
+    ],
+)
+def test_write_without_a_path_uses_each_vendors_documented_user_config(
+    tmp_path: pathlib.Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    vendor: str,
+    version: str,
+    where: str,
+    home_var: str | None,
+) -> None:
+    """``--write`` alone: ``~/.codex/hooks.json``, ``~/.qwen/settings.json``, ``~/.hermes/config.yaml``
+    (docs/hooks.md); with ``$CODEX_HOME`` / ``$HERMES_HOME`` set, the file in that folder, the one
+    the vendor reads (and ``hooks doctor`` checks)."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    for name in ("CODEX_HOME", "HERMES_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    command = ["hooks", "install", vendor, "--vendor-version", version, "--write"]
+    assert main(command) == 0
+    written = tmp_path / "home" / where
+    assert f"hook {vendor}" in written.read_text(encoding="utf-8")
+    assert str(written) in capsys.readouterr().out
+    if home_var is not None:
+        monkeypatch.setenv(home_var, str(tmp_path / "own-home"))
+        assert main(command) == 0
+        moved = tmp_path / "own-home" / pathlib.Path(where).name
+        assert f"hook {vendor}" in moved.read_text(encoding="utf-8")
+        assert str(moved) in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("vendor", sorted(_versions.TABLES))
+def test_an_undetected_version_is_named_as_the_newest_verified(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], vendor: str
+) -> None:
+    """No CLI on PATH: the note names the newest version the real-client tests run (qwen-code
+    0.24.4, not its row's first version 0.23.4), and wires that version's moments."""
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty folder: no vendor CLI
+    monkeypatch.delenv(_versions.env_override(vendor), raising=False)
+    assert main(["hooks", "install", vendor, "--store", str(tmp_path / "h.db")]) == 0
+    newest = _versions.shown(_versions.verified_versions(vendor)[-1])
+    err = capsys.readouterr().err
+    assert f"wiring for {vendor} {newest}, the newest version verified" in err
+    assert _install.moments(vendor, None) == _install.moments(vendor, _versions.verified_versions(vendor)[-1])

@@ -38,7 +38,7 @@ from fake_anthropic import (
     tool_use,
 )
 from live_steering.hooks import SqliteHookStore, instruct
-from real_clients import npm_bin
+from real_clients import TOKEN, TOKEN_ENV, npm_bin, running_serve
 
 pytestmark = pytest.mark.real_clients
 
@@ -79,6 +79,8 @@ class Claude:
         self.store = str(tmp / "hooks.db")
         self.log = tmp / "hooks.log"
         self.session = str(uuid.uuid4())
+        self.extra_env: dict[str, str] = {}
+        """More variables for the CLI's environment (an HTTP hook's token)."""
         done = subprocess.run(
             [
                 str(LIVE_STEERING),
@@ -119,6 +121,7 @@ class Claude:
             DISABLE_ERROR_REPORTING="1",
             DISABLE_AUTOUPDATER="1",
         )
+        env.update(self.extra_env)
         if self.node_path is not None:
             env["PATH"] = self.node_path + os.pathsep + env.get("PATH", "")
         return env
@@ -428,6 +431,66 @@ def test_http_hooks_to_a_stopped_server_leave_the_agent_working(tmp_path: pathli
     assert result["result"] == "finished normally"
     assert not result["is_error"]
     assert any("still-working" in json.dumps(r["messages"]) for r in fake.agent_requests())
+
+
+@pytest.mark.parametrize("version", sorted(VERSIONS))
+def test_http_hooks_through_a_running_server_deliver_a_steer_once(
+    tmp_path: pathlib.Path, version: str
+) -> None:
+    """``hooks install claude-code --http URL --token-env VAR`` against a running ``live-steering
+    serve --token-env VAR``: the CLI POSTs each hook with the bearer token, a steer queued during
+    a tool round reaches the very next request once (PostToolBatch), and the store's events say
+    delivered once; no hook fails."""
+    claude = Claude(tmp_path, VERSIONS[version])
+    claude.extra_env[TOKEN_ENV] = TOKEN
+    marker = "STEER-http-4c1d use the corrected path"
+    rounds = 3
+
+    def reply(body: dict[str, Any]) -> list[Block]:
+        if not body.get("tools"):
+            return [text("ok")]
+        done = sum(1 for m in body["messages"] if m["role"] == "assistant")
+        if done == 0:
+            return [
+                tool_use("Bash", {"command": claude.queue_command(marker, "http-1"), "description": "queue"})
+            ]
+        if done < rounds:
+            return [tool_use("Bash", {"command": "echo working", "description": "work"})]
+        return [text("all done")]
+
+    with running_serve(claude.store, RUN_TIMEOUT + 120) as url:
+        done = subprocess.run(
+            [
+                str(LIVE_STEERING),
+                "hooks",
+                "install",
+                "claude-code",
+                "--client",
+                str(claude.bin),
+                "--http",
+                url,
+                "--token-env",
+                TOKEN_ENV,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+        assert "wiring the moments of claude-code " + version in done.stderr
+        block = json.loads(done.stdout)
+        (entry,) = block["hooks"]["PostToolBatch"][0]["hooks"]
+        assert (entry["type"], entry["url"]) == ("http", f"{url}/v1/hooks/claude-code")
+        assert entry["headers"] == {"Authorization": f"Bearer ${{{TOKEN_ENV}}}"}
+        claude.settings.write_text(json.dumps(block), encoding="utf-8")
+        with FakeAnthropic(reply) as fake:
+            claude.run(fake, "please run the tools")
+    requests = fake.agent_requests()
+    assert len(requests) == rounds + 1
+    assert_once_from(requests, marker, 1)  # the request right after the tool that queued it
+    events = claude.events()
+    assert [e["moment"] for e in delivered(events, "http-1")] == ["PostToolBatch"]
+    no_failures(events)
 
 
 # -- an interactive start under tmux ----------------------------------------------------------

@@ -10,6 +10,7 @@ enabled under ``plugins: enabled:`` in ``$HERMES_HOME/config.yaml``), with this 
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import subprocess
 from typing import Any
@@ -18,6 +19,7 @@ import pytest
 
 import live_steering
 from fake_openai import FakeOpenAI, Turn
+from live_steering.hooks import _vendors
 from real_clients import VendorUser, pip_bin
 
 pytestmark = pytest.mark.real_clients
@@ -143,3 +145,23 @@ def test_a_finalized_session_is_steered_before_the_first_turn_of_its_resume(tmp_
     delivered = [e for e in events if e["type"] == "x.hermes.instruction.delivered"]
     assert [(e["command_id"], e["moment"]) for e in delivered] == [("r-2", "pre_llm_call")]
     assert [e for e in events if str(e["type"]).endswith("hook.failed")] == []
+
+
+def test_the_relays_hermes_moments_are_the_installed_hermes_valid_hooks(tmp_path: pathlib.Path) -> None:
+    """``FACTS['hermes'].known_moments`` is exactly the installed Hermes Agent's own
+    ``hermes_cli.plugins.VALID_HOOKS``, read by Hermes's interpreter (its venv): a moment Hermes
+    adds or drops in a new release fails here, not as a ``hook.failed`` in a user's store."""
+    python = pip_bin("hermes", "python")
+    home = tmp_path / "hermes-home"
+    read = "import json; from hermes_cli.plugins import VALID_HOOKS; print(json.dumps(sorted(VALID_HOOKS)))"
+    done = subprocess.run(
+        [str(python), "-c", read],
+        env={"PATH": os.environ["PATH"], "HOME": str(tmp_path), "HERMES_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert set(json.loads(done.stdout)) == _vendors.FACTS["hermes"].known_moments

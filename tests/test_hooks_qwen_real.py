@@ -19,7 +19,7 @@ import pytest
 
 from fake_openai import FakeOpenAI, Turn
 from live_steering.hooks import _vendors
-from real_clients import VendorUser, npm_bin
+from real_clients import TOKEN, TOKEN_ENV, VendorUser, npm_bin, running_serve
 
 pytestmark = pytest.mark.real_clients
 
@@ -152,6 +152,47 @@ def test_instruction_queued_mid_run_reaches_the_next_request_once_at_post_tool_b
     reached_once_at(fake, text, 1)
     events = qwen.events()
     (event,) = delivered(events, "mid-1")
+    assert event["moment"] == "PostToolBatch"
+    assert failures(events) == []
+
+
+def test_http_hooks_through_a_running_server_deliver_mid_run_once(tmp_path: pathlib.Path) -> None:
+    """``hooks install qwen-code --http URL --token-env VAR`` against a running ``live-steering serve
+    --token-env VAR``: Qwen Code POSTs each hook with the bearer token; an instruction queued while
+    the model answers with a tool call reaches request 2 once (PostToolBatch), delivered once."""
+    text = "STEER-qwen-http: use the corrected path"
+    session = str(uuid.uuid4())
+    box: dict[str, Any] = {}
+
+    def on_request(index: int, body: dict[str, Any]) -> None:
+        if index == 0:
+            box["receipt"] = box["qwen"].instruct(session, text, "http-1")
+
+    with FakeOpenAI([shell("echo hi"), Turn("all done")], on_request=on_request) as fake:
+        qwen = box["qwen"] = Qwen(tmp_path, fake)
+        qwen.env[TOKEN_ENV] = TOKEN
+        with running_serve(qwen.store, BOUND + 60) as url:
+            done = qwen.cli(
+                "hooks",
+                "install",
+                "qwen-code",
+                "--write",
+                str(qwen.settings),
+                "--http",
+                url,
+                "--token-env",
+                TOKEN_ENV,
+            )
+            assert done.returncode == 0, done.stderr
+            (group,) = json.loads(qwen.settings.read_text(encoding="utf-8"))["hooks"]["PostToolBatch"]
+            (entry,) = group["hooks"]
+            assert (entry["type"], entry["url"]) == ("http", f"{url}/v1/hooks/qwen-code")
+            qwen.run("run echo hi", "--session-id", session)
+    assert fake.errors == []
+    assert (box["receipt"]["disposition"], box["receipt"]["seen"]) == ("queued", True)
+    reached_once_at(fake, text, 1)
+    events = qwen.events()
+    (event,) = delivered(events, "http-1")
     assert event["moment"] == "PostToolBatch"
     assert failures(events) == []
 

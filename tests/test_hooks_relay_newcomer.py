@@ -285,3 +285,27 @@ def test_docs_events_table_shows_the_accepted_text_field() -> None:
     doc = (FIXTURES.parent.parent.parent / "docs" / "hooks.md").read_text(encoding="utf-8")
     row = next(line for line in doc.splitlines() if line.startswith("| `control.accepted` |"))
     assert "`text`" in row
+
+
+def test_docs_say_the_vscode_agent_cannot_run_here_and_where_each_fixture_comes_from() -> None:
+    """C33: no real VS Code agent runs here, so docs/hooks.md says so and names, for every
+    fixture in tests/fixtures/hooks/vscode/, its fields and the public reference they follow;
+    each fixture has the common input fields and the fields its row names."""
+    doc = (FIXTURES.parent.parent.parent / "docs" / "hooks.md").read_text(encoding="utf-8")
+    assert "**The VS Code agent cannot run here.**" in doc
+    assert "code.visualstudio.com/docs/agents/reference/hooks-reference" in doc
+    rows = {
+        line.split("`")[1]: line
+        for line in doc.splitlines()
+        if line.startswith("| `") and line.split("`")[1].endswith(".json")
+    }
+    fixtures = sorted(FIXTURES.glob("vscode/*.json"))
+    assert fixtures
+    assert {f.name for f in fixtures} == set(rows)
+    common = {"timestamp", "cwd", "sessionId", "hookEventName", "transcript_path"}
+    for fixture in fixtures:
+        payload = json.loads(fixture.read_text(encoding="utf-8"))
+        named = {part.split(":")[0] for part in rows[fixture.name].split("|")[2].split("`")[1::2]}
+        assert set(payload) == common | named, fixture.name
+        assert payload["hookEventName"] == fixture.stem
+        assert f'"{fixture.stem} input"' in rows[fixture.name]

@@ -305,7 +305,7 @@ def run_install(args: argparse.Namespace) -> int:
         config = os.path.join(home, "config.yaml")
         print(f"enable it in {config}:  plugins: {{enabled: [live-steering]}}")
         return 0
-    from ..hooks._install import CONFIG_FILES, HTTP_VENDORS
+    from ..hooks._install import HTTP_VENDORS
 
     if args.http is not None and args.vendor not in HTTP_VENDORS:
         print(
@@ -337,7 +337,9 @@ def run_install(args: argparse.Namespace) -> int:
             print(note, file=sys.stderr)
         return 0
     if args.write == DEFAULT_PATH:
-        args.write = os.path.expanduser(CONFIG_FILES[args.vendor])
+        from ..hooks._doctor import config_path  # $CODEX_HOME, $HERMES_HOME, as doctor reads
+
+        args.write = config_path(args.vendor)
     try:
         merged = merge_into(
             args.write,

@@ -376,9 +376,10 @@ def install_note(vendor: str, version: Version | None, how: str) -> str:
     row = wiring(vendor, version)
     assert row is not None, vendor
     wired = ", ".join(row.moments)
-    if version is None:
+    if version is None:  # the newest row, named by the newest version the tests run of it
+        newest = row.verified[-1] if row.verified else row.minimum
         return (
-            f"{how}: wiring for {vendor} {shown(row.minimum)}, the newest version verified "
+            f"{how}: wiring for {vendor} {shown(newest)}, the newest version verified "
             f"(pass --vendor-version X.Y.Z or --client PATH): {wired}"
         )
     support_ = support(vendor, version)
