@@ -544,8 +544,9 @@ def _figures(backend: str, samples: Samples, runtime_bytes: float, identity_byte
             median("boundary_small_cpu") * (BOUNDARY_LARGE // BOUNDARY_SMALL),
             1.2,
         ),
-        figure("boundary_single", backend, "ns", median("boundary_single"), floor_admit, 1.5),
-        # C30: one-at-a-time within boundary_single's target (issue 22)
+        # issue 25: 1.35 (1.5 before): the boundary's fixed cost, with room on a busy machine
+        figure("boundary_single", backend, "ns", median("boundary_single"), floor_admit, 1.35),
+        # C30: one-at-a-time within boundary_single's target of issue 22 (1.5)
         figure(
             "boundary_single_one_at_a_time",
             backend,
