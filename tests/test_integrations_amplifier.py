@@ -623,6 +623,48 @@ async def test_a_host_with_only_the_coordinator_finds_the_generation_and_stops_i
 
 
 @pytest.mark.anyio
+async def test_a_fleet_stop_from_another_node_ends_the_run(tmp_path: Path) -> None:
+    """A host on another fleet node stops the run by generation id (the path the HTTP stop takes):
+    the running tool completes, the next never starts, no further provider call, the steer held."""
+    from live_steering.fleet import SQLiteFleet, StopResult
+
+    first, first_gate = gated_tool("run_tests")
+    second = MockTool("deploy", "deployed")
+    path = str(tmp_path / "fleet.db")
+    async with (
+        SQLiteFleet(path, node_id="owner", timeout=60) as owner,
+        SQLiteFleet(path, node_id="host", timeout=60) as host,
+        owner.own(LiveRuntime(session_id="chat-1")) as runtime,
+    ):
+        rig = Rig(
+            Provider([tool_call("run_tests", "deploy"), text("unused")]),
+            {"run_tests": first, "deploy": second},
+        )
+        rig.runtime, rig.history = runtime, History.attach(runtime)
+        rig.config["runtime"] = runtime
+        await rig.mount()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(rig.execute)
+            await first_gate.wait_reached()
+            gen_id = rig.generation_id()
+            queued = await host.submit("chat-1", Input("steer", STEER, id="s1"), gen_id)
+            assert queued.disposition == "queued"
+            await owner.flush("chat-1")
+            assert await host.stop("chat-1", gen_id) == StopResult(True, "chat-1", gen_id, None)
+            first_gate.release()
+        with anyio.fail_after(30):
+            final = await host.wait_final("chat-1", "s1")
+        assert (final.disposition, final.reason) == ("held", "generation-stopped")
+    assert (len(rig.provider.requests), first.execute.await_count, second.execute.await_count) == (1, 1, 0)
+    results = {m["tool_call_id"]: m["content"] for m in rig.context.messages if m["role"] == "tool"}
+    assert results == {"call-1": "12 passed, 1 failed", "call-2": STOPPED_TOOL_RESULT}
+    assert rig.steers_in_context() == []
+    assert rig.results == ["Running the tests."]
+    assert rig.hooks.get_events("orchestrator:complete")[-1][1]["status"] == "cancelled"
+    assert rig.history.events[-1]["type"] == "generation.stopped"
+
+
+@pytest.mark.anyio
 async def test_a_host_stop_during_the_provider_call_starts_no_tool_it_asked_for() -> None:
     """A stop while the model answers: the tool calls of that answer get results, none runs."""
     tool = MockTool("run_tests", "12 passed")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import anyio
@@ -294,6 +295,42 @@ async def test_a_host_stop_during_a_tool_call_ends_the_run_before_the_next_model
     assert rig.history.events[-1]["type"] == "generation.stopped"
     assert rig.history.events[-1]["accepted_input_ids"] == ["s1"]
     rig.history.check(require_final=True).assert_ok()
+
+
+async def test_a_fleet_stop_from_another_node_ends_the_run(tmp_path: Path) -> None:
+    """A host on another fleet node stops the run by generation id (the path the HTTP stop takes):
+    the running tool completes, no further model call, ainvoke returns, the steer is held."""
+    from live_steering.fleet import SQLiteFleet, StopResult
+
+    path = str(tmp_path / "fleet.db")
+    async with (
+        SQLiteFleet(path, node_id="owner", timeout=60) as owner,
+        SQLiteFleet(path, node_id="host", timeout=60) as host,
+        owner.own(LiveRuntime(session_id="chat-1")) as runtime,
+    ):
+        rig = Rig(calls("c1"), answers("never asked"))
+        rig.runtime, rig.history = runtime, History.attach(runtime)
+        rig.steering = LiveSteering(runtime)
+        rig.agent = react_agent(rig.model, rig.steering.tool_node([rig.tool]), rig.steering)
+        gate = rig.gate_tool()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(rig.run)
+            await gate.wait_reached()
+            gen_id = rig.gen_id()
+            queued = await host.submit("chat-1", Input("steer", STEER, id="s1"), gen_id)
+            assert queued.disposition == "queued"
+            await owner.flush("chat-1")
+            assert await host.stop("chat-1", gen_id) == StopResult(True, "chat-1", gen_id, None)
+            gate.release()
+        with anyio.fail_after(30):
+            final = await host.wait_final("chat-1", "s1")
+        assert (final.disposition, final.reason) == ("held", "generation-stopped")
+    assert len(rig.model.requests) == 1
+    assert rig.tool_runs == ["run"]
+    assert isinstance(rig.messages[-1], ToolMessage)
+    assert steers_in(rig.messages) == []
+    assert rig.steering.outcome == "stopped"
+    assert rig.history.events[-1]["type"] == "generation.stopped"
 
 
 async def test_a_stop_during_the_model_call_starts_no_tool_and_answers_every_call() -> None:
