@@ -8,7 +8,7 @@ import os
 import signal
 import sys
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol
 
 import anyio
@@ -272,3 +272,34 @@ def terminate_backends(dsn: str) -> int:
             "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
         ).fetchone()
     return 0 if row is None else int(row[0])
+
+
+@contextlib.asynccontextmanager
+async def owned_elsewhere(path: str, session_id: str) -> AsyncIterator[tuple[Fleet, Fleet, LiveRuntime]]:
+    """``(owner, host, runtime)``: an owner node running ``session_id`` and a host node, both on
+    the SQLite store at ``path`` (what a host on another machine of the fleet talks to)."""
+    async with (
+        SQLiteFleet(path, node_id="owner", timeout=BOUND) as owner,
+        SQLiteFleet(path, node_id="host", timeout=BOUND) as host,
+        owner.own(LiveRuntime(session_id=session_id)) as runtime,
+    ):
+        yield owner, host, runtime
+
+
+async def steer_then_stop(
+    owner: Fleet, host: Fleet, session_id: str, generation_id: str, steer: Input
+) -> None:
+    """From the host node: ``steer`` (queued), then a stop of ``generation_id`` (it was running)."""
+    from live_steering.fleet import StopResult
+
+    queued = await host.submit(session_id, steer, generation_id)
+    assert queued.disposition == "queued", queued
+    await owner.flush(session_id)
+    assert await host.stop(session_id, generation_id) == StopResult(True, session_id, generation_id, None)
+
+
+async def final_receipt(host: Fleet, session_id: str, input_id: str) -> tuple[str | None, str | None]:
+    """The input's final ``(disposition, reason)`` as the host node reads it."""
+    with anyio.fail_after(BOUND):
+        final = await host.wait_final(session_id, input_id)
+    return final.disposition, final.reason

@@ -26,6 +26,7 @@ from amplifier_core.testing import EventRecorder, MockContextManager, MockCoordi
 from amplifier_core.validation import OrchestratorValidator
 from amplifier_core.validation.behavioral import OrchestratorBehaviorTests
 
+from fleet_helpers import final_receipt, owned_elsewhere, steer_then_stop
 from live_steering import Input, LiveRuntime
 from live_steering.integrations import amplifier as amplifier_module
 from live_steering.integrations.amplifier import (
@@ -626,16 +627,9 @@ async def test_a_host_with_only_the_coordinator_finds_the_generation_and_stops_i
 async def test_a_fleet_stop_from_another_node_ends_the_run(tmp_path: Path) -> None:
     """A host on another fleet node stops the run by generation id (the path the HTTP stop takes):
     the running tool completes, the next never starts, no further provider call, the steer held."""
-    from live_steering.fleet import SQLiteFleet, StopResult
-
     first, first_gate = gated_tool("run_tests")
     second = MockTool("deploy", "deployed")
-    path = str(tmp_path / "fleet.db")
-    async with (
-        SQLiteFleet(path, node_id="owner", timeout=60) as owner,
-        SQLiteFleet(path, node_id="host", timeout=60) as host,
-        owner.own(LiveRuntime(session_id="chat-1")) as runtime,
-    ):
+    async with owned_elsewhere(str(tmp_path / "fleet.db"), "chat-1") as (owner, host, runtime):
         rig = Rig(
             Provider([tool_call("run_tests", "deploy"), text("unused")]),
             {"run_tests": first, "deploy": second},
@@ -646,15 +640,9 @@ async def test_a_fleet_stop_from_another_node_ends_the_run(tmp_path: Path) -> No
         async with anyio.create_task_group() as tg:
             tg.start_soon(rig.execute)
             await first_gate.wait_reached()
-            gen_id = rig.generation_id()
-            queued = await host.submit("chat-1", Input("steer", STEER, id="s1"), gen_id)
-            assert queued.disposition == "queued"
-            await owner.flush("chat-1")
-            assert await host.stop("chat-1", gen_id) == StopResult(True, "chat-1", gen_id, None)
+            await steer_then_stop(owner, host, "chat-1", rig.generation_id(), Input("steer", STEER, id="s1"))
             first_gate.release()
-        with anyio.fail_after(30):
-            final = await host.wait_final("chat-1", "s1")
-        assert (final.disposition, final.reason) == ("held", "generation-stopped")
+        assert await final_receipt(host, "chat-1", "s1") == ("held", "generation-stopped")
     assert (len(rig.provider.requests), first.execute.await_count, second.execute.await_count) == (1, 1, 0)
     results = {m["tool_call_id"]: m["content"] for m in rig.context.messages if m["role"] == "tool"}
     assert results == {"call-1": "12 passed, 1 failed", "call-2": STOPPED_TOOL_RESULT}

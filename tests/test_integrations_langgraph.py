@@ -30,6 +30,7 @@ from langgraph.prebuilt import create_react_agent, tools_condition
 from langgraph.warnings import LangGraphDeprecatedSinceV10
 from pydantic import Field
 
+from fleet_helpers import final_receipt, owned_elsewhere, steer_then_stop
 from live_steering import GenerationStateError, Input, LiveRuntime, Receipt
 from live_steering.integrations.langgraph import (
     METADATA_KEY,
@@ -300,14 +301,7 @@ async def test_a_host_stop_during_a_tool_call_ends_the_run_before_the_next_model
 async def test_a_fleet_stop_from_another_node_ends_the_run(tmp_path: Path) -> None:
     """A host on another fleet node stops the run by generation id (the path the HTTP stop takes):
     the running tool completes, no further model call, ainvoke returns, the steer is held."""
-    from live_steering.fleet import SQLiteFleet, StopResult
-
-    path = str(tmp_path / "fleet.db")
-    async with (
-        SQLiteFleet(path, node_id="owner", timeout=60) as owner,
-        SQLiteFleet(path, node_id="host", timeout=60) as host,
-        owner.own(LiveRuntime(session_id="chat-1")) as runtime,
-    ):
+    async with owned_elsewhere(str(tmp_path / "fleet.db"), "chat-1") as (owner, host, runtime):
         rig = Rig(calls("c1"), answers("never asked"))
         rig.runtime, rig.history = runtime, History.attach(runtime)
         rig.steering = LiveSteering(runtime)
@@ -316,15 +310,9 @@ async def test_a_fleet_stop_from_another_node_ends_the_run(tmp_path: Path) -> No
         async with anyio.create_task_group() as tg:
             tg.start_soon(rig.run)
             await gate.wait_reached()
-            gen_id = rig.gen_id()
-            queued = await host.submit("chat-1", Input("steer", STEER, id="s1"), gen_id)
-            assert queued.disposition == "queued"
-            await owner.flush("chat-1")
-            assert await host.stop("chat-1", gen_id) == StopResult(True, "chat-1", gen_id, None)
+            await steer_then_stop(owner, host, "chat-1", rig.gen_id(), Input("steer", STEER, id="s1"))
             gate.release()
-        with anyio.fail_after(30):
-            final = await host.wait_final("chat-1", "s1")
-        assert (final.disposition, final.reason) == ("held", "generation-stopped")
+        assert await final_receipt(host, "chat-1", "s1") == ("held", "generation-stopped")
     assert len(rig.model.requests) == 1
     assert rig.tool_runs == ["run"]
     assert isinstance(rig.messages[-1], ToolMessage)
