@@ -216,7 +216,7 @@ async def test_the_issues_load(tmp_path: Path) -> None:
     # one process plays server, owner, 200 clients and 100 subscribers: over 10 minutes on a busy
     # 2-core machine (a bound against a hang, never a measurement)
     # untraced (tracemalloc makes it over twice as slow): its memory is the process's resident set,
-    # which grew 141 MB on asyncio, most of it the subscribers' own lists of the 30,000 ids
-    # they saw (docs/http.md); it passed in 18-21 min on asyncio and 46 min on trio (load
-    # average 5), once hypercorn listened with a backlog of 2048
+    # which grew 141 MB on asyncio and 158 MB on trio, most of it the subscribers' own lists of
+    # the 30,000 ids they saw (docs/http.md); it passed in 18-21 min on asyncio and 23-46 min on
+    # trio (load average 2-5), once hypercorn listened with a backlog of 2048
     await _load(tmp_path, clients=200, steers=50, subscribers=100, bound=3600)
