@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import glob
+import importlib.util
 import json
 import sys
 import time
@@ -96,6 +98,31 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: What each part of a run imports beyond ``pip install -e .``, by module: all of it comes with
+#: the ``dev`` extra (README, Quickstart's second command). The integration figures are left out:
+#: a framework that is not installed skips its figure and says so.
+_NEEDS: dict[str, tuple[str, ...]] = {
+    "trio": ("trio",),
+    "acp": ("acp",),
+    "http": ("httpx", "starlette", "uvicorn"),
+    "http-trio": ("hypercorn",),
+    "postgres": ("psycopg",),
+}
+
+
+def _missing(args: argparse.Namespace) -> list[str]:
+    """The modules this run needs that are not installed."""
+    backends = tuple(args.backend) if args.backend else BACKENDS
+    parts = ["trio"] if "trio" in backends else []
+    if args.http:
+        parts += ["http", "http-trio"] if "trio" in backends else ["http"]
+    elif args.fleet and (args.dsn or glob.glob("/usr/lib/postgresql/*/bin/initdb")):
+        parts += ["postgres"]  # --dsn, or a throwaway cluster it starts: PostgresFleet needs psycopg
+    elif "acp" in (tuple(args.group) if args.group else GROUPS) and "asyncio" in backends:
+        parts.append("acp")
+    return [name for part in parts for name in _NEEDS[part] if importlib.util.find_spec(name) is None]
+
+
 def _room(fig: Figure) -> str:
     return "" if fig.get("room") is None else f"{fig['room']:.0%}"
 
@@ -121,6 +148,14 @@ def _table(figures: Sequence[Figure], floors: dict[str, dict[str, float]]) -> st
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    missing = _missing(args)
+    if missing:
+        print(
+            f"benchmarks: this run needs {', '.join(missing)}, which the 'dev' extra installs: "
+            ".venv/bin/pip install -e '.[dev]'",
+            file=sys.stderr,
+        )
+        return 2
     if args.calls:
         from ._calls import table
 

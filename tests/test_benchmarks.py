@@ -328,3 +328,31 @@ def test_http_group_reports_hook_http_well_formed(capsys: pytest.CaptureFixture[
     assert hook["ok"] is (hook["ratio"] <= 2.0 and hook["value"] <= 0.01)
     assert hook["room"] == round((2.0 - hook["ratio"]) / 2.0, 3)
     assert hook["synced_commit"] > 0  # the disk's part, reported beside the ratio
+
+
+@pytest.mark.parametrize(
+    ("argv", "needed"),
+    [
+        (["--tiny", "--group", "acp"], "acp"),
+        (["--tiny", "--group", "core"], "trio"),
+        (["--http", "--tiny", "--backend", "asyncio"], "httpx"),
+        (["--fleet", "--tiny", "--dsn", "postgresql://nobody@127.0.0.1/none"], "psycopg"),
+    ],
+)
+def test_a_run_missing_a_dev_dependency_says_so_in_one_line(
+    argv: list[str], needed: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without the 'dev' extra a run names what it lacks and how to install it, exit 2, and measures
+    nothing (no traceback from deep inside a group)."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == needed else real(name, *a)
+    )
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    (line,) = captured.err.splitlines()
+    install = ".venv/bin/pip install -e '.[dev]'"
+    assert line == f"benchmarks: this run needs {needed}, which the 'dev' extra installs: {install}"
