@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import glob
 import importlib.util
 import json
 import sys
@@ -104,23 +103,33 @@ def _parser() -> argparse.ArgumentParser:
 _NEEDS: dict[str, tuple[str, ...]] = {
     "trio": ("trio",),
     "acp": ("acp",),
-    "http": ("httpx", "starlette", "uvicorn"),
+    "http": ("httpx", "starlette"),
+    "http-asyncio": ("uvicorn",),
     "http-trio": ("hypercorn",),
     "postgres": ("psycopg",),
 }
 
 
+def _parts(args: argparse.Namespace) -> list[str]:
+    """The parts of ``_NEEDS`` this run imports, in ``main``'s order of what it runs."""
+    from live_steering.testing._postgres import find_binaries
+
+    backends = tuple(args.backend) if args.backend else BACKENDS
+    on_trio = ["trio"] if "trio" in backends else []
+    if args.calls:  # counts calls on each backend, then exits
+        return on_trio
+    if args.fleet:  # PostgreSQL on --dsn, or on a throwaway cluster when the server is installed
+        return on_trio + (["postgres"] if args.dsn or find_binaries() is not None else [])
+    if args.http:
+        return on_trio + ["http"] + [f"http-{backend}" for backend in backends]
+    groups = tuple(args.group) if args.group else GROUPS
+    parts = on_trio if "core" in groups else []  # the other groups run on asyncio or in processes
+    return parts + (["acp"] if "acp" in groups and "asyncio" in backends else [])
+
+
 def _missing(args: argparse.Namespace) -> list[str]:
     """The modules this run needs that are not installed."""
-    backends = tuple(args.backend) if args.backend else BACKENDS
-    parts = ["trio"] if "trio" in backends else []
-    if args.http:
-        parts += ["http", "http-trio"] if "trio" in backends else ["http"]
-    elif args.fleet and (args.dsn or glob.glob("/usr/lib/postgresql/*/bin/initdb")):
-        parts += ["postgres"]  # --dsn, or a throwaway cluster it starts: PostgresFleet needs psycopg
-    elif "acp" in (tuple(args.group) if args.group else GROUPS) and "asyncio" in backends:
-        parts.append("acp")
-    return [name for part in parts for name in _NEEDS[part] if importlib.util.find_spec(name) is None]
+    return [name for part in _parts(args) for name in _NEEDS[part] if importlib.util.find_spec(name) is None]
 
 
 def _room(fig: Figure) -> str:

@@ -7,13 +7,13 @@ hypercorn on trio), with the owner node, the server's node and the server in thi
 
 * ``http_submit``: median of one ``POST /v1/sessions/S/inputs`` over a kept-alive
   connection (the server's fleet node submits to the owner and answers the receipt), over
-  the floor ``remote_submit + bare HTTP``: the same fleet's ``host.submit`` called directly,
-  then a round trip to a trivial route of the same server (``/ping``, answered before the
-  application), timed together as one sample, as a POST does both in one sequence. Beside
-  it, each of the two timed in a loop of its own (``remote_submit``, ``bare_http``) and the
-  ratio over their sum (``ratio_to_apart``), which reads 0.1-0.4 higher: each loop runs on
-  caches only it warmed (docs/performance.md). The four are measured interleaved, in batches
-  of 10. Target 1.3.
+  the floor: the same fleet's ``host.submit`` called directly, then a round trip to a
+  trivial route of the same server (``/ping``, answered before the application), the two
+  timed together as one sample, as a POST does both in one sequence. Beside it, the medians
+  of each of the two timed in a loop of its own (``remote_submit``, ``bare_http``) and the
+  ratio over their sum (``ratio_to_apart``, the floor of earlier rounds), which read
+  0.06-0.37 higher (docs/performance.md). The four are measured interleaved, in batches of
+  10. Target 1.3, set when the floor was that sum.
 * ``http_events_fanout``: from a submit's request (its ``steering.accepted`` is committed
   before the answer leaves, so the answer cannot be the start) to each of 100 SSE
   subscribers of the session reading that event; the median (``value``) and the p99 over

@@ -336,7 +336,10 @@ def test_http_group_reports_hook_http_well_formed(capsys: pytest.CaptureFixture[
         (["--tiny", "--group", "acp"], "acp"),
         (["--tiny", "--group", "core"], "trio"),
         (["--http", "--tiny", "--backend", "asyncio"], "httpx"),
+        (["--http", "--tiny", "--backend", "asyncio"], "uvicorn"),
+        (["--http", "--tiny", "--backend", "trio"], "hypercorn"),
         (["--fleet", "--tiny", "--dsn", "postgresql://nobody@127.0.0.1/none"], "psycopg"),
+        (["--calls"], "trio"),
     ],
 )
 def test_a_run_missing_a_dev_dependency_says_so_in_one_line(
@@ -356,3 +359,36 @@ def test_a_run_missing_a_dev_dependency_says_so_in_one_line(
     (line,) = captured.err.splitlines()
     install = ".venv/bin/pip install -e '.[dev]'"
     assert line == f"benchmarks: this run needs {needed}, which the 'dev' extra installs: {install}"
+
+
+@pytest.mark.parametrize(
+    ("argv", "absent", "postgres"),
+    [
+        (["--fleet", "--backend", "asyncio"], ("acp", "trio", "psycopg", "httpx"), False),
+        (["--group", "hook"], ("trio", "acp", "httpx"), True),
+        (["--group", "integrations"], ("trio", "acp"), True),
+        (["--group", "acp"], ("trio",), True),
+        (["--http", "--backend", "trio"], ("uvicorn", "acp", "psycopg"), True),
+        (["--backend", "asyncio"], ("trio", "httpx", "psycopg"), True),
+        (["--calls", "--backend", "asyncio"], ("trio", "acp"), True),
+    ],
+)
+def test_a_run_is_not_refused_for_what_it_never_imports(
+    argv: list[str], absent: tuple[str, ...], postgres: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check asks only for what the chosen run imports: the fleet group on SQLite alone needs
+    no PostgreSQL driver, the hook, integration and ACP groups no trio, hypercorn no uvicorn."""
+    import importlib.util
+
+    from benchmarks.__main__ import _missing, _parser
+
+    import live_steering.testing._postgres as postgres_binaries
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name in absent else real(name, *a)
+    )
+    monkeypatch.setattr(
+        postgres_binaries, "find_binaries", lambda: "/usr/lib/postgresql/15/bin" if postgres else None
+    )
+    assert _missing(_parser().parse_args(argv)) == []
