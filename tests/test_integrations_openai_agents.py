@@ -17,6 +17,7 @@ from agents import Agent, MaxTurnsExceeded, RunConfig, RunResult, SQLiteSession,
 from agents.run_config import CallModelData, ModelInputData
 from agents.testing import ModelCall, ModelStep, ScriptedModel, assistant_message, function_call
 
+from fleet_helpers import final_receipt, owned_elsewhere, steer_then_stop
 from live_steering import Input, LiveRuntime, Receipt
 from live_steering.integrations.openai_agents import (
     SKIPPED_TOOL_RESULT,
@@ -741,15 +742,9 @@ async def test_cancelling_the_follow_up_turn_cancels_its_generation() -> None:
 
 async def test_a_fleet_stop_from_another_node_ends_the_run(tmp_path: Path) -> None:
     """A host on another fleet node stops the run by generation id (the same path as the HTTP stop):
-    run() raises RunStopped after the running tool, with no further model call."""
-    from live_steering.fleet import SQLiteFleet, StopResult
-
-    path = str(tmp_path / "fleet.db")
-    async with (
-        SQLiteFleet(path, node_id="owner", timeout=60) as owner,
-        SQLiteFleet(path, node_id="host", timeout=60) as host,
-        owner.own(LiveRuntime(session_id="chat-1")) as runtime,
-    ):
+    run() raises RunStopped after the running tool, with no further model call, and the steer the
+    host sent is held."""
+    async with owned_elsewhere(str(tmp_path / "fleet.db"), "chat-1") as (owner, host, runtime):
         rig = Rig(tool_step(), answer("never sent"))
         rig.runtime = runtime
         rig.steering = LiveSteering(runtime)
@@ -763,10 +758,9 @@ async def test_a_fleet_stop_from_another_node_ends_the_run(tmp_path: Path) -> No
         async with anyio.create_task_group() as tg:
             tg.start_soon(run)
             await rig.tool_gate.wait_reached()
-            await owner.flush("chat-1")
-            result = await host.stop("chat-1", rig.gen_id())
-            assert result == StopResult(True, "chat-1", rig.gen_id(), None)
+            await steer_then_stop(owner, host, "chat-1", rig.gen_id(), Input("steer", STEER, id="s1"))
             rig.tool_gate.release()
+        assert await final_receipt(host, "chat-1", "s1") == ("held", "generation-stopped")
         assert len(caught) == 1
         assert len(rig.model.calls) == 1
 

@@ -27,6 +27,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.usage import UsageLimits
 
+from fleet_helpers import final_receipt, owned_elsewhere, steer_then_stop
 from live_steering import GenerationStateError, Input, LiveRuntime, Receipt
 from live_steering.integrations.pydantic_ai import (
     SKIPPED_TOOL_RESULT,
@@ -625,16 +626,10 @@ async def test_cancelling_the_follow_up_turn_cancels_its_generation() -> None:
 
 async def test_a_fleet_stop_from_another_node_ends_the_run(tmp_path: Path) -> None:
     """A host on another fleet node stops the run by generation id (the same path as the HTTP stop):
-    the pydantic-ai run raises RunStopped after its running tool, with no further model request."""
-    from live_steering.fleet import SQLiteFleet, StopResult
-
+    the pydantic-ai run raises RunStopped after its running tool, with no further model request,
+    and the steer the host sent is held."""
     script = Script(calls_tool(), answers("never sent"))
-    path = str(tmp_path / "fleet.db")
-    async with (
-        SQLiteFleet(path, node_id="owner", timeout=60) as owner,
-        SQLiteFleet(path, node_id="host", timeout=60) as host,
-        owner.own(LiveRuntime(session_id="chat-1")) as runtime,
-    ):
+    async with owned_elsewhere(str(tmp_path / "fleet.db"), "chat-1") as (owner, host, runtime):
         agent = Agent(FunctionModel(script), capabilities=[LiveSteering(runtime)])
         gate = Gate()
         caught: list[RunStopped] = []
@@ -655,10 +650,9 @@ async def test_a_fleet_stop_from_another_node_ends_the_run(tmp_path: Path) -> No
             await gate.wait_reached()
             generation = runtime.generation
             assert generation is not None
-            await owner.flush("chat-1")
-            result = await host.stop("chat-1", generation["id"])
-            assert result == StopResult(True, "chat-1", generation["id"], None)
+            await steer_then_stop(owner, host, "chat-1", generation["id"], Input("steer", STEER, id="s1"))
             gate.release()
+        assert await final_receipt(host, "chat-1", "s1") == ("held", "generation-stopped")
         assert len(caught) == 1
         assert len(script.requests) == 1
 
