@@ -77,11 +77,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def vendor_temp(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[None]:
-    """A real client's test runs with a temp folder of its own, removed after it: the vendor
-    CLIs leave their folders there (Claude Code's ``claude-0`` and ``cc-socks``, Qwen Code's
-    ``qwen-socks-*``, tmux's ``tmux-0``), which are theirs to leave, not the suite's. Short, for
-    the sockets they bind in it."""
-    if request.node.get_closest_marker("real_clients") is None:
+    """A real client's or the browser's test runs with a temp folder of its own, removed after
+    it: the vendor CLIs leave their folders there (Claude Code's ``claude-0`` and ``cc-socks``,
+    Qwen Code's ``qwen-socks-*``, tmux's ``tmux-0``), and Chromium its ``.org.chromium.Chromium.*``
+    when chromedriver's quit ends it before its own clean-up (seen in one CI run of two), which
+    are theirs to leave, not the suite's. Short, for the sockets they bind in it."""
+    marker = request.node.get_closest_marker
+    if marker("real_clients") is None and marker("browser") is None:
         yield
         return
     tmp_path_factory.getbasetemp()  # fixed in the run's folder before TMPDIR moves
