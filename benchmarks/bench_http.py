@@ -114,6 +114,7 @@ async def _serving(app: Any, backend: str) -> AsyncIterator[int]:
             config = Config()
             config.bind = [f"fd://{sock.detach()}"]
             config.accesslog = None
+            config.loglevel = "WARNING"  # as uvicorn's below: no "Running on ..." line on stderr
             config.graceful_timeout = 1.0
             stop = anyio.Event()
 
