@@ -240,7 +240,7 @@ async def _measure(backend: str, folder: str, rounds: int, fanout_rounds: int, w
                     floor=statistics.median(both),
                     remote_submit=round(statistics.median(fleet), 7),
                     bare_http=round(statistics.median(bare), 7),
-                    # the floor of rounds 23-32: the two medians, each timed in a loop of its own
+                    # the floor until 2026-12-04: the two medians, each timed in a loop of its own
                     ratio_to_apart=round(value / apart, 3),
                 )
             )

@@ -1,4 +1,5 @@
-"""Shared helpers for the fleet tests: the store under test, and fleet nodes in child processes."""
+"""Shared helpers for the fleet tests: the store under test, fleet nodes in child processes, and an
+owner and a host node in this process (the integrations' fleet-stop tests)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import attrs
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from live_steering import Generation, Input, LiveRuntime, Receipt
-from live_steering.fleet import Fleet, PostgresFleet, SQLiteFleet
+from live_steering.fleet import Fleet, PostgresFleet, SQLiteFleet, StopResult
 from live_steering.fleet._postgres import PostgresConnection
 from live_steering.fleet._sqlite import SQLiteConnection
 from live_steering.fleet._store import StoreConnection
@@ -290,8 +291,6 @@ async def steer_then_stop(
     owner: Fleet, host: Fleet, session_id: str, generation_id: str, steer: Input
 ) -> None:
     """From the host node: ``steer`` (queued), then a stop of ``generation_id`` (it was running)."""
-    from live_steering.fleet import StopResult
-
     queued = await host.submit(session_id, steer, generation_id)
     assert queued.disposition == "queued", queued
     await owner.flush(session_id)
