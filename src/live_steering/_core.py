@@ -951,17 +951,11 @@ class SteeringCore:
         Returns the oldest pending input to hand to the writer, the boundary running; or
         ``None`` when there is nothing to write, and then the boundary is already over (it
         began and ended in this call: no ``end_boundary`` to make). Refuses as
-        ``begin_boundary`` does. On the common path (an open generation, no mode counting,
-        nothing owed) it is those two calls written out; any other path goes through them.
+        ``begin_boundary`` does. On the common path (an open generation, nothing owed, no write
+        unconfirmed) it is those two calls written out; any other path goes through them.
         """
-        if (
-            gen.phase is not OPEN
-            or self.current is not gen
-            or gen.boundary_active
-            or gen.writing is not None
-            or self._counted
-        ):
-            self.begin_boundary(gen)  # raises, or counts for the modes (C30)
+        if gen.phase is not OPEN or self.current is not gen or gen.boundary_active or gen.writing is not None:
+            self.begin_boundary(gen)  # raises
             record = None
             try:
                 record = self.next_write(gen)  # raises on a write still unconfirmed
@@ -972,6 +966,13 @@ class SteeringCore:
         pending = gen.pending
         if not pending:
             return None  # begun and ended: nothing to write
+        if self._counted:
+            # a mode is one-at-a-time (C30): ``begin_boundary``'s reset and ``next_write``'s count.
+            # Every quota is at least 1 (``MODE_QUOTA``), so a boundary's first write always fits.
+            if pending[0].target is None:
+                gen.written_steers, gen.written_follow_ups = 1, 0
+            else:
+                gen.written_steers, gen.written_follow_ups = 0, 1
         record = pending.popleft()
         if record.state is _PENDING and self._owed is None:
             record.state = _TAKEN  # as in ``next_write``: its one legal path
@@ -1105,8 +1106,21 @@ class SteeringCore:
         # ``record.receipt()`` written out, and kept before any event shows the change
         receipt = record._receipt = build_receipt(True, record.input.id, record.generation_id, _APPLIED, None)
         gen.applied_ids.append(record.input.id)
-        delivered = self._envelope("input.delivered", time, record)
-        delivered["delivery"] = DELIVERY if record.target is None else FOLLOW_UP_DELIVERY
+        # ``_envelope("input.delivered", time, record)`` written out, with its ``delivery``
+        if self._owed is not None:
+            self.settle()
+        self._last_time = time
+        target = record.target
+        delivered: Event = {
+            "type": "input.delivered",
+            "sequence": self._event_sequence + 1,
+            "session_id": self.session_id,
+            "time": time,
+            "input_id": record.input.id,
+            "target_generation_id": record.generation_id if target is None else target,
+            "delivery": DELIVERY if target is None else FOLLOW_UP_DELIVERY,
+        }
+        self._event_sequence += 1
         # The second event differs from the first only in its type and sequence number;
         # copied before the first is published, so a listener's change cannot leak into it.
         applied = delivered.copy()
