@@ -151,8 +151,16 @@ def _table(figures: Sequence[Figure], floors: dict[str, dict[str, float]]) -> st
         lines.append(
             f"{fig['name']:<{width}} {fig['backend']:<8} {fig['value']:>12,.1f} {fig['floor']:>12,.1f} "
             f"{fig['ratio']:>9,.3f} {fig['target']:>8,g} {_room(fig):>6}  {'yes' if fig['ok'] else 'NO'}"
+            + _note(fig)
         )
     return "\n".join(lines)
+
+
+def _note(fig: Figure) -> str:
+    """What a row reports beside its figure: a boundary figure's first ten of each batch."""
+    if "first_ten" not in fig:
+        return ""
+    return f"  first ten {fig['first_ten']:,.1f} ns ({fig['first_ten'] / fig['floor']:.3f})"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

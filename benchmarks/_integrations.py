@@ -197,8 +197,10 @@ def _langgraph() -> tuple[Run, Run]:
         return "12 passed"
 
     def script() -> Model:  # it cycles: each run takes the whole script once
-        replies = [AIMessage("", tool_calls=[{"name": "run_tests", "args": {}, "id": f"c{i}"}])
-                   for i in range(TOOL_ROUNDS)]
+        replies = [
+            AIMessage("", tool_calls=[{"name": "run_tests", "args": {}, "id": f"c{i}"}])
+            for i in range(TOOL_ROUNDS)
+        ]
         return Model(responses=[*replies, AIMessage("Done.")])
 
     steering = LiveSteering(LiveRuntime())
@@ -263,8 +265,14 @@ async def _measure(rounds: int) -> list[Figure]:
         gc.collect(0)  # young garbage only: a full collection per round evicts the caches both sides run on
     median = samples.median
     return [
-        figure(f"integration_overhead_{name}", "asyncio", "ns", median(f"{name}_with"),
-               median(f"{name}_without"), TARGETS.get(name, TARGET))
+        figure(
+            f"integration_overhead_{name}",
+            "asyncio",
+            "ns",
+            median(f"{name}_with"),
+            median(f"{name}_without"),
+            TARGETS.get(name, TARGET),
+        )
         for name in pairs
     ]
 
