@@ -89,7 +89,7 @@ BOUNDARY_LARGE = 1_000
 BOUNDARY_SINGLES = 100
 """One-input boundaries timed per batch of ``boundary_single``, one after another: as many as
 the ``checkpoint`` floor times per batch, so figure and floor are both a steady state. A batch
-of 10 (until the end of issue 25) read 1.32-1.40 on asyncio where a batch of 100 reads
+of 10 (before 2026-12-06) read 1.32-1.40 on asyncio where a batch of 100 reads
 1.09-1.12: its first boundaries meet caches the shuffled probes before it cooled
 (docs/performance.md, "First boundaries of a batch")."""
 FIRST_TEN = 10
@@ -536,7 +536,7 @@ async def _single_boundaries(runtime: LiveRuntime, gen: Generation, prefix: str)
             raise RuntimeError("the boundary did not apply its one input")
         if n:
             total += stop - start
-            if n == FIRST_TEN:
+            if n <= FIRST_TEN:
                 first = total
     return total / BOUNDARY_SINGLES, first / min(FIRST_TEN, BOUNDARY_SINGLES)
 
