@@ -9,6 +9,7 @@ The default run is sized for a shared 2-core machine (40 clients x 10 steers, 20
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import sys
@@ -25,6 +26,7 @@ from http_helpers import AUTH, TOKEN, serving, sse_stream
 from live_steering import Disposition, Input, LiveRuntime, Receipt
 from live_steering.fleet import SQLiteFleet
 from live_steering.http import _events, create_app
+from live_steering.http._stores import FleetView
 from live_steering.testing import History
 
 pytestmark = pytest.mark.anyio
@@ -51,12 +53,18 @@ def _feeds(app: Any) -> Any:
 
 
 #: What the server may still hold, live, once every steer is answered (the subscribers still
-#: connected, those behind reading the store): a base plus, per subscriber, the one page of
-#: events it may have in flight (``_events.PAGE``, 500: about 130 KB measured, its rows and
-#: event dicts). Nothing in it may grow with the events the run wrote (about 3 per steer, 30,000
-#: at the issue's size): a buffer per subscriber that kept them would hold about 8 MB each there.
-SERVER_BASE_BYTES = 1_000_000
-SERVER_BYTES_PER_SUBSCRIBER = 400 * _events.PAGE
+#: connected, those behind reading the store): a base (the feed's shared tail, the routes) plus,
+#: per subscriber, its stream (``STREAM_BYTES``: its generators and closures, the SSE record in
+#: flight; about 5 KB measured) and the one page of events it may have in flight, read from the
+#: store. The page is measured in the run (``_page_bytes``): a full page of this run's events,
+#: rows and dicts, about 680 bytes an event, so 340 KB for the 500 of ``_events.PAGE`` (an
+#: estimate of 130 KB here made the bound fail on a loaded machine, 2026-12-06). What it rules
+#: out: anything that grows with the events sent, per subscriber, such as a copy of each event a
+#: stream sent (1.0 MB measured at the default size, over a bound of 0.6 MB). A stream that kept
+#: references to the shared tail's events would hold the run's ~1,200 events once (about 0.4 MB
+#: with the 16-event pages below) and is not told apart at the default size.
+SERVER_BASE_BYTES = 200_000
+STREAM_BYTES = 8_000
 #: Untraced (the issue's size runs too long under ``tracemalloc``), the process's resident memory
 #: may grow by this much from the server's start to the moment every steer is answered: what the
 #: test itself keeps per steer (its history, receipts, ids: about 10,000 of each) and the 300
@@ -69,6 +77,23 @@ def _resident_bytes() -> int:
     """The process's resident set (Linux's ``/proc/self/statm``)."""
     with open("/proc/self/statm") as statm:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _page_bytes(path: str, session_id: str) -> int:
+    """Traced bytes of one full page of the session's events as the server reads it from the store
+    (the oldest ``_events.PAGE``, rows and event dicts: a subscriber behind the shared tail holds
+    one such page). Read and built here without an await, so nothing else allocates meanwhile."""
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        before = tracemalloc.get_traced_memory()[0]
+        rows = db.execute(
+            "SELECT id, input_id, generation_id, change, disposition, reason, sequence, time, epoch "
+            "FROM ls_changes WHERE session_id = ? ORDER BY id LIMIT ?",
+            (session_id, _events.PAGE),
+        ).fetchall()
+        page = [FleetView._event(row) for row in rows]
+        held = tracemalloc.get_traced_memory()[0] - before
+    assert len(page) == _events.PAGE, len(page)  # the run wrote more than a page: the page is full
+    return held
 
 
 def _server_bytes(snapshot: tracemalloc.Snapshot) -> int:
@@ -166,13 +191,16 @@ async def _load(tmp_path: Path, clients: int, steers: int, subscribers: int, bou
                         expected_count[0] = len(stored)
                         if tracemalloc.is_tracing():
                             held = _server_bytes(tracemalloc.take_snapshot())
+                            bound = SERVER_BASE_BYTES + subscribers * (
+                                STREAM_BYTES + _page_bytes(path, "load")
+                            )
                         elif sys.platform == "linux":
                             grown = _resident_bytes() - resident_before
                             print(f"resident memory grew by {grown:,} bytes")
                             assert grown <= PROCESS_GROWTH_BYTES, grown
-                            held = 0
+                            held = bound = 0
                         else:
-                            held = 0
+                            held = bound = 0
                         done_sending.set()
                         feeds = _feeds(app)
                         assert all(len(f.recent) <= _events.RECENT for f in feeds._feeds.values())
@@ -185,7 +213,7 @@ async def _load(tmp_path: Path, clients: int, steers: int, subscribers: int, bou
     report.assert_ok()
     for ids in seen:
         assert ids == stored  # every event once, in order, none missing, across the reconnect
-    assert held <= SERVER_BASE_BYTES + SERVER_BYTES_PER_SUBSCRIBER * subscribers, held
+    assert held <= bound, (held, bound)
     return held
 
 
@@ -203,9 +231,10 @@ async def test_many_clients_and_subscribers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, traced: None
 ) -> None:
     """40 clients x 10 steers and 20 subscribers: honest receipts, no subscriber loses an event;
-    with a feed of 64 events (of about 1,200), subscribers that fall behind read the store, and
-    the feed's memory stays bounded, as does all the server holds (traced)."""
+    with a feed of 64 events (of about 1,200), subscribers that fall behind read the store, 16
+    events a page, and the feed's memory stays bounded, as does all the server holds (traced)."""
     monkeypatch.setattr(_events, "RECENT", 64)
+    monkeypatch.setattr(_events, "PAGE", 16)
     held = await _load(tmp_path, clients=40, steers=10, subscribers=20)
     print(f"the server held {held:,} bytes with 20 subscribers after 400 steers")
 
