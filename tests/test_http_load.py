@@ -26,7 +26,7 @@ from http_helpers import AUTH, TOKEN, serving, sse_stream
 from live_steering import Disposition, Input, LiveRuntime, Receipt
 from live_steering.fleet import SQLiteFleet
 from live_steering.http import _events, create_app
-from live_steering.http._stores import FleetView
+from live_steering.http._stores import CHANGES_PAGE, FleetView
 from live_steering.testing import History
 
 pytestmark = pytest.mark.anyio
@@ -85,11 +85,7 @@ def _page_bytes(path: str, session_id: str) -> int:
     one such page). Read and built here without an await, so nothing else allocates meanwhile."""
     with contextlib.closing(sqlite3.connect(path)) as db:
         before = tracemalloc.get_traced_memory()[0]
-        rows = db.execute(
-            "SELECT id, input_id, generation_id, change, disposition, reason, sequence, time, epoch "
-            "FROM ls_changes WHERE session_id = ? ORDER BY id LIMIT ?",
-            (session_id, _events.PAGE),
-        ).fetchall()
+        rows = db.execute(CHANGES_PAGE, (session_id, 0, _events.PAGE)).fetchall()
         page = [FleetView._event(row) for row in rows]
         held = tracemalloc.get_traced_memory()[0] - before
     assert len(page) == _events.PAGE, len(page)  # the run wrote more than a page: the page is full

@@ -100,6 +100,14 @@ def valid_session_id(session_id: str) -> bool:
     return True
 
 
+#: A page of a session's events from the fleet store's audit rows, in ``FleetView._event``'s order:
+#: ``(session_id, after, limit)``.
+CHANGES_PAGE: Final = (
+    "SELECT id, input_id, generation_id, change, disposition, reason, sequence, time, epoch "
+    "FROM ls_changes WHERE session_id = ? AND id > ? ORDER BY id LIMIT ?"
+)
+
+
 class FleetView:
     """A runtime session's reads and requests, through one open ``Fleet`` node."""
 
@@ -189,11 +197,7 @@ class FleetView:
         store = self.fleet._store()
         store.begin_read()
         try:
-            rows = store.execute(
-                "SELECT id, input_id, generation_id, change, disposition, reason, sequence, time, epoch "
-                "FROM ls_changes WHERE session_id = ? AND id > ? ORDER BY id LIMIT ?",
-                (session_id, after, limit),
-            ).fetchall()
+            rows = store.execute(CHANGES_PAGE, (session_id, after, limit)).fetchall()
             store.commit()
         except BaseException:
             store.rollback()
