@@ -143,6 +143,30 @@ async def test_steer_repeat_without_an_owner_gets_its_stored_receipt(
     assert (code, out) == (1, "m-2: refused (stale-generation)\n")
 
 
+async def test_steer_repeat_after_the_generation_moved_on_gets_its_current_receipt(
+    fleet_store: FleetStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No --generation while a later generation runs: a repeat of an input applied in an earlier
+    one is answered with its current receipt (C10, exit 0), not identity-conflict."""
+    session = new_session()
+    where = fleet_store.args()
+    async with fleet_store.fleet("owner") as owner, owner.own(LiveRuntime(session_id=session)) as runtime:
+        async with runtime.open_generation("g1") as gen:
+            assert (await owner.submit(session, Input("steer", "Use X", id="m-1"), "g1")).accepted
+            await gen.boundary(lambda input, metadata: None)
+            assert not gen.continue_after_checkpoint()
+        async with runtime.open_generation("g2") as gen:
+            await owner.flush(session)
+            code, out, _ = await _cli(["steer", *where, session, "Use X", "--id", "m-1", "--json"], capsys)
+            assert (code, json.loads(out)) == (
+                0,
+                {"accepted": True, "inputId": "m-1", "generationId": "g1", "disposition": "applied"},
+            )
+            code, out, _ = await _cli(["steer", *where, session, "Use Y", "--id", "m-1"], capsys)
+            assert (code, out) == (1, "m-1: refused (identity-conflict)\n")
+            gen.stop()
+
+
 async def _sqlite_store(path: str) -> None:
     async with SQLiteFleet(path, node_id="creates-it"):
         pass

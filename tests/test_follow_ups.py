@@ -289,6 +289,10 @@ async def test_skip_tools_names_the_pending_steers_and_needs_one() -> None:
         assert gen.skip_tools(["call-2", "call-3"]) == ["s1"]
         with pytest.raises(TypeError, match="tool_call_id must be a str"):
             gen.skip_tools([3])  # type: ignore[list-item]
+        with pytest.raises(TypeError, match=r"pass \['call-4'\]"):  # not ['c', 'a', 'l', ...]
+            gen.skip_tools("call-4")
+        with pytest.raises(ValueError, match="tool_call_ids is empty"):
+            gen.skip_tools([])
         await gen.boundary(lambda input, metadata: None)
         assert not gen.continue_after_checkpoint()
     (skipped,) = events_of(runtime, "tools.skipped")

@@ -427,6 +427,7 @@ def test_reply_that_cannot_be_written_is_unknown(store: HookWhere) -> None:
         (b"", "empty-input"),
         (b"{not json", "malformed-input"),
         (b"[1, 2]", "malformed-input"),
+        (b"[" * 100_000, "malformed-input"),  # nested deeper than the parser recurses
         (b'{"session_id": "s", "hook_event_name": "PostToolUse", "x": "\xff\xfe"}', "malformed-input"),
         (b'{"hook_event_name": "PostToolUse"}', "missing-session-id"),
         (b'{"session_id": "s"}', "missing-moment"),

@@ -320,3 +320,108 @@ async def test_a_submit_anchored_to_a_lease_read_before_the_generation_moved_is_
                 gen.stop()
         entries = await host.entries(session_id="chat-42")
         assert [(e.input_id, e.generation_id) for e in entries] == [("m-1", "gen-2")]
+
+
+async def test_a_retry_after_the_generation_moved_on_gets_the_current_receipt(tmp_path: Path) -> None:
+    """C10 over HTTP: a body with no generation_id is anchored to the running generation, so its
+    retry once the next one runs names another anchor; it is still answered with the input's
+    current receipt (applied in gen-1), not 409 identity-conflict, and admits nothing. Other text
+    under the same id stays a conflict."""
+    path = str(tmp_path / "fleet.db")
+    async with (
+        SQLiteFleet(path, node_id="worker") as worker,
+        SQLiteFleet(path, node_id="api") as host,
+        worker.own(LiveRuntime(session_id="chat-42")) as runtime,
+        client(create_app(fleet=host, token=TOKEN, lease_age=0)) as http,
+    ):
+        url = "/v1/sessions/chat-42/inputs"
+        async with runtime.open_generation("gen-1") as gen:
+            await worker.flush("chat-42")
+            first = await http.post(url, json=steer("Use X", "m-1"), headers=AUTH)  # its answer "lost"
+            assert (first.status_code, first.json()["generationId"]) == (200, "gen-1")
+            await gen.boundary(lambda input, metadata: None)
+            assert not gen.continue_after_checkpoint()
+        async with runtime.open_generation("gen-2") as gen:
+            await worker.flush("chat-42")
+            retry = await http.post(url, json=steer("Use X", "m-1"), headers=AUTH)
+            assert (retry.status_code, retry.json()) == (
+                200,
+                {"accepted": True, "inputId": "m-1", "generationId": "gen-1", "disposition": "applied"},
+            )
+            other = await http.post(url, json=steer("Use Y", "m-1"), headers=AUTH)
+            assert (other.status_code, other.json()["reason"]) == (409, "identity-conflict")
+            gen.stop()
+        # the owner's own stream shows both asks of the retry: anchored to gen-2 (refused,
+        # admitting nothing), then where it was accepted (repeated); then the other text's refusal
+        answers = [
+            (e["type"], e.get("target_generation_id", e.get("generation_id")), e.get("reason"))
+            for e in runtime.recent_events()
+            if e.get("input_id") == "m-1"
+        ]
+        assert answers == [
+            ("steering.accepted", "gen-1", None),
+            ("input.delivered", "gen-1", None),
+            ("steering.applied", "gen-1", None),
+            ("steering.refused", "gen-2", "identity-conflict"),
+            ("steering.repeated", "gen-1", None),
+            ("steering.refused", "gen-2", "identity-conflict"),
+            ("steering.refused", "gen-1", "identity-conflict"),
+        ]
+
+
+async def test_a_follow_ups_write_and_apply_name_its_generation_and_delivery(tmp_path: Path) -> None:
+    """C29 on a runtime session's event stream: a follow-up's ``input.writing`` and
+    ``steering.applied`` name the generation it was written into and carry ``delivery:
+    "follow_up"`` (a steer's, ``request_boundary``); every event carries the input's ``kind``."""
+    path = str(tmp_path / "fleet.db")
+    async with (
+        SQLiteFleet(path, node_id="worker") as worker,
+        SQLiteFleet(path, node_id="api") as host,
+        worker.own(LiveRuntime(session_id="chat-42")) as runtime,
+        client(create_app(fleet=host, token=TOKEN, lease_age=0)) as http,
+    ):
+        url = "/v1/sessions/chat-42/inputs"
+        async with runtime.open_generation("gen-1") as gen:
+            await worker.flush("chat-42")
+            follow = await http.post(
+                url, json=steer("Then run the suite", "f-1", kind="follow_up"), headers=AUTH
+            )
+            assert follow.status_code == 200
+            assert (await http.post(url, json=steer("Use X", "s-1"), headers=AUTH)).status_code == 200
+            await gen.boundary(lambda input, metadata: None)
+            assert not gen.continue_after_checkpoint()
+        async with runtime.open_generation("gen-2") as gen:
+            await gen.boundary(lambda input, metadata: None)
+            assert not gen.continue_after_checkpoint()
+        await worker.flush("chat-42")
+        events = await FleetView(host).events("chat-42", 0, 100)
+    seen = [
+        (e["type"], e["input_id"], e["target_generation_id"], e["kind"], e.get("delivery")) for e in events
+    ]
+    assert seen == [
+        ("steering.accepted", "f-1", "gen-1", "follow_up", None),
+        ("steering.accepted", "s-1", "gen-1", "steer", None),
+        ("input.writing", "s-1", "gen-1", "steer", "request_boundary"),
+        ("steering.applied", "s-1", "gen-1", "steer", "request_boundary"),
+        ("input.writing", "f-1", "gen-2", "follow_up", "follow_up"),
+        ("steering.applied", "f-1", "gen-2", "follow_up", "follow_up"),
+    ]
+
+
+async def test_an_id_in_both_stores_is_listed_once_as_the_runtime(tmp_path: Path) -> None:
+    """A session id the fleet and the hook store both know is the runtime's on every route, so
+    ``GET /v1/sessions`` lists it once, as the runtime (not a hook row whose steers would reach
+    the runtime)."""
+    hooks = str(tmp_path / "hooks.db")
+    instruct("chat-42", "Use the corrected path", id="cmd-1", vendor="claude-code", store=hooks)
+    instruct("hook-7", "Use the corrected path", id="cmd-2", vendor="claude-code", store=hooks)
+    path = str(tmp_path / "fleet.db")
+    async with (
+        SQLiteFleet(path, node_id="worker") as worker,
+        SQLiteFleet(path, node_id="api") as host,
+        owned(worker),
+        client(create_app(fleet=host, hooks_store=hooks, token=TOKEN)) as http,
+    ):
+        listed = (await http.get("/v1/sessions", headers=AUTH)).json()["sessions"]
+        assert sorted((s["id"], s["kind"]) for s in listed) == [("chat-42", "runtime"), ("hook-7", "hook")]
+        assert (await http.get("/v1/sessions/chat-42", headers=AUTH)).json()["kind"] == "runtime"

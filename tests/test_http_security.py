@@ -79,11 +79,17 @@ async def test_bodies_that_carry_no_input_are_refused_before_any_store(tmp_path:
             b'{"kind": "steer", "text": "t", "id": null}',
             b'{"kind": "steer", "text": "t", "id": "c", "generation_id": 7}',
             b'"just a string"',
+            b"[" * 4000,  # under the cap, deeper than the parser recurses: 400, not a 500 and a traceback
         ]
         for raw in cases:
             response = await http.post(url, content=raw, headers=json_type)
             assert response.status_code == 400, raw
             assert "error" in response.json()
+        deep = await http.post("/v1/sessions/hook-7/stop", content=b"[" * 1500, headers=json_type)
+        assert (deep.status_code, deep.json()["error"]) == (
+            400,
+            "the body is not JSON this server reads: nested too deeply",
+        )
         for content_type in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data", ""):
             response = await http.post(
                 url, content=json.dumps(BODY).encode(), headers={**AUTH, "Content-Type": content_type}

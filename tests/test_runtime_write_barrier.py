@@ -60,6 +60,33 @@ async def test_barrier_announces_each_input_right_before_its_write() -> None:
     runtime._check()
 
 
+async def test_a_follow_ups_barrier_names_the_generation_it_is_written_into() -> None:
+    """C29: a follow-up anchored to g1 is written at g2's first boundary; the barrier is told g2,
+    as ``input.delivered`` is, so a write-ahead mark (the fleet's ``writing`` row) names where the
+    write happens. A steer's barrier names its own generation."""
+    told: list[tuple[str, str]] = []
+
+    async def barrier(generation_id: str, inputs: Sequence[Input]) -> None:
+        told.append((generation_id, inputs[0].id))
+        await anyio.lowlevel.checkpoint()
+
+    runtime = LiveRuntime()
+    runtime.set_write_barrier(barrier)
+    async with runtime:
+        async with runtime.open_generation("g1") as gen:
+            assert (await runtime.submit_steering(Input("follow_up", "then test", id="f1"), "g1")).accepted
+            await _submit(runtime, "g1", "s1")
+            await gen.boundary(lambda input, metadata: None)
+            assert not gen.continue_after_checkpoint()
+        async with runtime.open_generation("g2") as gen:
+            await gen.boundary(lambda input, metadata: None)
+            assert not gen.continue_after_checkpoint()
+        receipt = runtime.receipt("f1")
+        assert receipt is not None
+        assert (receipt.generation_id, receipt.disposition) == ("g1", Disposition.APPLIED)  # the anchor
+    assert told == [("g1", "s1"), ("g2", "f1")]
+
+
 async def test_no_barrier_call_for_an_empty_boundary() -> None:
     """A boundary with nothing pending never calls the barrier (no cost when idle)."""
     log = Log()

@@ -79,7 +79,8 @@ Writer = Callable[[Input, Mapping[str, Any]], Awaitable[None] | None]
 _FINAL_EVENTS: Final = frozenset({"steering.applied", "steering.held", "steering.unknown"})
 
 #: An optional write-ahead hook (see ``LiveRuntime.set_write_barrier``): awaited with the
-#: generation id and the one input about to be handed to the writer (as a 1-tuple).
+#: id of the generation it is written into and the one input about to be handed to the writer
+#: (as a 1-tuple).
 #: If it raises or is cancelled, the input was not handed: it stays pending (C15).
 WriteBarrier = Callable[[str, Sequence[Input]], Awaitable[None]]
 
@@ -412,7 +413,9 @@ class LiveRuntime:
         """Install (or with ``None`` remove) a write-ahead hook for every boundary.
 
         ``await barrier(generation_id, inputs)`` runs inside ``boundary()`` right before
-        an input is handed to the writer; ``inputs`` holds exactly that input. Announcing
+        an input is handed to the writer; ``inputs`` holds exactly that input, and
+        ``generation_id`` names the generation it is written into (for a follow-up, the one it
+        opens, as ``input.delivered`` does, not its anchor: C29). Announcing
         one input at a time is what lets a journal tell "maybe written" (the one input
         marked) from "never handed over" (everything behind it) after a crash (C23); the
         receipt journal pays one durable commit per input written, which also carries the
@@ -798,7 +801,8 @@ class Generation:
                     # about to be handed over, so recovery can hold the rest (C23).
                     core.announce(state, record)
                     try:
-                        await barrier(record.generation_id, (record.input,))
+                        # the generation it is written into: for a follow-up, the one it opens (C29)
+                        await barrier(state.id, (record.input,))
                     except BaseException:
                         # never handed to the writer: pending again, not unknown (C15)
                         core.return_write(state, record)
@@ -898,11 +902,20 @@ class Generation:
         running them, because steers are pending (C31): publishes ``tools.skipped
         {generation_id, tool_call_ids, input_ids}`` and returns the pending steers' ids. Give
         each skipped call the result ``SKIPPED_TOOL_RESULT`` so every tool call keeps a result.
-        ``GenerationStateError`` when no steer is pending; ``TypeError`` for ids that are not
-        strings; ``RuntimeError`` from another thread or loop, or a listener."""
+        ``GenerationStateError`` when no steer is pending; ``TypeError`` for a single string
+        (pass a list: ``["call-2"]``) or ids that are not strings; ``ValueError`` for no ids (a
+        skip names the calls it skips); ``RuntimeError`` from another thread or loop, or a
+        listener. Each refusal changes nothing."""
         state = self._require()
         self._guard("gen.skip_tools")
+        if isinstance(tool_call_ids, (str, bytes)):
+            raise TypeError(
+                f"tool_call_ids is a sequence of ids, got the single {type(tool_call_ids).__name__} "
+                f"{tool_call_ids!r}: pass [{tool_call_ids!r}]"
+            )
         ids = [plain_str(i, "tool_call_id") for i in tool_call_ids]
+        if not ids:
+            raise ValueError("tool_call_ids is empty: a skip names the tool calls it answers without running")
         return self._runtime._core.skip_tools(state, ids)
 
     def stop(self, reason: StopReason = StopReason.GENERATION_STOPPED) -> bool:

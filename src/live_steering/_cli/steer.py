@@ -19,6 +19,7 @@ import anyio
 
 from .._types import Input, Receipt
 from ..fleet import FleetError
+from ..fleet._node import submit_unanchored
 from ._fleet import StoreProblem, check_store, fleet_at, store_arguments, timeout_argument, usage_error
 from ._output import error, json_line, printable
 
@@ -54,19 +55,13 @@ def register(subparsers: Any) -> None:
 async def _steer(args: argparse.Namespace) -> Receipt:
     async with fleet_at(args.store, args.dsn, args.timeout) as fleet:
         steer = Input("follow_up" if args.follow_up else "steer", args.text, id=args.id)
-        generation = args.generation
-        if generation is None:
-            running = await fleet.generation(args.session)
-            if running is not None:
-                generation = running["id"]
-            else:
-                # No generation runs: answered as the library answers a submit no live owner
-                # decides. A repeat of a stored input is anchored where it was accepted, so it
-                # gets its stored receipt (or identity-conflict); a new one is anchored to no
-                # generation and refused stale-generation, as it would be in-process.
-                stored = await fleet.receipt(args.session, args.id)
-                generation = "" if stored is None else stored.generation_id
-        return await fleet.submit(args.session, steer, generation)
+        if args.generation is not None:
+            return await fleet.submit(args.session, steer, args.generation)
+        # No --generation: the running one. A repeat of a stored input is anchored where it
+        # was accepted, so it gets its current receipt (or identity-conflict); a new one with
+        # no generation running is refused stale-generation, as it would be in-process.
+        running = await fleet.generation(args.session)
+        return await submit_unanchored(fleet, args.session, steer, None if running is None else running["id"])
 
 
 def run(args: argparse.Namespace) -> int:

@@ -37,7 +37,7 @@ import attrs
 
 from .._errors import UnknownInputError
 from .._runtime import LiveRuntime, internals
-from .._types import Disposition, Input, Receipt, StopReason
+from .._types import Disposition, Input, Receipt, RefusalReason, StopReason
 from .._validate import checked_id, plain_str
 from ..journal import JournalEntry
 from ._owner import Owner, OwnerStatistics, holding
@@ -755,3 +755,28 @@ class Fleet(abc.ABC):
             listener_reconnects=self._reconnects,
             owners=tuple(owner.statistics() for owner in self._owners.values()),
         )
+
+
+async def submit_unanchored(fleet: Fleet, session_id: str, input: Input, running: str | None) -> Receipt:
+    """Submit ``input`` for a caller that named no generation (``live-steering steer`` and the
+    HTTP API without ``generation_id``): anchored to ``running``, the generation the session's
+    live owner runs, if any.
+
+    A repeat of an input accepted before is anchored where it was accepted, so a client that
+    retries after the generation moved on gets the input's current receipt (C10), not
+    ``identity-conflict``: a conflict from ``running`` costs one stored-receipt read and, if
+    the input was accepted in another generation, the submit again with that anchor (which
+    refuses other content there as a conflict). With no generation running, a new id is
+    anchored to no generation (refused ``stale-generation``, as in-process) and a stored one
+    where it was accepted.
+    """
+    if running is None:
+        stored = await fleet.receipt(session_id, input.id)
+        return await fleet.submit(session_id, input, "" if stored is None else stored.generation_id)
+    receipt = await fleet.submit(session_id, input, running)
+    if receipt.reason != RefusalReason.IDENTITY_CONFLICT:
+        return receipt
+    stored = await fleet.receipt(session_id, input.id)
+    if stored is None or stored.generation_id == running:
+        return receipt
+    return await fleet.submit(session_id, input, stored.generation_id)

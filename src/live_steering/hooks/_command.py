@@ -74,6 +74,8 @@ def _parse(vendor: str, data: bytes) -> tuple[str, str, str | None, bool] | tupl
         return ("malformed-input", f"stdin is not UTF-8: {exc.reason}", None)
     except ValueError as exc:
         return ("malformed-input", f"stdin is not JSON: {exc}", None)
+    except RecursionError:
+        return ("malformed-input", "stdin is JSON nested deeper than the parser goes", None)
     if not isinstance(payload, dict):
         return ("malformed-input", f"the hook JSON is a {type(payload).__name__}, not an object", None)
     session_id = _field(payload, facts.session_id_fields)

@@ -227,6 +227,8 @@ def diagnose(vendor: str, *, path: str | None = None) -> Iterator[Check]:
             wired = _commands_hermes(text) if vendor == "hermes" else _commands_json(text)
         except ValueError as exc:
             yield Check(False, "config", f"{path} is not JSON ({exc})")
+        except RecursionError:
+            yield Check(False, "config", f"{path} is JSON nested too deeply to read")
         want = _install.moments(vendor, version)
         missing = [m for m in want if m not in wired]
         extra = [m for m in wired if m not in want]

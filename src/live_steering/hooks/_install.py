@@ -382,6 +382,8 @@ def merge_into(
             config = json.loads(existing) if existing.strip() else {}
         except ValueError as exc:
             raise InstallError(f"{path} is not JSON ({exc}); nothing was changed") from exc
+        except RecursionError:
+            raise InstallError(f"{path} is JSON nested too deeply to read; nothing was changed") from None
         if not isinstance(config, dict) or not isinstance(config.get("hooks", {}), dict):
             raise InstallError(f"{path}: expected a JSON object with a 'hooks' object; nothing was changed")
         hooks = config.setdefault("hooks", {})

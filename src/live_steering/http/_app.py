@@ -157,6 +157,8 @@ class _Api:
             return _error(400, "the body is not UTF-8")
         except ValueError as exc:
             return _error(400, f"the body is not JSON: {exc}")
+        except RecursionError:  # nested deeper than the parser goes: not a body of any route
+            return _error(400, "the body is not JSON this server reads: nested too deeply")
 
     async def _find(self, session_id: str) -> tuple[str, Lease | dict[str, Any]] | None:
         """``("runtime", lease)``, ``("hook", description)``, or ``None`` for an unknown session."""
@@ -184,7 +186,9 @@ class _Api:
                 if lease is not None:
                     listed.append(FleetView.describe(lease))
         if self.hooks is not None:
-            listed += await self.hooks.sessions()
+            # an id in both stores is the runtime's, as every other route reads it (``_find``)
+            runtimes = {session["id"] for session in listed}
+            listed += [s for s in await self.hooks.sessions() if s["id"] not in runtimes]
         return JSONResponse({"sessions": listed})
 
     async def session(self, request: Request) -> Response:

@@ -33,9 +33,11 @@ from typing import Any, Final, TypeVar
 import anyio
 import anyio.to_thread
 
+from .._rules import DELIVERY, FOLLOW_UP_DELIVERY
 from .._types import Disposition, Input, Receipt
 from .._validate import checked_id
 from ..fleet import Fleet, Lease, StopResult
+from ..fleet._node import submit_unanchored
 from ..hooks._open import open_store
 from ..hooks._store import HookStore, StoredReceipt
 
@@ -47,6 +49,8 @@ LEASE_AGE: Final = 0.5
 _LEASES_KEPT: Final = 10_000
 
 #: How a runtime session's change rows read as events (C21's names).
+#: The changes of an input's write: the mark before it and the apply after it (C14, C29).
+_DELIVERING: Final = frozenset({"writing", "applied"})
 _EVENT_OF_CHANGE: Final = {
     "accepted": "steering.accepted",
     "applied": "steering.applied",
@@ -102,9 +106,13 @@ def valid_session_id(session_id: str) -> bool:
 
 #: A page of a session's events from the fleet store's audit rows, in ``FleetView._event``'s order:
 #: ``(session_id, after, limit)``.
+#: The input's ``kind`` comes from its receipt row (the same session, epoch and id): the change
+#: rows keep none, and a follow-up's write and apply carry ``delivery: "follow_up"`` (C29).
 CHANGES_PAGE: Final = (
-    "SELECT id, input_id, generation_id, change, disposition, reason, sequence, time, epoch "
-    "FROM ls_changes WHERE session_id = ? AND id > ? ORDER BY id LIMIT ?"
+    "SELECT c.id, c.input_id, c.generation_id, c.change, c.disposition, c.reason, c.sequence, c.time, "
+    "c.epoch, r.kind FROM ls_changes c LEFT JOIN ls_receipts r ON r.session_id = c.session_id "
+    "AND r.input_id = c.input_id AND r.epoch = c.epoch "
+    "WHERE c.session_id = ? AND c.id > ? ORDER BY c.id LIMIT ?"
 )
 
 
@@ -165,15 +173,13 @@ class FleetView:
         self, session_id: str, steer: Input, generation_id: str | None, lease: Lease
     ) -> dict[str, Any]:
         """The owner's receipt (or the store's, with no live owner), anchored as ``steer`` anchors."""
-        if generation_id is None:
-            if lease.live and lease.generation_id is not None:
-                generation_id = lease.generation_id
-            else:
-                # No generation runs: as `live-steering steer` does, a repeat is anchored where it
-                # was accepted (its stored receipt answers), a new id to no generation at all.
-                stored = await self.fleet.receipt(session_id, steer.id)
-                generation_id = "" if stored is None else stored.generation_id
-        return receipt_wire(await self.fleet.submit(session_id, steer, generation_id))
+        if generation_id is not None:
+            return receipt_wire(await self.fleet.submit(session_id, steer, generation_id))
+        # None named: the running generation. As `live-steering steer` does, a repeat is anchored
+        # where it was accepted (its stored receipt answers a retry after the generation moved
+        # on), and a new id with no generation running to no generation at all.
+        running = lease.generation_id if lease.live else None
+        return receipt_wire(await submit_unanchored(self.fleet, session_id, steer, running))
 
     async def receipt(self, session_id: str, input_id: str) -> dict[str, Any] | None:
         found = await self.fleet.receipt(session_id, input_id)
@@ -223,7 +229,7 @@ class FleetView:
 
     @staticmethod
     def _event(row: Sequence[Any]) -> dict[str, Any]:
-        number, input_id, generation_id, change, disposition, reason, sequence, at, epoch = row
+        number, input_id, generation_id, change, disposition, reason, sequence, at, epoch, kind = row
         event: dict[str, Any] = {
             "type": _EVENT_OF_CHANGE.get(change, f"steering.{disposition}")
             if change != "writing"
@@ -239,6 +245,10 @@ class FleetView:
         }
         if reason is not None:
             event["reason"] = reason
+        if kind is not None:  # None only when its receipt row was deleted by hand (docs/fleet.md)
+            event["kind"] = kind
+            if change in _DELIVERING:
+                event["delivery"] = FOLLOW_UP_DELIVERY if kind == "follow_up" else DELIVERY
         return event
 
 

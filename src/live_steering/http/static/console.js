@@ -205,7 +205,7 @@
       return;
     }
     if (event.input_id && event.disposition) {
-      mark(event.input_id, event.disposition, event.reason, event.time);
+      mark(event.input_id, event.disposition, event.reason, event.time, event.kind);
     }
   }
 
