@@ -345,9 +345,11 @@ def test_needs_a_live_runtime() -> None:
         LiveSteering(object())  # type: ignore[arg-type]
 
 
-async def test_a_run_paused_for_approval_ends_the_generation_and_is_not_resumed() -> None:
-    """A tool needing approval pauses the run: the generation ends, a pending steer is held, and
-    resuming its RunState through LiveSteering is refused (the state would not hold the steers)."""
+@pytest.mark.parametrize("kind", ["steer", "follow_up"])
+async def test_a_run_paused_for_approval_ends_the_generation_and_is_not_resumed(kind: str) -> None:
+    """A tool needing approval pauses the run: the generation ends, a pending steer or follow-up is
+    held (a follow-up is not carried into the caller's next run, C29), and resuming its RunState
+    through LiveSteering is refused (the state would not hold the steers)."""
     gate = Gate()
     runtime = LiveRuntime()
     history = History.attach(runtime)
@@ -370,9 +372,10 @@ async def test_a_run_paused_for_approval_ends_the_generation_and_is_not_resumed(
         await gate.wait_reached()
         generation = runtime.generation
         assert generation is not None
-        await history.submit(Input("steer", STEER, id="s1"), generation["id"])
+        await history.submit(Input(kind, STEER, id="s1"), generation["id"])
         gate.release()
     assert results[0].interruptions
+    assert runtime.pending_follow_ups == 0
     held = runtime.receipt("s1")
     assert held is not None
     assert (held.disposition, held.reason) == ("held", "generation-stopped")
@@ -702,6 +705,19 @@ async def test_run_streamed_cancel_stops_the_generation_quietly() -> None:
     assert rig.receipt("s1") == ("held", "generation-stopped")
     assert len(rig.model.calls) == 1
     rig.history.check(require_final=True).assert_ok()
+
+
+async def test_run_streamed_cancelled_before_streaming_runs_nothing() -> None:
+    """cancel() before stream_events() is iterated: as the SDK's result, nothing runs (no generation,
+    no model call, no event) and final_output stays None."""
+    rig = Rig(answer("never sent"))
+    streamed = rig.steering.run_streamed(rig.agent, PROMPT, run_config=CONFIG)
+    streamed.cancel()
+    assert [event async for event in streamed.stream_events()] == []
+    assert streamed.is_complete
+    assert streamed.final_output is None
+    assert len(rig.model.calls) == 0
+    assert rig.history.events == []
 
 
 async def test_run_streamed_refuses_a_session_before_anything_runs() -> None:

@@ -560,9 +560,11 @@ async def test_without_skip_tools_on_steer_the_whole_batch_runs() -> None:
     rig.history.check(require_final=True).assert_ok()
 
 
-async def test_a_run_paused_for_deferred_tools_ends_the_generation() -> None:
+@pytest.mark.parametrize("kind", ["steer", "follow_up"])
+async def test_a_run_paused_for_deferred_tools_ends_the_generation(kind: str) -> None:
     """A tool needing approval pauses the run (DeferredToolRequests output): the generation ends, a steer
-    sent meanwhile is held generation-stopped, and the run returns without a continuation."""
+    or a follow-up sent meanwhile is held generation-stopped (a follow-up is not carried into the
+    caller's next run, C29), and the run returns without a continuation."""
     script = Script(ModelResponse(parts=[ToolCallPart("deploy", {}, tool_call_id="d1")]), answers("unused"))
     runtime = LiveRuntime()
     history = History.attach(runtime)
@@ -586,9 +588,10 @@ async def test_a_run_paused_for_deferred_tools_ends_the_generation() -> None:
         await gate.wait_reached()
         generation = runtime.generation
         assert generation is not None
-        await history.submit(Input("steer", STEER, id="s1"), generation["id"])
+        await history.submit(Input(kind, STEER, id="s1"), generation["id"])
         gate.release()
     assert isinstance(results[0].output, DeferredToolRequests)
+    assert runtime.pending_follow_ups == 0
     assert len(script.requests) == 1
     held = runtime.receipt("s1")
     assert held is not None

@@ -511,13 +511,13 @@ class LiveSteering:
             and bool(self.runtime.pending_follow_ups)
         )
 
-    @staticmethod
-    def _continues(gen: Generation, turns_left: int, result: RunResult | RunResultStreaming) -> bool:
+    def _continues(self, gen: Generation, turns_left: int, result: RunResult | RunResultStreaming) -> bool:
         """The checkpoint after a final output: True to run again, same generation (C16, C17)."""
         if result.interruptions:
-            # Paused for a tool approval: the caller decides, so the generation ends here
-            # and a steer still pending is held (generation-stopped).
-            if gen.pending:
+            # Paused for a tool approval: the caller decides, so the generation ends here and
+            # steers and follow-ups still pending are held (generation-stopped), not carried
+            # into the caller's next run.
+            if gen.pending or self.runtime.pending_follow_ups:
                 gen.stop()
             return False
         if turns_left <= 0 and gen.pending:
@@ -584,6 +584,9 @@ class SteeredRunStreaming:
         if self._started:
             raise RuntimeError("stream_events() runs the run: iterate it once per run_streamed() result")
         self._started = True
+        if self._cancelled:  # cancelled before the run started: as the SDK's, nothing runs
+            self._done = True
+            return
         events = self._steering.stream(*self._args, **self._options)
         try:
             async for event in events:

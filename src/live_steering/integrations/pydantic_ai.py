@@ -152,8 +152,11 @@ class LiveSteering(AbstractCapability[Any]):
                 if run.entered:
                     await run.leave(exc)
                 raise
-            if run.gen.pending:  # ended without the checkpoint (deferred tools): held, not continued
-                run.gen.stop()
+            gen = run.gen
+            if gen.accepting and (gen.pending or self.runtime.pending_follow_ups):
+                # Ended without the checkpoint (deferred tools: the caller decides): steers and
+                # follow-ups pending are held, not continued, nor carried into the caller's next run.
+                gen.stop()
             await run.leave(None)
             return result
         finally:
