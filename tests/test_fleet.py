@@ -186,9 +186,49 @@ async def test_a_bad_session_id_is_refused_before_anything_is_stored(
             await host.receipt(bad, "a")
         with pytest.raises(ValueError, match="session_id"):
             await host.stop(bad, "g1")
+        with pytest.raises(ValueError, match="session_id"):
+            await host.entries(session_id=bad)
+        with pytest.raises(ValueError, match="generation_id"):
+            await host.entries(generation_id=bad)
+        with pytest.raises(ValueError, match="session_id"):
+            await host.request_states(bad)
+        with pytest.raises(ValueError, match="session_id"):
+            await owner.flush(bad)
         receipt = await host.submit(session, Input("steer", "x", id="a"), "g1")
         assert (receipt.input_id, receipt.disposition) == ("a", Disposition.QUEUED)
         assert host.statistics().submitted == 1
+        gen.stop()
+
+
+async def test_a_callers_type_errors_and_a_session_not_owned_are_typed_refusals(
+    fleet_store: FleetStore,
+) -> None:
+    """Filters and timeouts of the wrong type are TypeErrors, a timeout that is not a positive
+    finite number a ValueError, and a flush of a session this node does not own a LookupError
+    naming it: each before anything is stored, so the session's requests are unchanged."""
+    session = new_session()
+    async with (
+        fleet_store.fleet("owner") as owner,
+        fleet_store.fleet("host") as host,
+        owner.own(LiveRuntime(session_id=session)) as runtime,
+        runtime.open_generation("g1") as gen,
+    ):
+        for call in (
+            host.entries(session_id=5),  # type: ignore[arg-type]
+            host.entries(generation_id=b"g1"),  # type: ignore[arg-type]
+            host.request_states(5),  # type: ignore[arg-type]
+            host.submit(session, Input("steer", "x", id="a"), "g1", timeout="1"),  # type: ignore[arg-type]
+            host.stop(session, "g1", timeout=True),  # a bool is not a number of seconds here
+        ):
+            with pytest.raises(TypeError):
+                await call
+        for timeout in (0, -1, float("nan"), float("inf")):
+            with pytest.raises(ValueError, match="timeout must be a positive, finite number"):
+                await host.submit(session, Input("steer", "x", id="a"), "g1", timeout=timeout)
+        with pytest.raises(LookupError, match="does not own session 'elsewhere'"):
+            await host.flush("elsewhere")
+        assert await host.request_states(session) == {}
+        assert await host.receipt(session, "a") is None
         gen.stop()
 
 

@@ -219,6 +219,25 @@ async def test_a_damaged_value_is_corruption_for_every_reader(tmp_path: Path) ->
             pass
 
 
+async def test_a_read_filter_of_the_wrong_type_or_no_possible_id_is_refused(tmp_path: Path) -> None:
+    """An id filter that is not a str is a TypeError, an id nothing can have (a lone surrogate,
+    empty, NUL) a ValueError naming the filter, for read_receipts and ReceiptJournal.entries alike:
+    not an empty answer, not an encoding error from SQLite."""
+    path = tmp_path / "r.db"
+    await _small_journal(path, "a", "b")
+    for bad in ("g\ud800", "", "nul\x00inside"):
+        with pytest.raises(ValueError, match="generation_id"):
+            read_receipts(path, generation_id=bad)
+    with pytest.raises(TypeError, match="generation_id must be a str"):
+        read_receipts(path, generation_id=5)  # type: ignore[arg-type]
+    async with ReceiptJournal(path) as journal:
+        with pytest.raises(ValueError, match="input_id"):
+            await journal.entries(input_id="a\ud800")
+        with pytest.raises(TypeError, match="generation_id must be a str"):
+            await journal.entries(generation_id=5)  # type: ignore[arg-type]
+        assert [e.input_id for e in await journal.entries(input_id="a")] == ["a"]
+
+
 async def test_a_damaged_schema_is_corruption_for_every_reader(tmp_path: Path) -> None:
     """A flipped byte in the schema's CHECK constraint, with every row intact, is JournalCorruptError
     for read_receipts (with and without the integrity check) as for opening: a reader never lists

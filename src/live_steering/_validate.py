@@ -27,6 +27,7 @@ __all__ = [
     "MAX_ID_CHARS",
     "checked_id",
     "event_safe",
+    "optional_id",
     "id_problem",
     "input_problem",
     "plain_str",
@@ -126,6 +127,13 @@ def checked_id(value: object, name: str) -> str:
             raise ValueError(f"{name} must be valid UTF-8 text without NUL, got {value!r}")
         raise ValueError(f"{name} must be a non-empty str of at most {MAX_ID_CHARS} characters")
     return value
+
+
+def optional_id(value: object, name: str) -> str | None:
+    """A read's optional filter on an id (``None``: no filter), checked as ``checked_id`` checks
+    an id: a caller's type error is a ``TypeError`` and an id nothing can have a ``ValueError``,
+    before any store is read, instead of an empty answer or an encoding error from the store."""
+    return None if value is None else checked_id(value, name)
 
 
 def event_safe(value: str) -> str:

@@ -38,7 +38,7 @@ import attrs
 from .._errors import UnknownInputError
 from .._runtime import LiveRuntime, internals
 from .._types import Disposition, Input, Receipt, RefusalReason, StopReason
-from .._validate import checked_id, plain_str
+from .._validate import checked_id, optional_id, plain_str
 from ..journal import JournalEntry
 from ._owner import Owner, OwnerStatistics, holding
 from ._store import (
@@ -335,6 +335,17 @@ class Fleet(abc.ABC):
             "submit": submit,
         }
 
+    def _timeout(self, timeout: object) -> float:
+        """A call's ``timeout`` (``None``: the fleet's), checked before anything is stored:
+        ``TypeError`` for a non-number, ``ValueError`` unless it is a positive number of seconds."""
+        if timeout is None:
+            return self.timeout
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+            raise TypeError(f"timeout must be a number of seconds, got {type(timeout).__name__}")
+        if not timeout > 0 or timeout == float("inf"):
+            raise ValueError(f"timeout must be a positive, finite number of seconds, got {timeout!r}")
+        return float(timeout)
+
     async def lease(self, session_id: str) -> Lease | None:
         """The session's lease as stored now, or ``None`` if no node ever owned it.
 
@@ -379,7 +390,7 @@ class Fleet(abc.ABC):
         if not isinstance(generation_id, str):
             raise TypeError(f"generation_id must be a str, got {type(generation_id).__name__}")
         generation_id = plain_str(generation_id)
-        deadline = anyio.current_time() + (self.timeout if timeout is None else timeout)
+        deadline = anyio.current_time() + self._timeout(timeout)
         await anyio.lowlevel.checkpoint_if_cancelled()  # cancelled already: nothing is stored (C8)
         submission = Submission(session_id, input, input_digest(input), generation_id)
         started = await self._insert(submission)
@@ -420,7 +431,7 @@ class Fleet(abc.ABC):
             raise TypeError(f"generation_id must be a str, got {type(generation_id).__name__}")
         if type(reason) is not StopReason:
             raise TypeError(f"reason must be a StopReason, got {reason!r}")
-        deadline = anyio.current_time() + (self.timeout if timeout is None else timeout)
+        deadline = anyio.current_time() + self._timeout(timeout)
         stop = Submission(session_id, Input("stop", "", id=""), "", generation_id, reason.value)
         await anyio.lowlevel.checkpoint_if_cancelled()
         started = await self._insert(stop)
@@ -623,7 +634,13 @@ class Fleet(abc.ABC):
         generation_id: str | None = None,
         disposition: Disposition | str | None = None,
     ) -> list[JournalEntry]:
-        """The stored receipts (``runtime_no`` is the owner's lease epoch), oldest first."""
+        """The stored receipts (``runtime_no`` is the owner's lease epoch), oldest first.
+
+        Filters are checked before the store is read: ``TypeError`` for a filter that is not a
+        ``str``, ``ValueError`` for an id no session or generation can have (C7) or an unknown
+        disposition."""
+        session_id = optional_id(session_id, "session_id")
+        generation_id = optional_id(generation_id, "generation_id")
         value = None if disposition is None else Disposition(disposition).value
         return await self._call(
             lambda: self._store().entries(
@@ -633,7 +650,7 @@ class Fleet(abc.ABC):
 
     async def request_states(self, session_id: str) -> dict[str, int]:
         """How many of the session's requests are pending, decided and withdrawn."""
-        return await self._call(self._store().request_states, session_id)
+        return await self._call(self._store().request_states, checked_id(session_id, "session_id"))
 
     # -- owners ------------------------------------------------------------------------------------
 
@@ -742,8 +759,18 @@ class Fleet(abc.ABC):
         return None if found is None else found.statistics()
 
     async def flush(self, session_id: str) -> None:
-        """Wait until everything this node's owner of ``session_id`` queued is durable."""
-        await self._owners[session_id].flush()
+        """Wait until everything this node's owner of ``session_id`` queued is durable.
+
+        ``LookupError`` for a session this node does not own (``fleet.own`` it first), and the
+        id rules' ``TypeError`` / ``ValueError`` for an id no session can have."""
+        session_id = checked_id(session_id, "session_id")
+        owner = self._owners.get(session_id)
+        if owner is None:
+            raise LookupError(
+                f"this node ({self.node_id}) does not own session {session_id!r}: flush waits for "
+                "the commits of an owner it runs (fleet.own)"
+            )
+        await owner.flush()
 
     def statistics(self) -> FleetStatistics:
         return FleetStatistics(

@@ -481,8 +481,10 @@ class ReceiptJournal:
     ) -> list[JournalEntry]:
         """The durable state of the journaled inputs (all runtimes), read on the journal's thread.
 
-        Works on a failed journal too (it shows what is durable), not on a closed one.
+        Works on a failed journal too (it shows what is durable), not on a closed one. A filter
+        that is not a ``str`` is a ``TypeError``, an id nothing can have a ``ValueError``.
         """
+        generation_id, disposition, input_id = store.check_filters(generation_id, disposition, input_id)
         if not self._open or self._closing:
             raise JournalError(f"receipt journal {self.path!r} is closed")
         conn = self._conn

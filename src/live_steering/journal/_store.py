@@ -26,6 +26,7 @@ import attrs
 from .._admission import content_digest
 from .._errors import LiveSteeringError
 from .._types import Disposition, HoldReason, Input, Receipt
+from .._validate import optional_id
 
 try:
     import fcntl
@@ -327,6 +328,18 @@ def _entry(row: Sequence[Any], path: str) -> JournalEntry:
     )
 
 
+def check_filters(
+    generation_id: object, disposition: Disposition | str | None, input_id: object
+) -> tuple[str | None, str | None, str | None]:
+    """A read's filters, checked before the file is read: ``TypeError`` for an id filter that is
+    not a ``str``, ``ValueError`` for an id nothing can have (C7) or an unknown disposition."""
+    return (
+        optional_id(generation_id, "generation_id"),
+        None if disposition is None else Disposition(disposition).value,
+        optional_id(input_id, "input_id"),
+    )
+
+
 def select(
     conn: JournalConnection,
     path: str,
@@ -372,6 +385,7 @@ def read_receipts(
     frequent filtered reads, and still refuses any row holding a value no journal
     writes.
     """
+    generation_id, disposition, _ = check_filters(generation_id, disposition, None)
     text = os.fspath(path)
     if not Path(text).is_file():
         raise FileNotFoundError(f"no receipt journal at {text!r}")
