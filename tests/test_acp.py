@@ -210,6 +210,18 @@ async def test_idle_opt_in_prompt_required_starts_nothing(agent: Agent) -> None:
     assert agent.client.received(sid) == [{"role": "user", "text": "The real prompt"}]
 
 
+@pytest.mark.parametrize("text", ["nul \x00 inside", "x" * 20_000])
+async def test_prompt_required_refuses_what_the_runtime_would_refuse(agent: Agent, text: str) -> None:
+    """An idle steer with idleBehavior promptRequired that the runtime would refuse (a NUL, over
+    max_text_chars) is invalidParams invalid-input, as mid-turn: never handed back as a prompt."""
+    sid = await agent.session()
+    with pytest.raises(acp.RequestError) as caught:
+        await agent.steer(sid, text, {"steering": {"idleBehavior": "promptRequired"}})
+    assert caught.value.code == -32602
+    assert isinstance(caught.value.data, dict)
+    assert caught.value.data["reason"] == "invalid-input"
+
+
 async def test_unknown_idle_behavior_is_invalid_params(agent: Agent) -> None:
     """Any idleBehavior other than promptRequired is a JSON-RPC invalidParams error; nothing starts."""
     sid = await agent.session()

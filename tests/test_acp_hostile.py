@@ -280,6 +280,16 @@ async def test_hostile_corpus_never_kills_the_agent(raw: RawAgent) -> None:
     )
     deep = b'{"k":' * 5_000 + b"1" + b"}" * 5_000  # too deep for json.loads: a parse error, answered
     await raw.send_lines(b'{"jsonrpc":"2.0","id":32,"method":"x","params":' + deep + b"}")
+    # A raw byte that is not UTF-8 in an otherwise good request: answered by its id, not id null.
+    for request_id, method in ((33, "session/prompt"), (34, "_session/steering")):
+        prompt = b'{"sessionId":"%s","prompt":[{"type":"text","text":"fix \xff it"}]}' % sid.encode()
+        await raw.send_lines(
+            b'{"jsonrpc":"2.0","id":%d,"method":"%s","params":%s}' % (request_id, method.encode(), prompt)
+        )
+    for request_id in (33, 34):
+        not_utf8 = (await raw.answer(request_id))["error"]
+        assert (not_utf8["code"], not_utf8["data"]["details"]) == (-32602, "the line is not valid UTF-8")
+        assert len(raw.answers(request_id)) == 1
     for request_id, _, _ in requests:
         answer = await raw.answer(request_id)
         assert "error" in answer, (request_id, answer)
@@ -335,6 +345,34 @@ async def test_burst_of_a_thousand_steers_lands_in_order(raw: RawAgent) -> None:
                               and u["_meta"]["liveSteering"]["request"] == 2)  # fmt: skip
     texts = [e["text"] for e in landed["params"]["update"]["_meta"]["liveSteering"]["received"]]
     assert texts == [f"burst {n}" for n in range(1_000)]
+
+
+async def test_a_steer_sent_as_a_notification_is_decided_and_lands(raw: RawAgent) -> None:
+    """A ``_session/steering`` notification (no request id, so no answer) mid-turn is decided as a
+    request is, in arrival order with the steers after it, and written before the next model
+    request; a refused one (unknown session) is dropped without an answer and the agent goes on."""
+    sid = await raw.start()
+    await raw.send({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+                    "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "Go"}]}})  # fmt: skip
+    await raw.in_flight(1)
+    await raw.send(
+        {"jsonrpc": "2.0", "method": "_session/steering", "params": _steer("sess-nobody", "Lost")},
+        {"jsonrpc": "2.0", "method": "_session/steering", "params": _steer(sid, "By notification")},
+    )
+    after = await raw.request(4, "_session/steering", _steer(sid, "By request"))
+    assert after["result"]["outcome"] == "injected"
+    await raw.send(
+        {"jsonrpc": "2.0", "method": "_liveSteering/step", "params": {"sessionId": sid, "count": 5}}
+    )
+    response = await raw.answer(3)
+    applied = response["result"]["_meta"]["liveSteering"]["appliedInputIds"]
+    assert len(applied) == 2
+    assert applied[1] == after["result"]["_meta"]["liveSteering"]["inputId"]
+    landed = await raw.update(lambda u: u["sessionUpdate"] == "agent_message_chunk"
+                              and u["_meta"]["liveSteering"]["request"] == 2)  # fmt: skip
+    texts = [e["text"] for e in landed["params"]["update"]["_meta"]["liveSteering"]["received"]]
+    assert texts == ["By notification", "By request"]
+    assert [m for m in raw.messages if "method" not in m and m.get("id") is None] == []
 
 
 async def test_steers_after_the_turn(raw: RawAgent) -> None:

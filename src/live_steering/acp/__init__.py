@@ -331,7 +331,20 @@ class SteeringAgent:
         return result.to_wire()
 
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
-        """Unknown extension notifications are ignored, as the protocol asks."""
+        """A ``_session/steering`` notification is a steer with no answer: decided as a request
+        is, under a fresh random id unless ``_meta.steering.id`` names one (a notification has
+        no request id to derive it from). Its outcome is only in the runtime's events; a
+        refusal is logged. Other extension notifications are ignored, as the protocol asks."""
+        if f"_{method}" != STEER_METHOD:
+            return
+        try:
+            request = parse_steer_request(params)
+            session = self._session(request.session_id)
+            result = await session.steer(request, request_id=None)
+        except SteerRejected as error:
+            _log.warning("a _session/steering notification was refused (no answer can be sent): %s", error)
+            return
+        _log.debug("a _session/steering notification: %s", result.to_wire())
 
 
 def _version() -> str:

@@ -525,16 +525,16 @@ class SteeringSession:
                     return _refused(input_id, receipt)
             # The turn closed admission in the race: once it has wound down, this steer is idle.
             await turn.done.wait()
-        if request.prompt_required:
-            return SteerResult(SteerOutcome.PROMPT_REQUIRED, input_id, reason="noRunningTurn", kind=kind)
         # The same order as a steer into a running turn (C7): a steer that would be refused
-        # there never becomes a new turn's prompt here.
+        # there never becomes a new turn's prompt here, nor is it handed back to the client as
+        # one (promptRequired); only a turn started here counts against the started-turn ids.
         problem = door.input_problem(steer)
-        answer = admission.decide(
-            closed=self.runtime.closed, problem=problem, full=len(self._started) >= STARTED_TURN_IDS_LIMIT
-        )
+        full = not request.prompt_required and len(self._started) >= STARTED_TURN_IDS_LIMIT
+        answer = admission.decide(closed=self.runtime.closed, problem=problem, full=full)
         if answer != admission.ADMIT:
             return self._idle_refusal(answer, problem, input_id)
+        if request.prompt_required:
+            return SteerResult(SteerOutcome.PROMPT_REQUIRED, input_id, reason="noRunningTurn", kind=kind)
         turn = self._begin("steer")
         self._tg.start_soon(self._run_detached, turn, request.text, request.blocks)
         # Recorded before the wait: if this request is cancelled while the turn starts,

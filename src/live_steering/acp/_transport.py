@@ -46,6 +46,7 @@ REQUEST_ID: contextvars.ContextVar[object] = contextvars.ContextVar(
 MAX_LINE_BYTES: Final = 50 * 1024 * 1024
 
 INVALID_REQUEST: Final = -32600
+INVALID_PARAMS: Final = -32602
 PARSE_ERROR: Final = -32700
 INTERNAL_ERROR: Final = -32603
 
@@ -244,6 +245,23 @@ class GuardedTransport:
                     error_response(answer_id, INVALID_REQUEST, "Invalid Request", "nested too deeply")
                 )
                 continue
+            except UnicodeDecodeError:
+                # JSON perhaps, with a byte that is not UTF-8 in it: a request is answered by its
+                # id (read past the bad byte) as invalid params, so its client does not wait
+                # forever; anything else is a parse error, as JSON-RPC says.
+                scalars = top_level_scalars(line)
+                request_id = scalars.get("id")
+                if "method" in scalars and "id" in scalars and _valid_id(request_id):
+                    await self._answer(
+                        error_response(
+                            request_id, INVALID_PARAMS, "Invalid params", "the line is not valid UTF-8"
+                        )
+                    )
+                elif "method" not in scalars:
+                    await self._answer(
+                        error_response(None, PARSE_ERROR, "Parse error", "the line is not valid UTF-8")
+                    )
+                continue  # a notification is never answered
             except ValueError:
                 await self._answer(error_response(None, PARSE_ERROR, "Parse error", "the line is not JSON"))
                 continue

@@ -171,8 +171,10 @@ class ScriptedAgent(SteeringAgent):
         await model.run_turn(turn)
 
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
-        """``_liveSteering/step {sessionId, count?}``: let ``count`` (default 1) more requests answer."""
+        """``_liveSteering/step {sessionId, count?}``: let ``count`` (default 1) more requests answer.
+        Any other notification is the agent's (a ``_session/steering`` notification is a steer)."""
         if f"_{method}" != STEP_METHOD:
+            await super().ext_notification(method, params)
             return
         session_id = params.get("sessionId")
         model = self.model(session_id) if isinstance(session_id, str) else None
