@@ -488,6 +488,48 @@ def test_damaged_store_raises_store_error(tmp_path: pathlib.Path) -> None:
         instruct("s", "t", store=str(path))
 
 
+@pytest.mark.parametrize("path", ["", ":memory:"])
+def test_a_store_path_no_other_process_could_read_is_refused(
+    tmp_path: pathlib.Path,
+    path: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """SQLite takes "" and ":memory:" for a private database that dies with the command: an
+    instruction queued there would be "queued" and lost. The store refuses them (StoreError), so
+    `instruct` exits 2 with one line, and `hooks install` bakes no such --store into a config."""
+    from live_steering._cli import main
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StoreError, match=r"no other process|names no file"):
+        instruct("s", "t", store=path)
+    assert main(["instruct", "--store", path, "s1", "Use the corrected path", "--id", "fix-1"]) == 2
+    assert main(["hooks", "install", "claude-code", "--store", path]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2
+    assert err[0].startswith("live-steering instruct: cannot open the hook store")
+    assert err[1].startswith(f"live-steering hooks install: --store {path!r}:")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_hook_given_both_a_store_and_a_dsn_records_the_usage_error(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``hook VENDOR --store S --dsn D`` is a usage error like any other: exit 0, the usage on
+    stderr, and ``hook.failed usage-error`` recorded in the store file it names."""
+    from live_steering._cli import main
+
+    store = str(tmp_path / "hooks.db")
+    payload = b'{"session_id": "s", "hook_event_name": "PreToolUse"}'
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(payload)))
+    assert main(["hook", "claude-code", "--store", store, "--dsn", "host=nowhere"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == "usage: live-steering hook VENDOR [--store PATH | --dsn DSN]\n"
+    with SqliteHookStore(store) as s:
+        assert [e["reason"] for e in s.events() if e["type"] == "hook.failed"] == ["usage-error"]
+
+
 def test_encode_reply_is_ascii_json_that_decodes_to_the_text() -> None:
     """The reply bytes are ASCII; an emoji travels as a surrogate pair that decodes to itself."""
     data = encode_reply({"context": "caf\u00e9 \U0001f600"})

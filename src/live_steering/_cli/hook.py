@@ -98,6 +98,8 @@ def main(argv: Sequence[str]) -> int:
     ok_dsn, dsn = _option(args, "--dsn")
     if not (ok_store and ok_dsn):
         return _usage(argv)
+    if store is not None and dsn is not None:
+        return _usage(argv, store)  # one store or the other: recorded in the file it names
     if len(args) != 1:
         return _usage(argv, store, dsn)
     from ..hooks._command import run_hook

@@ -269,7 +269,12 @@ def run_install(args: argparse.Namespace) -> int:
         merge_into,
         write_hermes_plugin,
     )
+    from ..hooks._sqlite import store_path_problem
 
+    problem = None if args.store is None else store_path_problem(args.store)
+    if problem is not None:
+        print(f"live-steering hooks install: --store {args.store!r}: {problem}", file=sys.stderr)
+        return 2
     if args.dsn is not None and args.plugin is not None:
         print(
             "live-steering hooks install: --dsn is not baked into the Hermes plugin; use the "

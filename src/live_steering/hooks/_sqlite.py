@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
     from ._store import Rows
 
-__all__ = ["SqliteHookStore"]
+__all__ = ["SqliteHookStore", "store_path_problem"]
 
 #: Today's layout (version 3), created in an empty file.
 SCHEMA = (
@@ -213,6 +213,17 @@ class _Step:
             conn.execute("ROLLBACK")
 
 
+def store_path_problem(path: str) -> str | None:
+    """Why ``path`` cannot hold a hook store, or ``None``. SQLite takes ``""`` and ``":memory:"``
+    for a private database of one connection: an instruction queued there is gone when the
+    command exits, and no hook process could see it."""
+    if path == "":
+        return "an empty path names no file (SQLite would keep a private, temporary database)"
+    if path == ":memory:":
+        return "':memory:' is a private in-memory database: no other process can read it"
+    return None
+
+
 class SqliteHookStore(RelayStore):
     """The store on one SQLite file, safe for many processes at once.
 
@@ -251,6 +262,9 @@ class SqliteHookStore(RelayStore):
         claim, for crash tests (``live_steering.testing``); ``None`` in production.
         """
         self.path = os.fspath(path) if path is not None else default_store_path()
+        problem = store_path_problem(self.path)
+        if problem is not None:
+            raise StoreError(f"cannot open the hook store {self.path!r}: {problem}")
         self.capacity = capacity
         self.identity_limit = identity_limit
         self._trace = trace
