@@ -64,7 +64,7 @@ async def test_stop_without_a_generation_or_store_says_so(
     code, out, _ = await _cli(["stop", "--store", store.location, "nobody", "--json"], capsys)
     assert (code, json.loads(out)) == (
         1,
-        {"stopped": False, "sessionId": "nobody", "generationId": None, "reason": "no-owner"},
+        {"stopped": False, "sessionId": "nobody", "generationId": "", "reason": "no-owner"},
     )
     code, out, _ = await _cli(["stop", "--store", store.location, "nobody"], capsys)
     assert (code, out) == (1, "session 'nobody' has no live owner: nothing to stop (no-owner)\n")

@@ -192,3 +192,23 @@ def test_no_page_names_a_document_that_is_not_in_the_repository() -> None:
         if _JARGON.search(line)
     ]
     assert named == []
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        "live_steering._types",
+        "live_steering._validate",
+        "live_steering._admission",
+        "live_steering._core",
+        "live_steering._runtime",
+    ],
+)
+def test_docstring_examples_run(module: str) -> None:
+    """The ``>>>`` examples of the core modules run as written (doctest); the ones that need a
+    running loop say ``+SKIP``."""
+    import doctest
+    import importlib
+
+    results = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
+    assert results.failed == 0

@@ -198,3 +198,24 @@ async def test_event_recorder_detach_stops_recording() -> None:
     async with runtime.open_generation("g2"):
         pass
     assert recorder.types() == ["generation.started", "generation.finished"]
+
+
+async def test_recording_context_writes_a_follow_up_as_the_users_turn() -> None:
+    """As the reference loop's ``Context``: a steer is a ``"steer"`` entry, a follow-up the next
+    turn's ``"user"`` entry (C29), so ``steers()`` lists only the steer."""
+    context = RecordingContext()
+    await context.add_steer(Input("steer", "Use X", id="s1"), {"input_id": "s1", "kind": "steer"})
+    await context.add_steer(Input("follow_up", "Then docs", id="f1"), {"input_id": "f1", "kind": "follow_up"})
+    assert [(e.role, e.text) for e in context.entries] == [("steer", "Use X"), ("user", "Then docs")]
+    assert context.steer_ids() == ["s1"]
+    assert context.writes_started == 2
+
+
+async def test_a_listener_that_is_not_callable_is_refused() -> None:
+    """``add_listener`` refuses a non-callable with TypeError, attaching nothing."""
+    runtime = LiveRuntime()
+    with pytest.raises(TypeError, match="listener must be callable"):
+        runtime.add_listener(5)  # type: ignore[arg-type]
+    async with runtime, runtime.open_generation("g1") as gen:
+        gen.stop()
+    assert runtime.statistics().listener_errors == 0

@@ -164,6 +164,8 @@ class EventHub:
                 subscription._push(event)
 
     def add_listener(self, listener: Listener) -> Callable[[], None]:
+        if not callable(listener):  # refused before it is attached, as a write barrier is
+            raise TypeError(f"a listener must be callable as listener(event), got {type(listener).__name__}")
         self._settle()
         self._listeners += (listener,)
 

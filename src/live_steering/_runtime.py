@@ -297,7 +297,8 @@ class LiveRuntime:
         """Wait until the accepted input ``input_id`` is final; return its receipt (C20).
 
         >>> receipt = await runtime.wait_final("fix-1")          # doctest: +SKIP
-        >>> receipt.disposition in (Disposition.APPLIED, Disposition.HELD, Disposition.UNKNOWN)
+        >>> final = (Disposition.APPLIED, Disposition.HELD, Disposition.UNKNOWN)
+        >>> receipt.disposition in final                         # doctest: +SKIP
         True
 
         Returns at once (after one checkpoint) for an input already applied, held or
@@ -381,7 +382,8 @@ class LiveRuntime:
         """Call ``listener(event)`` synchronously for every event; returns a remover.
 
         A listener must be quick and must not call back into the runtime. One that
-        raises is logged and counted, and the runtime carries on.
+        raises is logged and counted, and the runtime carries on. ``TypeError``, attaching
+        nothing, for a listener that is not callable.
         """
         return self._hub.add_listener(listener)
 

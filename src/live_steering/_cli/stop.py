@@ -84,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
         error(_PROG, exc)
         return 2
     if isinstance(result, str):
-        answer = {"stopped": False, "sessionId": args.session, "generationId": None, "reason": result}
+        # "" as the HTTP stop and a refusal receipt (C4) name no generation
+        answer = {"stopped": False, "sessionId": args.session, "generationId": "", "reason": result}
         why = "has no live owner" if result == NO_OWNER else "runs no generation now"
         text = f"session {printable(args.session)!r} {why}: nothing to stop ({result})"
     else:

@@ -31,6 +31,7 @@ import anyio
 
 from .._errors import LiveSteeringError
 from .._events import Event
+from .._rules import FOLLOW_UP
 from .._types import Input
 from ..loop import Context, ContextEntry, Reply, ToolCall
 from ._history import History, HistoryReport, HistoryViolationError, Operation, Violation, check_history
@@ -207,7 +208,8 @@ class RecordingContext(Context):
         failure = self._failures.pop(index, None)
         if failure is not None:
             raise failure
-        self.add("steer", input.text, metadata)
+        # as the reference loop's ``Context``: a follow-up is the next turn's request (C29)
+        self.add("user" if metadata.get("kind") == FOLLOW_UP else "steer", input.text, metadata)
 
     def steers(self) -> list[ContextEntry]:
         return [e for e in self.entries if e.role == "steer"]
