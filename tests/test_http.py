@@ -7,9 +7,12 @@ over a hook store filled with ``instruct``.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from fleet_helpers import FleetStore, new_session
@@ -322,11 +325,12 @@ async def test_a_submit_anchored_to_a_lease_read_before_the_generation_moved_is_
         assert [(e.input_id, e.generation_id) for e in entries] == [("m-1", "gen-2")]
 
 
-async def test_a_retry_after_the_generation_moved_on_gets_the_current_receipt(tmp_path: Path) -> None:
-    """C10 over HTTP: a body with no generation_id is anchored to the running generation, so its
-    retry once the next one runs names another anchor; it is still answered with the input's
-    current receipt (applied in gen-1), not 409 identity-conflict, and admits nothing. Other text
-    under the same id stays a conflict."""
+@contextlib.asynccontextmanager
+async def _worker_and_api(
+    tmp_path: Path,
+) -> AsyncIterator[tuple[SQLiteFleet, SQLiteFleet, LiveRuntime, httpx.AsyncClient]]:
+    """A worker node owning chat-42 (the test runs its generations), an API node, and a client of
+    the app over it that reads the lease afresh at every submit (``lease_age=0``)."""
     path = str(tmp_path / "fleet.db")
     async with (
         SQLiteFleet(path, node_id="worker") as worker,
@@ -334,6 +338,15 @@ async def test_a_retry_after_the_generation_moved_on_gets_the_current_receipt(tm
         worker.own(LiveRuntime(session_id="chat-42")) as runtime,
         client(create_app(fleet=host, token=TOKEN, lease_age=0)) as http,
     ):
+        yield worker, host, runtime, http
+
+
+async def test_a_retry_after_the_generation_moved_on_gets_the_current_receipt(tmp_path: Path) -> None:
+    """C10 over HTTP: a body with no generation_id is anchored to the running generation, so its
+    retry once the next one runs names another anchor; it is still answered with the input's
+    current receipt (applied in gen-1), not 409 identity-conflict, and admits nothing. Other text
+    under the same id stays a conflict."""
+    async with _worker_and_api(tmp_path) as (worker, _host, runtime, http):
         url = "/v1/sessions/chat-42/inputs"
         async with runtime.open_generation("gen-1") as gen:
             await worker.flush("chat-42")
@@ -373,13 +386,7 @@ async def test_a_follow_ups_write_and_apply_name_its_generation_and_delivery(tmp
     """C29 on a runtime session's event stream: a follow-up's ``input.writing`` and
     ``steering.applied`` name the generation it was written into and carry ``delivery:
     "follow_up"`` (a steer's, ``request_boundary``); every event carries the input's ``kind``."""
-    path = str(tmp_path / "fleet.db")
-    async with (
-        SQLiteFleet(path, node_id="worker") as worker,
-        SQLiteFleet(path, node_id="api") as host,
-        worker.own(LiveRuntime(session_id="chat-42")) as runtime,
-        client(create_app(fleet=host, token=TOKEN, lease_age=0)) as http,
-    ):
+    async with _worker_and_api(tmp_path) as (worker, host, runtime, http):
         url = "/v1/sessions/chat-42/inputs"
         async with runtime.open_generation("gen-1") as gen:
             await worker.flush("chat-42")
