@@ -72,6 +72,30 @@ async def test_events_stream_resumes_without_duplicates_or_gaps(tmp_path: Path) 
             assert [int(str(r["id"])) for r in again][:1] == [ids[-1]]
 
 
+async def test_a_generation_that_ends_with_nothing_queued_shows_on_the_stream(tmp_path: Path) -> None:
+    """A stop with nothing queued writes no event row; the stream still says the generation ended
+    (``event: session`` with ``generation: null``) within a poll, not at the next heartbeat (an
+    hour here), and says nothing else meanwhile."""
+    path = str(tmp_path / "fleet.db")
+    async with SQLiteFleet(path, node_id="worker") as worker, SQLiteFleet(path, node_id="api") as host:
+        app = create_app(fleet=host, token=TOKEN, poll_interval=0.05, heartbeat=3600)
+        async with (
+            owned(worker) as state,
+            serving(app) as url,
+            httpx.AsyncClient(base_url=url, timeout=60) as http,
+        ):
+            async with sse_stream(url, "/v1/sessions/chat-42/events", AUTH) as stream:
+                (first,) = await stream.read(1, name="session")
+                assert first["data"]["generation"] == {"id": "gen-1"}
+                stopped = await http.post("/v1/sessions/chat-42/stop", json={}, headers=AUTH)
+                assert stopped.json()["stopped"] is True
+                with anyio.fail_after(60):
+                    (ended,) = await stream.read(1)
+            assert (ended["event"], ended["data"]["generation"]) == ("session", None)
+            assert ended["data"]["owner_live"] is True  # the owner lives on, between generations
+            assert state.ended == ["generation-stopped"]
+
+
 async def test_resume_from_an_event_the_log_no_longer_holds_is_announced(tmp_path: Path) -> None:
     """A Last-Event-ID whose event was pruned (or never was the session's) opens with one
     ``reset`` record, then everything the store still holds for the session."""

@@ -220,6 +220,11 @@ async def _serve(args: argparse.Namespace, token: str | None, sock: socket.socke
         else:
             import uvicorn
 
+            class Server(uvicorn.Server):
+                async def shutdown(self, sockets: Any = None) -> None:
+                    app.close_streams()  # streams end now, so the graceful wait needs cancel none
+                    await super().shutdown(sockets)
+
             config = uvicorn.Config(
                 app,
                 lifespan="off",
@@ -228,7 +233,7 @@ async def _serve(args: argparse.Namespace, token: str | None, sock: socket.socke
                 server_header=False,
                 backlog=BACKLOG,
             )
-            await uvicorn.Server(config).serve(sockets=[sock])
+            await Server(config).serve(sockets=[sock])
 
 
 async def _hypercorn(app: Any, sock: socket.socket) -> None:
@@ -247,6 +252,7 @@ async def _hypercorn(app: Any, sock: socket.socket) -> None:
     async def shutdown() -> None:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async for _ in signals:
+                app.close_streams()  # streams end now, inside hypercorn's graceful wait
                 return
 
     await serve(app, config, shutdown_trigger=shutdown)

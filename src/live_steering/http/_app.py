@@ -40,7 +40,7 @@ from .._types import Input
 from ..fleet import Fleet, FleetError, Lease
 from ..fleet._store import Submission, answer_without_runtime, input_digest
 from ..hooks._store import StoreError
-from ._events import Feeds, parse_cursor, sse
+from ._events import Feeds, SessionChanged, parse_cursor, sse
 from ._hook_route import HookRoute
 from ._security import BodyTimeout, BodyTooLarge, Guard, read_body, token_ok
 from ._stores import LEASE_AGE, FleetView, HookView, receipt_wire, valid_session_id
@@ -375,9 +375,16 @@ class _Api:
                 yield sse({"sequence": 0, **described}, name="session", with_id=False)
             # closed here, not by a garbage collector, when the client goes (the feed's count)
             async with contextlib.aclosing(
-                feeds.subscribe((kind, session_id), read, start, heartbeat)
+                feeds.subscribe((kind, session_id), read, start, heartbeat, view, described)
             ) as events:
                 async for event in events:
+                    if isinstance(
+                        event, SessionChanged
+                    ):  # a generation started or ended, an owner came or went
+                        if event.description != described:
+                            described = event.description
+                            yield sse({"sequence": 0, **described}, name="session", with_id=False)
+                        continue
                     if event is None:
                         yield b": keepalive\n\n"
                         now = await view()
@@ -464,6 +471,10 @@ def create_app(
     meanwhile is asked again, freshly anchored.
     ``cors_origins``: origins allowed to call the API from a browser (none by default: no
     CORS header is ever sent). ``console``: serve the web console at ``/``.
+
+    The app's ``close_streams()`` ends every open event stream cleanly (and any opened after
+    it): call it when your server begins to shut down, before its graceful wait, or that wait
+    runs out on the streams and cancels them.
     """
     if fleet is None and hooks_store is None and hooks_dsn is None:
         raise ValueError("create_app needs a fleet, a hook store, or both")
@@ -496,4 +507,4 @@ def create_app(
             )
         )
     app = Starlette(routes=routes, middleware=middleware)
-    return Guard(app, token=token)
+    return Guard(app, token=token, close_streams=api.feeds.close)

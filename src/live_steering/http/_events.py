@@ -16,6 +16,12 @@ store itself, page by page, until it catches up. Memory per session is therefore
 bounded, whatever the number of subscribers, and a slow subscriber only falls back to
 the store, never holds anyone else up.
 
+A session's description (its running generation, its owner's liveness: what ``GET
+/v1/sessions/{session}`` answers) is not an event row: starting or ending a generation with
+nothing queued writes none. So each poll also reads the description, once per session
+whatever the number of subscribers, and a change wakes every subscriber with a
+``SessionChanged`` (the stream's ``event: session`` record) within one poll interval.
+
 When the store no longer holds the event a client resumes from (its rows were pruned,
 or the id is not one of the session's), the stream opens with one ``event: reset``
 record (``{"type": "stream.reset", "last_event_id": N, "reason": "not-in-log"}``, no
@@ -38,13 +44,28 @@ RECENT: Final = 2_048
 PAGE: Final = 500
 
 Reader = Callable[[int, int], Awaitable[list[dict[str, Any]]]]
+Describer = Callable[[], Awaitable[dict[str, Any] | None]]
+
+
+class SessionChanged:
+    """What a subscriber gets when the session's description changed: the new one."""
+
+    __slots__ = ("description",)
+
+    def __init__(self, description: dict[str, Any]) -> None:
+        self.description = description
 
 
 class Feed:
     """The shared tail of one session's log; see the module docs."""
 
-    def __init__(self, read: Reader, poll_interval: float) -> None:
+    def __init__(self, read: Reader, poll_interval: float, describe: Describer | None = None) -> None:
         self.read = read
+        self.describe = describe
+        self.description: dict[str, Any] | None = None
+        """The session's description as the last poll read it (``None``: none read yet, or gone)."""
+        self.version = 0
+        """How many times the description changed: a subscriber compares it with what it saw."""
         self.poll_interval = poll_interval
         self.recent: list[dict[str, Any]] = []
         self.ids: list[int] = []
@@ -55,6 +76,13 @@ class Feed:
         self.nudged = anyio.Event()
         self.polling = False
         self.subscribers = 0
+        self.closed = False
+
+    def close(self) -> None:
+        """End every subscriber's wait at once: the server is shutting down (``Feeds.close``)."""
+        self.closed = True
+        self.nudged.set()
+        self.changed.set()
 
     def nudge(self) -> None:
         """Something was just submitted here: poll now rather than at the next interval."""
@@ -74,6 +102,14 @@ class Feed:
         changed.set()
 
     async def _poll(self) -> None:
+        await self._read_events()
+        if self.describe is not None:  # after the events: their subscribers are woken already
+            now = await self.describe()
+            if now is not None and now != self.description:
+                self.description = now
+                self.version += 1
+
+    async def _read_events(self) -> None:
         if self.floor is None:
             # first poll: start the shared tail at what exists now (history is read from the store)
             events = await self.read(0, PAGE)
@@ -89,9 +125,12 @@ class Feed:
         if events:
             self._append(events)
 
-    async def after(self, cursor: int) -> list[dict[str, Any]]:
-        """Events above ``cursor`` (at most a page), waiting for the next poll if none is known."""
+    async def after(self, cursor: int, version: int = -1) -> list[dict[str, Any]]:
+        """Events above ``cursor`` (at most a page), waiting for the next poll if none is known;
+        ``[]`` at once when the description's ``version`` moved past the one given."""
         while True:
+            if self.closed or (version >= 0 and self.version != version):
+                return []
             if self.floor is not None and cursor >= self.floor:
                 at = bisect.bisect_right(self.ids, cursor)
                 if at < len(self.ids):
@@ -104,7 +143,7 @@ class Feed:
                     await self._poll()
                     if self.floor is not None and cursor < self.floor:
                         continue
-                    if self.last <= cursor:
+                    if self.last <= cursor and (version < 0 or self.version == version):
                         with anyio.move_on_after(self.poll_interval):
                             await self.nudged.wait()
                         self.nudged = anyio.Event()
@@ -122,25 +161,51 @@ class Feeds:
     def __init__(self, poll_interval: float) -> None:
         self.poll_interval = poll_interval
         self._feeds: dict[tuple[str, str], Feed] = {}
+        self.closed = False
+
+    def close(self) -> None:
+        """End every stream, now and from now on: each subscription returns (its response ends
+        cleanly) instead of waiting to be cancelled by a server shutting down."""
+        self.closed = True
+        for feed in self._feeds.values():
+            feed.close()
 
     def get(self, key: tuple[str, str]) -> Feed | None:
         return self._feeds.get(key)
 
     async def subscribe(
-        self, key: tuple[str, str], read: Reader, cursor: int, heartbeat: float
-    ) -> AsyncGenerator[dict[str, Any] | None, None]:
-        """Events above ``cursor`` as they come; ``None`` when ``heartbeat`` seconds pass without one."""
+        self,
+        key: tuple[str, str],
+        read: Reader,
+        cursor: int,
+        heartbeat: float,
+        describe: Describer | None = None,
+        described: dict[str, Any] | None = None,
+    ) -> AsyncGenerator[dict[str, Any] | SessionChanged | None, None]:
+        """Events above ``cursor`` as they come; ``None`` when ``heartbeat`` seconds pass without
+        one; a ``SessionChanged`` when the session's description (``describe()``, polled with
+        the events) differs from the last one this subscriber got (``described`` at first)."""
+        if self.closed:
+            return
         feed = self._feeds.get(key)
         if feed is None:
-            feed = self._feeds[key] = Feed(read, self.poll_interval)
+            feed = self._feeds[key] = Feed(read, self.poll_interval, describe)
         feed.subscribers += 1
+        seen = feed.version if feed.description == described else -1
         try:
-            while True:
+            while not feed.closed:
+                if seen != feed.version or seen < 0:
+                    seen = feed.version
+                    now = feed.description
+                    if now is not None and now != described:
+                        described = now
+                        yield SessionChanged(now)
                 events: list[dict[str, Any]] = []
                 with anyio.move_on_after(heartbeat):
-                    events = await feed.after(cursor)
+                    events = await feed.after(cursor, seen if feed.describe is not None else -1)
                 if not events:
-                    yield None
+                    if feed.version == seen and not feed.closed:
+                        yield None  # the heartbeat, not a change
                     continue
                 for event in events:
                     cursor = event["sequence"]

@@ -109,9 +109,19 @@ def token_ok(expected: str | None, headers: list[tuple[bytes, bytes]]) -> bool:
 class Guard:
     """The ASGI middleware of the module docs."""
 
-    def __init__(self, app: ASGIApp, *, token: str | None) -> None:
+    def __init__(
+        self, app: ASGIApp, *, token: str | None, close_streams: Callable[[], None] | None = None
+    ) -> None:
         self.app = app
         self.token = token
+        self._close_streams = close_streams
+
+    def close_streams(self) -> None:
+        """End every open event stream cleanly, and any opened from now on: call it when the
+        server begins to shut down (``live-steering serve`` does), so that its graceful wait
+        sees the streams finish instead of cancelling them when it runs out."""
+        if self._close_streams is not None:
+            self._close_streams()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

@@ -92,8 +92,10 @@
       generation.textContent = s.generation.id;
       generation.dataset.state = "running";
     } else {
-      generation.textContent = generation.dataset.state === "running" ? "ended (none running)" : "none";
-      generation.dataset.state = "none";
+      // ended once seen running, however many updates then say none runs (the stream, the list)
+      const ended = generation.dataset.state === "running" || generation.dataset.state === "ended";
+      generation.textContent = ended ? "ended (none running)" : "none";
+      generation.dataset.state = ended ? "ended" : "none";
     }
     $("#stop").disabled = s.kind !== "runtime" || !s.generation;
   }
