@@ -535,6 +535,30 @@ async def test_skip_tools_on_steer_answers_the_rest_of_the_batch() -> None:
     rig.history.check(require_final=True).assert_ok()
 
 
+async def test_a_later_reply_that_reuses_call_ids_is_a_batch_of_its_own() -> None:
+    """C31 per model reply: a second reply whose calls reuse the first one's ids (as scripted and
+    some real models do) runs its tools, with no steer pending; only the first batch's rest was
+    skipped, and every skipped call is named by a tools.skipped event."""
+    rig = Rig(calls("a", "b"), calls("a", "b"), answers("Done."), skip=True)
+    gate = rig.gate_tool()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.run)
+        await gate.wait_reached()
+        await rig.steer()
+        gate.release()
+    assert rig.tool_runs == ["run", "run", "run"]  # a; then a and b of the second reply
+    results = [(m.tool_call_id, m.content) for m in rig.messages if isinstance(m, ToolMessage)]
+    assert results == [
+        ("a", "12 passed, 1 failed"),
+        ("b", SKIPPED_TOOL_RESULT),
+        ("a", "12 passed, 1 failed"),
+        ("b", "12 passed, 1 failed"),
+    ]
+    skipped = [e["tool_call_ids"] for e in rig.history.events if e["type"] == "tools.skipped"]
+    assert skipped == [["b"]]
+    rig.history.check(require_final=True).assert_ok()
+
+
 async def test_without_skip_every_tool_of_the_batch_runs() -> None:
     """skip_tools_on_steer is off by default: a pending steer waits, every tool of the batch runs."""
     rig = Rig(calls("c1", "c2"), answers("Done."))

@@ -135,7 +135,15 @@ async def test_twice_records_once_and_the_undo_stops_recording(
             await runtime.submit_steering(Input("steer", "two", id="b"), gen.id)
             gen.stop()
     assert [name for name, _ in _events(exporter)["first"]] == ["live_steering.steering.accepted"]
-    assert instrument(runtime) is not undo  # instrumenting again after the undo is a new hook
+    again = instrument(runtime)
+    assert again is not undo  # instrumenting again after the undo is a new hook
+    undo()  # the old undo, called once more, leaves the new instrumentation alone
+    with tracer.start_as_current_span("again"):
+        async with runtime.open_generation() as gen:
+            await runtime.submit_steering(Input("steer", "three", id="c"), gen.id)
+            gen.stop()
+    assert [name for name, _ in _events(exporter)["again"]][:1] == ["live_steering.steering.accepted"]
+    again()
 
 
 async def test_follow_ups_and_skipped_tools_are_recorded(

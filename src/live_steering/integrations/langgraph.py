@@ -106,7 +106,18 @@ class _Run:
         """With ``skip_tools_on_steer``: the batch's tools run one at a time, in the model's order."""
         self.started: set[str] = set()
         self.returned: set[str] = set()
+        """The calls of the current batch (the model's last reply) that started, and returned;
+        emptied at each boundary, so a later reply that reuses a call id is a batch of its own."""
+        self.batch_skipped: set[str] = set()
+        """The calls of the current batch answered ``SKIPPED_TOOL_RESULT``."""
         self.skipped: list[str] = []
+        """Every call skipped in this invocation, in order (``skipped_tool_call_ids``)."""
+
+    def new_batch(self) -> None:
+        """A boundary: the tool calls after it belong to the next model reply."""
+        self.started.clear()
+        self.returned.clear()
+        self.batch_skipped.clear()
 
     def new_segment(self) -> None:
         """A new invocation of the graph starts (its steps and boundaries are counted afresh)."""
@@ -214,6 +225,7 @@ class LiveSteering:
 
     async def _drain(self, run: _Run) -> list[BaseMessage]:
         run.boundaries += 1
+        run.new_batch()  # every boundary is before a model call: the tools after it are its reply's
         gen = run.gen
         if not gen.accepting:
             raise _RunEnded(run)  # stopped (host or engine) or the runtime closed: no further model call
@@ -270,13 +282,14 @@ class LiveSteering:
         async with run.lock:
             if not run.gen.accepting:
                 return _answer(call, STOPPED_TOOL_RESULT, "stopped")
-            if call_id in run.skipped:
+            if call_id in run.batch_skipped:
                 return _answer(call, SKIPPED_TOOL_RESULT, "skipped")
             batch = _batch_of(request.state, call_id, self.messages_key)
             if call_id and any(i in run.returned for i in batch) and run.gen.steers_pending:
                 rest = [i for i in batch if i not in run.started]
                 run.gen.skip_tools(rest)  # tools.skipped, naming the steers that made the rest pointless
                 run.skipped.extend(rest)
+                run.batch_skipped.update(rest)
                 return _answer(call, SKIPPED_TOOL_RESULT, "skipped")
             run.started.add(call_id)
             try:

@@ -108,9 +108,17 @@ def instrument(runtime: LiveRuntime) -> Callable[[], None]:
     existing = _instrumented.get(runtime)
     if existing is not None:
         return existing
-    remove = runtime.add_listener(_record)
+    def record(event: Mapping[str, Any]) -> None:  # its own listener: its undo removes only it
+        _record(event)
+
+    remove = runtime.add_listener(record)
+    undone = False
 
     def uninstrument() -> None:
+        nonlocal undone
+        if undone:  # idempotent: an old undo called again leaves a later instrumentation alone
+            return
+        undone = True
         if _instrumented.get(runtime) is uninstrument:
             del _instrumented[runtime]
         remove()
