@@ -108,6 +108,7 @@ def instrument(runtime: LiveRuntime) -> Callable[[], None]:
     existing = _instrumented.get(runtime)
     if existing is not None:
         return existing
+
     def record(event: Mapping[str, Any]) -> None:  # its own listener: its undo removes only it
         _record(event)
 
