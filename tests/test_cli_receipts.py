@@ -77,6 +77,19 @@ def test_filters_by_generation_and_disposition(
         main(["receipts", str(journal_path), "--disposition", "lost"])
 
 
+def test_a_filter_no_id_can_match_is_a_usage_error(
+    journal_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--generation or --session outside the id rules (empty, NUL): one line, exit 2, nothing
+    listed, from a journal as from a fleet store (tests/test_fleet_hardening.py)."""
+    for option, value in (("--generation", ""), ("--generation", "g\x00"), ("--session", "")):
+        assert main(["receipts", str(journal_path), option, value]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        assert captured.err.count("\n") == 1
+        assert captured.err.startswith(f"live-steering receipts: {option} must be")
+
+
 def test_filters_a_journal_by_session(journal_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """--session keeps a journal's rows of that runtime session: all of them, or none for another."""
     session = read_receipts(journal_path)[0].session_id

@@ -227,6 +227,8 @@ async def test_a_callers_type_errors_and_a_session_not_owned_are_typed_refusals(
                 await host.submit(session, Input("steer", "x", id="a"), "g1", timeout=timeout)
         with pytest.raises(LookupError, match="does not own session 'elsewhere'"):
             await host.flush("elsewhere")
+        with pytest.raises(ValueError, match="timeout must be a positive"):  # at the call, not at each submit
+            await host.capability(session, timeout=0)
         assert await host.request_states(session) == {}
         assert await host.receipt(session, "a") is None
         gen.stop()

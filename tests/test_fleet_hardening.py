@@ -176,7 +176,7 @@ def test_receipts_with_a_session_that_is_not_utf8_fails_in_one_line(fleet_store:
     line (exit 2), on a SQLite path and with ``--dsn``, never a traceback."""
     fleet_store.connection().close()  # the store exists, with its tables
     where = ["--dsn", fleet_store.location] if fleet_store.kind == "postgres" else [fleet_store.location]
-    for extra in ([], ["--recover"], ["--json"]):
+    for extra in ([], ["--recover"], ["--json"], ["--generation", "g1"]):
         proc = subprocess.run(
             [sys.executable, "-m", "live_steering._cli", "receipts", *where, "--session", b"\xff", *extra],
             capture_output=True,
@@ -188,6 +188,15 @@ def test_receipts_with_a_session_that_is_not_utf8_fails_in_one_line(fleet_store:
         assert proc.stdout == b""
         assert proc.stderr.count(b"\n") == 1, proc.stderr
         assert proc.stderr.startswith(b"live-steering receipts: --session must be valid UTF-8"), proc.stderr
+    proc = subprocess.run(
+        [sys.executable, "-m", "live_steering._cli", "receipts", *where, "--generation", ""],
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+        check=False,
+    )
+    assert (proc.returncode, proc.stdout) == (2, b"")  # as from a journal: no id can match it
+    assert proc.stderr.startswith(b"live-steering receipts: --generation must be"), proc.stderr
 
 
 async def test_an_interrupted_submit_withdraws_its_request(

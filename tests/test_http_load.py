@@ -126,8 +126,13 @@ async def _load(tmp_path: Path, clients: int, steers: int, subscribers: int, bou
 
             seen: list[list[int]] = [[] for _ in range(subscribers)]
             done_sending = anyio.Event()
+            scopes = [anyio.CancelScope() for _ in range(subscribers)]
 
             async def subscriber(n: int) -> None:
+                with scopes[n]:  # cancelled once it has every event, if it had them all already
+                    await follow(n)
+
+            async def follow(n: int) -> None:
                 cursor: int | None = None
                 reconnected = False
                 while True:
@@ -198,6 +203,12 @@ async def _load(tmp_path: Path, clients: int, steers: int, subscribers: int, bou
                         else:
                             held = bound = 0
                         done_sending.set()
+                        # A subscriber that read every event before this waits for a record that
+                        # never comes (it checks on each record): it is done. The others finish
+                        # on their own once their last record arrives. One loop: no race between.
+                        for n in range(subscribers):
+                            if len(seen[n]) >= expected_count[0]:
+                                scopes[n].cancel()
                         feeds = _feeds(app)
                         assert all(len(f.recent) <= _events.RECENT for f in feeds._feeds.values())
                 gen.stop()

@@ -264,13 +264,6 @@ def _run_fleet(args: argparse.Namespace) -> int | None:
     """List (and with ``--recover`` first recover) a fleet store; ``None`` when PATH is a receipt journal."""
     if args.dsn is None and not _is_fleet_file(args.path):
         return None
-    if args.session is not None:
-        try:
-            # the library's rule (no store holds such an id): a usage error, never a traceback
-            checked_id(args.session, "--session")
-        except ValueError as exc:
-            error(_PROG, exc)
-            return 2
     try:
         conn = connect(args.path, args.dsn, _PROG, unreachable=1)
     except StoreProblem as exc:
@@ -305,6 +298,15 @@ def run(args: argparse.Namespace) -> int:
     if (args.path is None) == (args.dsn is None):
         error(_PROG, "give a PATH or --dsn DSN (one of them)")
         return 2
+    for value, name in ((args.session, "--session"), (args.generation, "--generation")):
+        if value is not None:
+            try:
+                # the library's rule (no store holds such an id): a usage error, never a traceback,
+                # and the same answer from a journal and from a fleet store
+                checked_id(value, name)
+            except ValueError as exc:
+                error(_PROG, exc)
+                return 2
     fleet = _run_fleet(args)
     if fleet is not None:
         return fleet

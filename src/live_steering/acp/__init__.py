@@ -341,10 +341,14 @@ class SteeringAgent:
             request = parse_steer_request(params)
             session = self._session(request.session_id)
             result = await session.steer(request, request_id=None)
-        except SteerRejected as error:
+        except (SteerRejected, acp.RequestError) as error:  # an unknown session is a RequestError
             _log.warning("a _session/steering notification was refused (no answer can be sent): %s", error)
             return
-        _log.debug("a _session/steering notification: %s", result.to_wire())
+        wire = result.to_wire()
+        if wire.get("outcome") in ("injected", "startedNewTurn"):
+            _log.debug("a _session/steering notification: %s", wire)
+        else:  # failed, promptRequired: nothing of it will run, and the client cannot be told
+            _log.warning("a _session/steering notification was not taken (no answer can be sent): %s", wire)
 
 
 def _version() -> str:

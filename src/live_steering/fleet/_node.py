@@ -323,6 +323,7 @@ class Fleet(abc.ABC):
         ``"unavailable"`` (as read now; a submit always asks the store again).
         """
         session_id = checked_id(session_id, "session_id")
+        self._timeout(timeout)  # a bad one is refused here, not by every submit through it
         lease = await self.lease(session_id)
 
         async def submit(input: Input, generation_id: str) -> Receipt:

@@ -370,12 +370,13 @@ class _Api:
             if reset:
                 note = {"type": "stream.reset", "last_event_id": resumed_from, "reason": "not-in-log"}
                 yield sse({**note, "sequence": 0}, name="reset", with_id=False)
+            since = anyio.current_time()  # descriptions read from here on are newer than this one
             described = await view()
             if described is not None:
                 yield sse({"sequence": 0, **described}, name="session", with_id=False)
             # closed here, not by a garbage collector, when the client goes (the feed's count)
             async with contextlib.aclosing(
-                feeds.subscribe((kind, session_id), read, start, heartbeat, view, described)
+                feeds.subscribe((kind, session_id), read, start, heartbeat, view, described, since)
             ) as events:
                 async for event in events:
                     if isinstance(
@@ -387,20 +388,13 @@ class _Api:
                         continue
                     if event is None:
                         yield b": keepalive\n\n"
-                        now = await view()
-                        if now is not None and now != described:
-                            described = now
-                            yield sse({"sequence": 0, **now}, name="session", with_id=False)
                         continue
+                    # a description change (a generation's start or end, even after a disposition
+                    # event) comes from the feed's polls, in their order: never an older one
                     shown = {**event, "session_id": session_id}
                     if "text" in shown and not show_text:
                         shown["text"] = "[redacted]"
                     yield sse(shown)
-                    if event.get("type") in _SESSION_MOVES:
-                        now = await view()
-                        if now is not None and now != described:
-                            described = now
-                            yield sse({"sequence": 0, **now}, name="session", with_id=False)
 
         return _ClosingStream(
             stream(),
@@ -435,9 +429,6 @@ class _Api:
 
 #: Refusals a submit anchored to a recently read lease gets when the generation moved meanwhile.
 _MOVED: Final = frozenset({"stale-generation", "finishing"})
-
-#: Event types after which a session's description (its generation) may have moved.
-_SESSION_MOVES: Final = frozenset({"steering.held", "steering.applied", "steering.unknown"})
 
 
 def create_app(

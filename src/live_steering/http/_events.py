@@ -64,6 +64,8 @@ class Feed:
         self.describe = describe
         self.description: dict[str, Any] | None = None
         """The session's description as the last poll read it (``None``: none read yet, or gone)."""
+        self.described_at = float("-inf")
+        """When the read that gave ``description`` started (``anyio.current_time()``)."""
         self.version = 0
         """How many times the description changed: a subscriber compares it with what it saw."""
         self.poll_interval = poll_interval
@@ -104,9 +106,11 @@ class Feed:
     async def _poll(self) -> None:
         await self._read_events()
         if self.describe is not None:  # after the events: their subscribers are woken already
+            started = anyio.current_time()
             now = await self.describe()
             if now is not None and now != self.description:
                 self.description = now
+                self.described_at = started
                 self.version += 1
 
     async def _read_events(self) -> None:
@@ -181,23 +185,26 @@ class Feeds:
         heartbeat: float,
         describe: Describer | None = None,
         described: dict[str, Any] | None = None,
+        since: float = float("-inf"),
     ) -> AsyncGenerator[dict[str, Any] | SessionChanged | None, None]:
         """Events above ``cursor`` as they come; ``None`` when ``heartbeat`` seconds pass without
         one; a ``SessionChanged`` when the session's description (``describe()``, polled with
-        the events) differs from the last one this subscriber got (``described`` at first)."""
+        the events) differs from the last one this subscriber got: ``described``, read from
+        ``since`` on. Only a description read after that is newer, so none older is ever sent
+        (the descriptions a subscriber gets never step back)."""
         if self.closed:
             return
         feed = self._feeds.get(key)
         if feed is None:
             feed = self._feeds[key] = Feed(read, self.poll_interval, describe)
         feed.subscribers += 1
-        seen = feed.version if feed.description == described else -1
+        seen = feed.version
         try:
             while not feed.closed:
-                if seen != feed.version or seen < 0:
+                if seen != feed.version:
                     seen = feed.version
                     now = feed.description
-                    if now is not None and now != described:
+                    if now is not None and now != described and feed.described_at >= since:
                         described = now
                         yield SessionChanged(now)
                 events: list[dict[str, Any]] = []
