@@ -662,7 +662,13 @@ async def test_real_runtime_follow_up_history_passes_in_each_mode(mode: str) -> 
         assert not gen.continue_after_checkpoint()
     await runtime.aclose()
     report = history.check(require_final=True).assert_ok()
-    assert context.steer_ids() == ["s0", "f0", "f1"]
+    assert context.steer_ids() == ["s0"]
+    # the follow-ups are the next turn's request, as the reference loop's Context writes them
+    assert [(e.role, e.metadata["input_id"]) for e in context.entries] == [
+        ("steer", "s0"),
+        ("user", "f0"),
+        ("user", "f1"),
+    ]
     assert (runtime.receipt("f2"), runtime.receipt("f3")) == (
         Receipt(True, "f2", "g3", Disposition.HELD, "generation-stopped"),
         Receipt(True, "f3", "g4", Disposition.HELD, "runtime-closed"),
