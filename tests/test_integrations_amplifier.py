@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 import tomllib
+import types
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 import anyio
 import pytest
 from amplifier_core import AmplifierSession, ModuleLoader, ToolResult
+from amplifier_core.coordinator import ModuleCoordinator
 from amplifier_core.message_models import ChatRequest, ChatResponse, TextBlock, ToolCall
 from amplifier_core.models import HookResult, ProviderInfo
 from amplifier_core.testing import EventRecorder, MockContextManager, MockCoordinator, MockTool
@@ -27,7 +29,7 @@ from amplifier_core.validation import OrchestratorValidator
 from amplifier_core.validation.behavioral import OrchestratorBehaviorTests
 
 from fleet_helpers import final_receipt, owned_elsewhere, steer_then_stop
-from live_steering import Input, LiveRuntime
+from live_steering import GenerationStateError, Input, LiveRuntime
 from live_steering.integrations import amplifier as amplifier_module
 from live_steering.integrations.amplifier import (
     CAPABILITY,
@@ -35,6 +37,8 @@ from live_steering.integrations.amplifier import (
     RUNTIME_CAPABILITY,
     SKIPPED_TOOL_RESULT,
     STOPPED_TOOL_RESULT,
+    TOOL_CANCELLED_RESULT,
+    TOOL_FAILED_RESULT,
     LiveSteeringOrchestrator,
     mount,
 )
@@ -902,6 +906,266 @@ async def test_a_denied_prompt_ends_the_generation_stopped_without_a_provider_ca
     assert rig.context.messages == []  # the prompt was not added
     assert rig.history.events[-1]["type"] == "generation.stopped"
     rig.history.check(require_final=True).assert_ok()
+
+
+class ActingHooks(EventRecorder):  # type: ignore[misc]
+    """A hook registry answering ``actions[event]`` (a ``HookResult``, or an exception to raise)
+    at that event; ``gates[event]`` holds its emit there, after recording it."""
+
+    def __init__(self, actions: dict[str, HookResult | BaseException] | None = None) -> None:
+        super().__init__()
+        self.actions = actions or {}
+        self.gates: dict[str, Gate] = {}
+
+    async def emit(self, event: str, data: dict[str, Any]) -> HookResult:
+        await super().emit(event, data)
+        if event in self.gates:
+            await self.gates[event].passage()
+        action = self.actions.get(event)
+        if isinstance(action, BaseException):
+            raise action
+        return action or HookResult(action="continue")
+
+
+class Approvals:
+    """An app's approval system (amplifier_core.approval.ApprovalSystem) that answers ``answer``."""
+
+    def __init__(self, answer: str) -> None:
+        self.answer = answer
+        self.asked: list[str] = []
+
+    async def request_approval(
+        self,
+        prompt: str,
+        options: list[str],
+        timeout: float,  # noqa: ASYNC109 - the protocol's signature: the timeout is the app's to keep
+        default: str,
+    ) -> str:
+        self.asked.append(prompt)
+        return self.answer
+
+
+class ApprovingCoordinator(MockCoordinator):  # type: ignore[misc]
+    """amplifier-core's mock coordinator with an approval system of the test's own."""
+
+    def __new__(cls, approvals: Approvals) -> ApprovingCoordinator:
+        session = types.SimpleNamespace(
+            session_id="test-session",
+            parent_id=None,
+            config={"session": {"orchestrator": "o", "context": "c"}},
+        )
+        coordinator: ApprovingCoordinator = ModuleCoordinator.__new__(cls, session, approvals, None)
+        return coordinator
+
+    def __init__(self, approvals: Approvals) -> None:
+        super().__init__()
+
+
+def tool_results(rig: Rig) -> list[tuple[str, str]]:
+    return [(m["tool_call_id"], m["content"]) for m in rig.context.messages if m["role"] == "tool"]
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_batch_leaves_every_tool_call_a_result() -> None:
+    """The execute task cancelled during the first tool of two: that call is answered cancelled, the
+    next not run, and the next execute sends a conversation in which every tool call has a result."""
+    tool, tool_gate = gated_tool("run_tests")
+    deploy = MockTool("deploy", "deployed")
+    rig = Rig(
+        Provider([tool_call("run_tests", "deploy"), text("Next answer.")]),
+        {"run_tests": tool, "deploy": deploy},
+    )
+    await rig.mount()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.execute)
+        await tool_gate.wait_reached()
+        await rig.steer()
+        tg.cancel_scope.cancel()
+    assert tool_results(rig) == [("call-1", TOOL_CANCELLED_RESULT), ("call-2", STOPPED_TOOL_RESULT)]
+    assert deploy.execute.await_count == 0
+    held = rig.runtime.receipt("s1")
+    assert held is not None
+    assert (held.disposition, held.reason) == ("held", "generation-cancelled")
+    assert rig.hook_names()[-2:] == ["steering.held", "generation.cancelled"]  # handed on, cancelled or not
+    tool_gate.release()
+    await rig.execute("Next prompt")
+    asked = [m.get("tool_call_id") for m in rig.provider.requests[1] if m["role"] == "tool"]
+    assert asked == ["call-1", "call-2"]
+    rig.history.check(require_final=True).assert_ok()
+
+
+@pytest.mark.anyio
+async def test_a_hook_that_raises_after_a_tool_fails_the_run_with_every_call_answered() -> None:
+    """A tool:post hook that raises: the generation fails, and the call whose result it cut off is
+    answered failed, the one after it not run."""
+    rig = Rig(
+        Provider([tool_call("run_tests", "deploy")]),
+        {"run_tests": MockTool("run_tests", "12 passed"), "deploy": MockTool("deploy", "deployed")},
+    )
+    rig.hooks = ActingHooks({"tool:post": RuntimeError("the audit hook broke")})
+    await rig.mount()
+    with pytest.raises(RuntimeError, match="the audit hook broke"):
+        await rig.execute()
+    assert tool_results(rig) == [("call-1", TOOL_FAILED_RESULT), ("call-2", STOPPED_TOOL_RESULT)]
+    assert rig.history.events[-1]["type"] == "generation.failed"
+    rig.history.check(require_final=True).assert_ok()
+
+
+@pytest.mark.anyio
+async def test_a_host_stop_while_the_request_is_prepared_sends_no_request() -> None:
+    """A stop while the provider:request hooks run (after the round's check): no provider call."""
+    tool, tool_gate = gated_tool()
+    rig = Rig(Provider([tool_call(), text("unused")]), {"run_tests": tool})
+    rig.hooks = ActingHooks()
+    await rig.mount()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.execute)
+        await tool_gate.wait_reached()
+        gate = rig.hooks.gates["provider:request"] = Gate()  # the second round's request
+        tool_gate.release()
+        await gate.wait_reached()
+        assert rig.runtime.stop(rig.generation_id()) is True
+        gate.release()
+    assert len(rig.provider.requests) == 1
+    assert rig.history.events[-1]["type"] == "generation.stopped"
+    assert rig.hooks.get_events("orchestrator:complete")[-1][1]["status"] == "cancelled"
+    rig.history.check(require_final=True).assert_ok()
+
+
+@pytest.mark.parametrize(
+    ("answer", "runs"),
+    [(None, False), ("Deny", False), ("Allow", True)],
+    ids=["deny", "approval-refused", "approval-given"],
+)
+@pytest.mark.anyio
+async def test_a_tool_pre_hook_that_denies_or_an_approval_refused_runs_no_tool(
+    answer: str | None, runs: bool
+) -> None:
+    """tool:pre answering deny, or ask_user refused by the app's approval system: the tool does not
+    run and its call is answered "Denied by hook: ..."; an approval given runs it, as the basic loop."""
+    tool = MockTool("rm_rf", "removed")
+    rig = Rig(Provider([tool_call("rm_rf"), text("Done.")]), {"rm_rf": tool})
+    if answer is None:
+        action = HookResult(action="deny", reason="not on this machine")
+    else:
+        rig.coordinator = ApprovingCoordinator(Approvals(answer))
+        action = HookResult(action="ask_user", approval_prompt="Remove everything?")
+    rig.hooks = ActingHooks({"tool:pre": action})
+    await rig.mount()
+    await rig.execute()
+    assert tool.execute.await_count == (1 if runs else 0)
+    result = tool_results(rig)[0][1]
+    if runs:
+        assert result == "removed"
+    else:
+        assert result.startswith("Denied by hook: ")
+    assert rig.results == ["Done."]
+    rig.history.check(require_final=True).assert_ok()
+
+
+@pytest.mark.anyio
+async def test_a_denied_provider_request_ends_the_run_and_holds_what_is_pending() -> None:
+    """provider:request answering deny: no provider call, "Operation denied: ...", and a steer
+    sent while that hook ran held, never written."""
+    tool, tool_gate = gated_tool()
+    rig = Rig(Provider([tool_call(), text("unused")]), {"run_tests": tool})
+    rig.hooks = ActingHooks()
+    await rig.mount()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.execute)
+        await tool_gate.wait_reached()
+        gate = rig.hooks.gates["provider:request"] = Gate()  # the second round's request
+        rig.hooks.actions["provider:request"] = HookResult(action="deny", reason="over budget")
+        tool_gate.release()
+        await gate.wait_reached()
+        await rig.steer()
+        gate.release()
+    assert rig.results == ["Operation denied: over budget"]
+    assert len(rig.provider.requests) == 1
+    held = rig.runtime.receipt("s1")
+    assert held is not None
+    assert (held.disposition, held.reason) == ("held", "generation-stopped")
+    assert rig.steers_in_context() == []
+    rig.history.check(require_final=True).assert_ok()
+
+
+@pytest.mark.anyio
+async def test_amplifier_cancellation_during_the_last_call_starts_no_follow_up_turn() -> None:
+    """Amplifier's cancel requested while the model writes its answer: the follow-up is held
+    generation-stopped and no generation is opened for it."""
+    rig = Rig(Provider([text("Done."), text("unused")]))
+    await rig.mount()
+    gate = rig.provider.gates[0] = Gate()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.execute)
+        await gate.wait_reached()
+        await rig.steer("f1", "Then update the changelog", kind="follow_up")
+        rig.coordinator.cancellation.request_graceful()
+        gate.release()
+    held = rig.runtime.receipt("f1")
+    assert held is not None
+    assert (held.disposition, held.reason) == ("held", "generation-stopped")
+    assert [e["type"] for e in rig.history.events].count("generation.started") == 1
+    assert "generation.started" not in rig.hook_names()[1:]
+    assert len(rig.provider.requests) == 1
+    assert rig.hooks.get_events("orchestrator:complete")[-1][1]["status"] == "cancelled"
+    rig.history.check(require_final=True).assert_ok()
+
+
+@pytest.mark.anyio
+async def test_a_refused_concurrent_execute_changes_nothing() -> None:
+    """A second execute while one runs raises GenerationStateError and hands none of the first
+    run's events to its own hooks: they reach the first run's."""
+    tool, tool_gate = gated_tool()
+    rig = Rig(Provider([tool_call(), text("Fixed it.")]), {"run_tests": tool})
+    await rig.mount()
+    other = EventRecorder()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.execute)
+        await tool_gate.wait_reached()
+        await rig.steer()
+        with pytest.raises(GenerationStateError, match="still running"):
+            await rig.orchestrator.execute("again", rig.context, {"d": rig.provider}, rig.tools, other)
+        tool_gate.release()
+    assert other.events == []
+    assert "steering.accepted" in rig.hook_names()
+    assert rig.runtime.receipt("s1").disposition == "applied"  # type: ignore[union-attr]
+
+
+@pytest.mark.anyio
+async def test_events_whose_emit_was_cancelled_still_reach_the_hooks() -> None:
+    """The task cancelled while the hooks take a runtime event: that event is not dropped, and the
+    terminal events reach the hooks before execute's cancellation goes on."""
+    tool, tool_gate = gated_tool()
+    rig = Rig(Provider([tool_call(), text("unused")]), {"run_tests": tool})
+    rig.hooks = ActingHooks()
+    await rig.mount()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.execute)
+        await tool_gate.wait_reached()
+        await rig.steer()
+        tool_gate.release()
+        gate = rig.hooks.gates["steering.accepted"] = Gate()
+        await gate.wait_reached()  # the next round hands the steer's event on: cancelled there
+        del rig.hooks.gates["steering.accepted"]
+        tg.cancel_scope.cancel()
+    published = [e["type"] for e in rig.history.events]
+    assert published[1] == "steering.accepted"
+    assert published[-1] == "generation.cancelled"
+    runtime_names = [n for n in rig.hook_names() if "." in n]  # the runtime's events, not Amplifier's (x:y)
+    assert runtime_names == [published[0], published[1], *published[1:]]  # the cut-short emit, again
+
+
+@pytest.mark.parametrize("config", [["max_iterations"], "max_iterations=5", 5])
+@pytest.mark.anyio
+async def test_a_config_that_is_not_a_mapping_is_a_type_error(config: Any) -> None:
+    """A config of the wrong type raises TypeError naming the module, and nothing is mounted."""
+    coordinator = MockCoordinator()
+    with pytest.raises(TypeError, match="config must be a mapping"):
+        await mount(coordinator, config)
+    assert coordinator.mount_points.get("orchestrator") is None
+    with pytest.raises(TypeError, match="config must be a mapping"):
+        LiveSteeringOrchestrator(config)
 
 
 # -- a real AmplifierSession, mounted from a mount plan -------------------------------------

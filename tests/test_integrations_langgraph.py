@@ -795,6 +795,192 @@ async def test_a_graph_without_the_hook_holds_and_says_so() -> None:
     history.check(require_final=True).assert_ok()
 
 
+async def test_a_follow_up_for_a_graph_without_the_hook_is_held_and_said() -> None:
+    """A follow-up queued for a graph that never reaches the hook: its generation holds it and
+    raises, instead of calling the model again and again (recursion_limit or not)."""
+    runtime = LiveRuntime()
+    history = History.attach(runtime)
+    steering = LiveSteering(runtime)
+    model = ScriptedModel(responses=[answers("Done."), *[answers("again")] * 5])
+    gate = model.gates[0] = Gate()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=LangGraphDeprecatedSinceV10, message="create_react_agent")
+        agent = create_react_agent(model, [quick_tool()])  # no pre_model_hook
+
+    async def drive() -> None:
+        async with anyio.create_task_group() as tg:
+            config: RunnableConfig = {"recursion_limit": 5}
+            tg.start_soon(steering.ainvoke, agent, {"messages": [("user", PROMPT)]}, config)
+            await gate.wait_reached()
+            generation = runtime.generation
+            assert generation is not None
+            await history.submit(Input("follow_up", "Then update the changelog", id="f1"), generation["id"])
+            gate.release()
+
+    with pytest.raises(ExceptionGroup) as caught:
+        await drive()
+    assert caught.group_contains(SteeringNotWiredError, match="pre_model_hook")
+    assert len(model.requests) == 2  # the anchor's call and the follow-up generation's one
+    receipt = runtime.receipt("f1")
+    assert receipt is not None
+    assert (receipt.disposition, receipt.reason) == ("held", "generation-stopped")
+    assert "generation.continued" not in [e["type"] for e in history.events]
+    history.check(require_final=True).assert_ok()
+
+
+class History_(TypedDict):
+    history: Annotated[list[AnyMessage], add_messages]
+
+
+def history_graph(steering: LiveSteering, model: ScriptedModel) -> Any:
+    """A StateGraph whose conversation channel is ``history``, with the steering node before the model."""
+
+    async def call_model(state: History_) -> dict[str, list[BaseMessage]]:
+        return {"history": [await model.ainvoke(state["history"])]}
+
+    builder = StateGraph(History_)
+    builder.add_node("steer", steering.node)
+    builder.add_node("model", call_model)
+    builder.add_edge(START, "steer")
+    builder.add_edge("steer", "model")
+    builder.add_edge("model", END)
+    return builder.compile()
+
+
+async def test_a_graph_without_the_messages_key_is_refused_and_messages_key_names_it() -> None:
+    """The steers go under messages_key: a graph whose state has no such key is a ValueError before
+    a generation opens (LangGraph would drop the update silently); naming the key steers it."""
+    runtime = LiveRuntime()
+    history = History.attach(runtime)
+    model = ScriptedModel(responses=[answers("First."), answers("Second.")])
+    graph = history_graph(LiveSteering(runtime), model)
+    with pytest.raises(ValueError, match=r"no 'messages' key .*\['history'\].*messages_key"):
+        await LiveSteering(runtime).ainvoke(graph, {"history": [("user", PROMPT)]})
+    with pytest.raises(ValueError, match="messages_key"):
+        async for _ in LiveSteering(runtime).astream(graph, {"history": [("user", PROMPT)]}):
+            pass
+    assert history.events == []
+    rig = Rig(answers("Done."))
+    with pytest.raises(ValueError, match="'msgs'"):
+        await LiveSteering(rig.runtime, messages_key="msgs").ainvoke(
+            rig.agent, {"messages": [("user", PROMPT)]}
+        )
+
+    steering = LiveSteering(runtime, messages_key="history")
+    graph = history_graph(steering, model)
+    gate = model.gates[0] = Gate()
+    results: list[Any] = []
+
+    async def run() -> None:
+        results.append(await steering.ainvoke(graph, {"history": [("user", PROMPT)]}))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        await gate.wait_reached()
+        generation = runtime.generation
+        assert generation is not None
+        await history.submit(Input("steer", STEER, id="s1"), generation["id"])
+        gate.release()
+    assert steers_in(model.requests[1]) == [STEER]
+    assert runtime.receipt("s1").disposition == "applied"  # type: ignore[union-attr]
+    history.check(require_final=True).assert_ok()
+
+
+class Everything(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+    answer: str
+
+
+class JustTheAnswer(TypedDict):
+    answer: str
+
+
+@pytest.mark.parametrize("kind", ["steer", "follow_up"])
+async def test_a_narrower_output_schema_still_continues_on_the_whole_conversation(kind: str) -> None:
+    """A StateGraph whose output_schema leaves the messages out: a continuation (or a follow-up)
+    runs on the conversation so far, and ainvoke returns only the output schema's keys."""
+    runtime = LiveRuntime()
+    history = History.attach(runtime)
+    steering = LiveSteering(runtime)
+    model = ScriptedModel(responses=[answers("First answer."), answers("Second answer.")])
+    gate = model.gates[0] = Gate()
+
+    async def call_model(state: Everything) -> dict[str, Any]:
+        reply = await model.ainvoke(state["messages"])
+        return {"messages": [reply], "answer": reply.content}
+
+    builder = StateGraph(Everything, input_schema=Everything, output_schema=JustTheAnswer)
+    builder.add_node("steer", steering.node)
+    builder.add_node("model", call_model)
+    builder.add_edge(START, "steer")
+    builder.add_edge("steer", "model")
+    builder.add_edge("model", END)
+    graph = builder.compile()
+    results: list[Any] = []
+
+    async def run() -> None:
+        results.append(await steering.ainvoke(graph, {"messages": [("user", PROMPT)]}))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        await gate.wait_reached()
+        generation = runtime.generation
+        assert generation is not None
+        await history.submit(Input(kind, STEER, id="x1"), generation["id"])
+        gate.release()
+    assert [m.content for m in model.requests[1]] == [PROMPT, "First answer.", STEER]
+    assert results == [{"answer": "Second answer."}]
+    history.check(require_final=True).assert_ok()
+
+
+async def test_a_refused_concurrent_run_changes_nothing() -> None:
+    """A second ainvoke or astream while one runs: GenerationStateError, and the running call's
+    generation_ids and skipped_tool_call_ids are left as they were."""
+    rig = Rig(calls("c1", "c2"), answers("Done."), skip=True)
+    gate = rig.gate_tool(0)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.run)
+        await gate.wait_reached()
+        await rig.steer()
+        gate.release()
+        model_gate = rig.gate_model(1)
+        await model_gate.wait_reached()  # c2 skipped, the second model call waits
+        before = (rig.steering.generation_ids, rig.steering.skipped_tool_call_ids)
+        with pytest.raises(GenerationStateError, match="still running"):
+            await rig.steering.ainvoke(rig.agent, {"messages": [("user", "another")]})
+        with pytest.raises(GenerationStateError, match="still running"):
+            async for _ in rig.steering.astream(rig.agent, {"messages": [("user", "another")]}):
+                pass
+        assert (rig.steering.generation_ids, rig.steering.skipped_tool_call_ids) == before
+        model_gate.release()
+    assert rig.steering.skipped_tool_call_ids == ("c2",)
+    assert len(rig.steering.generation_ids) == 1
+
+
+@pytest.mark.parametrize(
+    ("config", "error"),
+    [
+        ({"recursion_limit": "5"}, TypeError),
+        ({"recursion_limit": True}, TypeError),
+        ({"recursion_limit": 0}, ValueError),
+    ],
+)
+async def test_a_bad_recursion_limit_or_stream_mode_is_refused_before_a_generation(
+    config: dict[str, Any], error: type[Exception]
+) -> None:
+    """A recursion_limit that is not a positive int, a stream_mode LangGraph does not know, or a
+    tool wrapper that cannot be called: a typed error, and no generation opened."""
+    rig = Rig(answers("Done."))
+    with pytest.raises(error, match="recursion_limit"):
+        await rig.steering.ainvoke(rig.agent, {"messages": [("user", PROMPT)]}, config)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="stream_mode"):
+        async for _ in rig.steering.astream(rig.agent, {"messages": [("user", PROMPT)]}, stream_mode="bogus"):
+            pass
+    with pytest.raises(TypeError, match="awrap_tool_call"):
+        rig.steering.tool_node([quick_tool()], awrap_tool_call=5)
+    assert rig.history.events == []
+
+
 async def test_after_a_stop_the_next_message_on_the_thread_starts_cleanly() -> None:
     """A stop on a checkpointed thread, then the user's next message: one model call on a valid history."""
     rig = Rig(calls("c1"), answers("never asked"), checkpointer=InMemorySaver())

@@ -80,6 +80,14 @@ KINDS: Final = frozenset({STEER, FOLLOW_UP})
 #: The result a skipped tool call gets (C31, pinned): every tool call keeps a result, so the
 #: transcript stays valid for every provider.
 SKIPPED_TOOL_RESULT: Final = "Skipped: a steering message arrived before this tool ran."
+#: The tool result a tool call gets when the turn is cancelled (ACP's ``session/cancel``, a
+#: cancelled task) before it returned: OpenAI-compatible endpoints refuse (HTTP 400) every
+#: later request of a conversation in which an assistant's tool call has no tool message, so
+#: every call gets one.
+TOOL_CANCELLED_RESULT: Final = "Cancelled: the turn was cancelled before this tool returned a result."
+#: The tool result a tool call gets when the turn fails (a tool or a hook that raised, the
+#: client gone) before it returned; for the same reason as ``TOOL_CANCELLED_RESULT``.
+TOOL_FAILED_RESULT: Final = "Failed: the turn ended with an error before this tool returned a result."
 
 
 class InputState(enum.Enum):

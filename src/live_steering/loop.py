@@ -24,7 +24,7 @@ from typing import Any, Final, Protocol
 import anyio
 import attrs
 
-from ._rules import FOLLOW_UP, SKIPPED_TOOL_RESULT
+from ._rules import FOLLOW_UP, SKIPPED_TOOL_RESULT, TOOL_CANCELLED_RESULT, TOOL_FAILED_RESULT
 from ._runtime import Generation, LiveRuntime
 from ._types import Disposition, HoldReason, Input, StopReason
 
@@ -38,6 +38,8 @@ __all__ = [
     "Provider",
     "Reply",
     "SKIPPED_TOOL_RESULT",
+    "TOOL_CANCELLED_RESULT",
+    "TOOL_FAILED_RESULT",
     "ToolCall",
     "ToolRunner",
 ]

@@ -39,6 +39,7 @@ from acp.schema import ContentToolCallContent, PermissionOption, TextContentBloc
 
 from live_steering import Input, LiveSteeringError
 from live_steering.acp import SteeringAgent, Turn, TurnError
+from live_steering.loop import TOOL_CANCELLED_RESULT, TOOL_FAILED_RESULT
 
 try:
     import httpx
@@ -85,15 +86,6 @@ MAX_FILE_CHARS: Final = 100_000
 MAX_ERROR_BODY: Final = 500
 
 _ALLOW, _REJECT = "allow-once", "reject-once"
-
-#: The tool result a tool call gets when the turn is cancelled (``session/cancel``, shutdown)
-#: before it returned: OpenAI-compatible endpoints refuse (HTTP 400) every later request of a
-#: conversation in which an assistant's tool call has no tool message, so every call gets one.
-TOOL_CANCELLED_RESULT: Final = "Cancelled: the turn was cancelled before this tool returned a result."
-
-#: The tool result a tool call gets when the turn fails (a tool that raised, the client gone)
-#: before it returned; for the same reason as ``TOOL_CANCELLED_RESULT``.
-TOOL_FAILED_RESULT: Final = "Failed: the turn ended with an error before this tool returned a result."
 
 #: ``error.data.details`` of the turn whose reply stream ended without ``data: [DONE]`` and
 #: without a ``finish_reason``: the reply was cut short, so it is not kept as an answer.

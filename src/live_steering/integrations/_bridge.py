@@ -7,7 +7,8 @@ A runtime publishes its events synchronously, from whichever task caused them (a
 submit, the engine's boundary); a framework's event bus is usually awaited. ``EventBridge``
 buffers the events as they are published and hands them, in publication order, to an
 async ``emit`` at the points the integration chooses (its own steps). It never drops or
-reorders an event, and it never calls into the runtime from the listener.
+reorders an event (an ``emit`` cut short by a cancellation or an error is handed the same
+event again at the next flush), and it never calls into the runtime from the listener.
 """
 
 from __future__ import annotations
@@ -71,9 +72,16 @@ class EventBridge:
 
         Events published while ``emit`` awaits are emitted by the same call, after the
         ones before them, so a flush leaves the buffer empty. Each ``emit`` gets its own
-        copy: the runtime's log and its other consumers share the published dict.
+        copy: the runtime's log and its other consumers share the published dict. An ``emit``
+        that raises or is cancelled leaves its event at the head of the buffer, so the next
+        flush hands it again (an event is never dropped; one whose ``emit`` was cut short may
+        reach the hooks twice).
         """
         buffer = self._buffer
         while buffer:
             event = buffer.popleft()
-            await emit(event["type"], dict(event))
+            try:
+                await emit(event["type"], dict(event))
+            except BaseException:
+                buffer.appendleft(event)  # not handed on: the next flush hands it again, first
+                raise

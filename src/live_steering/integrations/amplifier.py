@@ -25,11 +25,15 @@ module from its file, outside its package.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
+import anyio
+
+from live_steering._errors import GenerationStateError
 from live_steering._extras import install_hint
-from live_steering._rules import SKIPPED_TOOL_RESULT
+from live_steering._rules import SKIPPED_TOOL_RESULT, TOOL_CANCELLED_RESULT, TOOL_FAILED_RESULT
 from live_steering._runtime import Generation, LiveRuntime
 from live_steering._types import HoldReason, Input, StopReason
 from live_steering.integrations._bridge import EventBridge
@@ -58,6 +62,8 @@ __all__ = [
     "RUNTIME_CAPABILITY",
     "SKIPPED_TOOL_RESULT",
     "STOPPED_TOOL_RESULT",
+    "TOOL_CANCELLED_RESULT",
+    "TOOL_FAILED_RESULT",
     "LiveSteeringOrchestrator",
     "mount",
 ]
@@ -84,6 +90,8 @@ _STATUS: Final[dict[HoldReason | None, str]] = {
     HoldReason.RUNTIME_CLOSED: "cancelled",
 }
 _KEYS: Final = ("version", "mode", "cancellable", "submit")
+#: Seconds the hooks have to take the run's last events when ``execute`` is being cancelled.
+FLUSH_GRACE: Final = 1.0
 
 
 class _Turns:
@@ -133,6 +141,8 @@ async def mount(coordinator: Any, config: Mapping[str, Any] | None = None) -> An
     pending. A value of the wrong type raises ``TypeError``, a bad value or an unknown key
     ``ValueError``, before anything is mounted.
     """
+    if config is not None and not isinstance(config, Mapping):
+        raise TypeError(f"the {MODULE_NAME} config must be a mapping, got {type(config).__name__}")
     orchestrator = LiveSteeringOrchestrator(dict(config or {}))
     runtime = orchestrator.runtime
     await coordinator.mount("orchestrator", orchestrator)
@@ -160,7 +170,9 @@ class LiveSteeringOrchestrator:
     steering events are re-emitted beside them, in order, at each step.
     """
 
-    def __init__(self, config: dict[str, Any]) -> None:
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        if not isinstance(config, Mapping):
+            raise TypeError(f"the {MODULE_NAME} config must be a mapping, got {type(config).__name__}")
         unknown = set(config) - _CONFIG_KEYS
         if unknown:
             raise ValueError(f"unknown config keys for {MODULE_NAME}: {sorted(unknown)}")
@@ -206,25 +218,38 @@ class LiveSteeringOrchestrator:
         coordinator = kwargs.get("coordinator")
         provider_name, provider = self._select_provider(providers)
         events = self._events
-        if events:
-            await self._flush(hooks)  # whatever happened between two executes
         turn = _Turns()
         status = "success"
         first = True
+        entered = False  # a second, concurrent execute is refused on entry and hands on no event
         try:
             while True:
+                running = self.runtime.generation
+                if running is not None:
+                    raise GenerationStateError(
+                        f"generation {running['id']!r} is still running: one execute at a time"
+                    )
                 async with self._open_generation() as gen:
-                    if events:
+                    entered = True
+                    if events:  # what happened since the last execute, then generation.started
                         await self._flush(hooks)
                     if first:
-                        submitted = await hooks.emit(
-                            PROMPT_SUBMIT, {"prompt": prompt, "generation_id": gen.id}
+                        submitted = await _decided(
+                            hooks,
+                            coordinator,
+                            PROMPT_SUBMIT,
+                            {"prompt": prompt, "generation_id": gen.id},
+                            "orchestrator",
                         )
                         if getattr(submitted, "action", None) == "deny":
                             gen.stop()  # anything already pending is held, never written
                             return f"Operation denied: {submitted.reason}"
                         await context.add_message({"role": "user", "content": prompt})
-                    await self._turn(gen, provider_name, provider, context, tools, hooks, coordinator, turn)
+                    denied = await self._turn(
+                        gen, provider_name, provider, context, tools, hooks, coordinator, turn
+                    )
+                    if denied is not None:
+                        return denied
                 status = _STATUS[gen.end_reason]
                 # A follow-up (C29) is the next turn of this run: a generation of its own,
                 # no new prompt, its first boundary writes the follow-ups.
@@ -232,8 +257,11 @@ class LiveSteeringOrchestrator:
                     break
                 first = False
         finally:
-            if events:
-                await self._flush(hooks)  # the terminal event and what it held
+            if entered and events:
+                # the terminal event and what it held; a cancelled execute still hands them on,
+                # for a bounded time (an event whose emit was cancelled stays buffered)
+                with anyio.move_on_after(FLUSH_GRACE, shield=True):
+                    await self._flush(hooks)
         text = turn.text
         await hooks.emit(PROMPT_COMPLETE, {"response_preview": text[:200], "length": len(text)})
         await hooks.emit(
@@ -252,8 +280,9 @@ class LiveSteeringOrchestrator:
         hooks: Any,
         coordinator: Any,
         turn: _Turns,
-    ) -> None:
-        """One generation's rounds: boundary, provider call, tools; until the answer, a stop or the budget."""
+    ) -> str | None:
+        """One generation's rounds: boundary, provider call, tools; until the answer, a stop or the
+        budget. Returns ``execute``'s answer when a ``provider:request`` hook denied the call."""
         budget = self.max_iterations
         events = self._events
         iterations = 0
@@ -267,12 +296,20 @@ class LiveSteeringOrchestrator:
             elif iterations == budget:
                 gen.stop(StopReason.BUDGET_EXHAUSTED)
             if not gen.accepting:  # stopped here, by a host, or the runtime was closed
-                return
+                return None
             if gen.pending:  # nothing pending: the boundary would write nothing
                 await gen.boundary(write)
             if events:
                 await self._flush(hooks)  # before the request: what the host caused meanwhile
-            reply, calls = await self._ask(provider_name, provider, context, tools, hooks, turn.calls)
+            asked = await self._ask(
+                gen, provider_name, provider, context, tools, hooks, coordinator, turn.calls
+            )
+            if asked is None:  # stopped while the request was prepared: it is not sent
+                return None
+            if isinstance(asked, str):
+                gen.stop()  # denied: anything pending is held, never written
+                return asked
+            reply, calls = asked
             iterations += 1
             turn.calls += 1
             turn.text = reply
@@ -280,10 +317,13 @@ class LiveSteeringOrchestrator:
                 await self._run_tools(gen, calls, reply, context, tools, hooks, coordinator)
                 continue
             await context.add_message({"role": "assistant", "content": reply})
+            if coordinator is not None and coordinator.cancellation.is_cancelled:
+                gen.stop()  # cancelled during the last call: no continuation, no follow-up turn
+                return None
             # Budget before continuation: with no call left, pending steers are held
             # budget-exhausted and no generation.continued is published (C17).
             if not gen.continue_after_checkpoint(may_call=iterations != budget):
-                return
+                return None
             if events:
                 await self._flush(hooks)
 
@@ -301,7 +341,11 @@ class LiveSteeringOrchestrator:
             events, emit = self._events, hooks.emit
             while events:
                 event = events.popleft()
-                await emit(event["type"], dict(event))
+                try:
+                    await emit(event["type"], dict(event))
+                except BaseException:
+                    events.appendleft(event)  # not handed on: the next flush hands it again
+                    raise
             return
 
         async def emit_if_handled(name: str, data: dict[str, Any]) -> None:
@@ -326,16 +370,32 @@ class LiveSteeringOrchestrator:
         return name, providers[name]
 
     async def _ask(
-        self, name: str, provider: Any, context: Any, tools: Mapping[str, Any], hooks: Any, iteration: int
-    ) -> tuple[str, list[Any]]:
-        """One provider call on the context as it is now (steers included); returns text and tool calls."""
-        await hooks.emit(PROVIDER_REQUEST, {"provider": name, "iteration": iteration})
+        self,
+        gen: Generation,
+        name: str,
+        provider: Any,
+        context: Any,
+        tools: Mapping[str, Any],
+        hooks: Any,
+        coordinator: Any,
+        iteration: int,
+    ) -> tuple[str, list[Any]] | str | None:
+        """One provider call on the context as it is now (steers included); returns text and tool
+        calls; ``"Operation denied: ..."`` when a ``provider:request`` hook denied it; ``None``
+        when the generation was stopped before the request left (it is not sent)."""
+        asked = await _decided(
+            hooks, coordinator, PROVIDER_REQUEST, {"provider": name, "iteration": iteration}, "orchestrator"
+        )
+        if getattr(asked, "action", None) == "deny":
+            return f"Operation denied: {asked.reason}"
         messages = await context.get_messages_for_request(provider=provider)
         specs = [
             ToolSpec(name=t.name, description=t.description, parameters=t.input_schema)
             for t in tools.values()
         ]
         request = ChatRequest(messages=[Message(**m) for m in messages], tools=specs or None)
+        if not gen.accepting:  # a host's stop (or the runtime's close) while the hooks ran: no request
+            return None
         try:
             response = await provider.complete(request)
         except Exception as error:
@@ -368,7 +428,13 @@ class LiveSteeringOrchestrator:
         close): the calls not started get ``STOPPED_TOOL_RESULT``. With
         ``skip_tools_on_steer``, once a steer is pending after a tool returned, the rest of
         the batch gets ``SKIPPED_TOOL_RESULT`` and the runtime publishes ``tools.skipped``
-        (C31). Either way every tool call has a result in the context.
+        (C31). A ``tool:pre`` hook that denies the call (or an approval refused, through
+        ``coordinator.process_hook_result`` as in Amplifier's basic loop) answers it
+        ``"Denied by hook: <reason>"`` without running it. If the batch ends abnormally (the
+        task cancelled, a hook that raised), the call in progress gets
+        ``TOOL_CANCELLED_RESULT`` or ``TOOL_FAILED_RESULT`` and each call after it
+        ``STOPPED_TOOL_RESULT`` before the exception goes on. Either way every tool call has a
+        result in the context.
         """
         await context.add_message(
             {
@@ -378,26 +444,51 @@ class LiveSteeringOrchestrator:
             }
         )
         last = len(calls) - 1
-        for index, call in enumerate(calls):
-            if coordinator is not None and coordinator.cancellation.is_cancelled:
-                gen.stop()  # no further tool starts: Amplifier's graceful cancel lets running ones end
-            if not gen.accepting:
-                await self._answer(context, calls[index:], STOPPED_TOOL_RESULT)
-                return
-            tool = tools.get(call.name)
-            if coordinator is not None:
-                coordinator.cancellation.register_tool_start(call.id, call.name)
-            try:
-                output = await self._run_tool(call, tool, hooks)
-            finally:
+        answered = 0  # calls whose result is in the context
+        try:
+            for index, call in enumerate(calls):
+                if coordinator is not None and coordinator.cancellation.is_cancelled:
+                    gen.stop()  # no further tool starts: Amplifier's graceful cancel lets running ones end
+                if not gen.accepting:
+                    await self._answer(context, calls[index:], STOPPED_TOOL_RESULT)
+                    answered = len(calls)
+                    return
+                tool = tools.get(call.name)
                 if coordinator is not None:
-                    coordinator.cancellation.register_tool_complete(call.id)
-            await context.add_message({"role": "tool", "tool_call_id": call.id, "content": output})
-            if self.skip_tools_on_steer and index < last and gen.accepting and gen.steers_pending:
-                rest = calls[index + 1 :]
-                gen.skip_tools([c.id for c in rest])  # tools.skipped, naming the steers pending
-                await self._answer(context, rest, SKIPPED_TOOL_RESULT)
-                return
+                    coordinator.cancellation.register_tool_start(call.id, call.name)
+                try:
+                    output = await self._run_tool(call, tool, hooks, coordinator)
+                finally:
+                    if coordinator is not None:
+                        coordinator.cancellation.register_tool_complete(call.id)
+                await context.add_message({"role": "tool", "tool_call_id": call.id, "content": output})
+                answered = index + 1
+                if self.skip_tools_on_steer and index < last and gen.accepting and gen.steers_pending:
+                    rest = calls[index + 1 :]
+                    gen.skip_tools([c.id for c in rest])  # tools.skipped, naming the steers pending
+                    await self._answer(context, rest, SKIPPED_TOOL_RESULT)
+                    answered = len(calls)
+                    return
+        except BaseException as error:
+            if answered < len(calls):
+                cancelled = isinstance(error, anyio.get_cancelled_exc_class())
+                await self._answer_unfinished(context, calls[answered:], cancelled)
+            raise
+
+    async def _answer_unfinished(self, context: Any, calls: list[Any], cancelled: bool) -> None:
+        """The batch ended abnormally: the call in progress and the ones after it get a result
+        (shielded from the cancellation, each write on its own), so the next ``execute`` sends
+        a conversation every provider accepts."""
+        first = TOOL_CANCELLED_RESULT if cancelled else TOOL_FAILED_RESULT
+        with anyio.CancelScope(shield=True):
+            for position, call in enumerate(calls):
+                message = {
+                    "role": "tool",
+                    "tool_call_id": call.id,
+                    "content": first if position == 0 else STOPPED_TOOL_RESULT,
+                }
+                with contextlib.suppress(Exception):  # the exception that ended the batch goes on
+                    await context.add_message(message)
 
     @staticmethod
     async def _answer(context: Any, calls: list[Any], result: str) -> None:
@@ -405,8 +496,12 @@ class LiveSteeringOrchestrator:
         for call in calls:
             await context.add_message({"role": "tool", "tool_call_id": call.id, "content": result})
 
-    async def _run_tool(self, call: Any, tool: Any, hooks: Any) -> str:
-        await hooks.emit(TOOL_PRE, {"tool_name": call.name, "tool_input": call.arguments})
+    async def _run_tool(self, call: Any, tool: Any, hooks: Any, coordinator: Any) -> str:
+        pre = await _decided(
+            hooks, coordinator, TOOL_PRE, {"tool_name": call.name, "tool_input": call.arguments}, call.name
+        )
+        if getattr(pre, "action", None) == "deny":
+            return f"Denied by hook: {pre.reason}"
         if tool is None:
             output = f"Error: Tool '{call.name}' not found"
             await hooks.emit(TOOL_ERROR, {"tool_name": call.name, "error": _error(LookupError(output))})
@@ -420,6 +515,17 @@ class LiveSteeringOrchestrator:
         await hooks.emit(TOOL_POST, {"tool_name": call.name, "tool_input": call.arguments, "result": data})
         serialized = getattr(result, "get_serialized_output", None)
         return str(serialized() if serialized is not None else result.output)
+
+
+async def _decided(hooks: Any, coordinator: Any, event: str, data: dict[str, Any], source: str) -> Any:
+    """Emit ``event`` and return the hooks' result, through ``coordinator.process_hook_result``
+    when there is a coordinator, as Amplifier's basic loop does (it asks the approval system
+    for an ``ask_user`` result, so a refused approval comes back as ``deny``)."""
+    result = await hooks.emit(event, data)
+    process = getattr(coordinator, "process_hook_result", None)
+    if process is not None and getattr(result, "action", None) is not None:
+        result = await process(result, event, source)
+    return result
 
 
 def _priority(provider: Any) -> Any:

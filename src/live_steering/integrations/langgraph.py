@@ -34,7 +34,7 @@ from typing import Any, Final
 
 import anyio
 
-from .._errors import GenerationStopped, LiveSteeringError
+from .._errors import GenerationStateError, GenerationStopped, LiveSteeringError
 from .._extras import install_hint
 from .._rules import SKIPPED_TOOL_RESULT
 from .._runtime import Generation, LiveRuntime
@@ -71,6 +71,9 @@ STOPPED_TOOL_RESULT: Final = "Not run: the run was stopped before this tool star
 
 _Execute = Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
 """What ``awrap_tool_call`` is handed: runs the tool call."""
+
+_STREAM_MODES: Final = frozenset({"values", "updates", "checkpoints", "tasks", "debug", "messages", "custom"})
+"""LangGraph's ``StreamMode`` values."""
 
 _NOT_RUN_STEPS: Final = 2
 """Supersteps a further model call needs at least: the hook's node and the model's."""
@@ -249,6 +252,8 @@ class LiveSteering:
         Pass it as the agent's tools: ``create_react_agent(model, steering.tool_node(tools), ...)``.
         """
         inner: AsyncToolCallWrapper | None = kwargs.pop("awrap_tool_call", None)
+        if inner is not None and not callable(inner):
+            raise TypeError(f"awrap_tool_call must be an async callable (request, execute), got {inner!r}")
         if inner is None:
             return ToolNode(tools, awrap_tool_call=self.awrap_tool_call, **kwargs)
 
@@ -320,21 +325,30 @@ class LiveSteering:
         them ``budget-exhausted``.
         ``config["recursion_limit"]`` bounds the whole generation, its continuations included.
         """
-        _check_graph(graph)
+        self._check_graph(graph)
         if kwargs.get("stream_mode", "values") != "values":
             raise ValueError(
                 "LiveSteering.ainvoke returns the graph's state: stream_mode must be 'values' (the default)"
             )
         config = _config(config)
+        self._check_idle()
+        # The conversation is read back from each invocation's output, to run the graph again
+        # on it (a continuation, a follow-up): asked for, and left out of what is returned,
+        # when the graph's output (its output_schema, or the caller's output_keys) leaves it out.
+        kwargs = dict(kwargs)
+        wanted = kwargs.get("output_keys", getattr(graph, "output_channels", None))
+        shown = _Shown(wanted, self.messages_key)
+        if shown.added:
+            kwargs["output_keys"] = shown.asked
         self.generation_ids = ()
         self.skipped_tool_call_ids = ()
-        result = await self._generation(graph, input, config, kwargs)
+        full = await self._generation(graph, input, config, kwargs, shown)
         while self._follow_ups_next():
-            result = await self._generation(graph, self._next_input(graph, config, result), config, kwargs)
-        return result
+            full = await self._generation(graph, self._next_input(graph, config, full), config, kwargs, shown)
+        return shown.returned(full)
 
     async def _generation(
-        self, graph: Any, input: Any, config: RunnableConfig, kwargs: Mapping[str, Any]
+        self, graph: Any, input: Any, config: RunnableConfig, kwargs: Mapping[str, Any], shown: _Shown
     ) -> Any:
         self.outcome = None
         left = _limit(config)
@@ -349,7 +363,7 @@ class LiveSteering:
                     except _RunEnded as ended:
                         if ended.run is not run:
                             raise
-                        result = _output(graph, run.state)
+                        result = _output(shown.asked, run.state)
                         break
                     except GraphRecursionError:
                         gen.stop(StopReason.BUDGET_EXHAUSTED)  # hold, do not fail them: the budget is spent
@@ -389,9 +403,10 @@ class LiveSteering:
         gen = run.gen
         if left is not None:
             left -= run.steps_used()
-        if not run.boundaries and gen.steers_pending:
+        if not run.boundaries and gen.pending:
             # No boundary ran: running it again would never deliver them (and call the model
-            # again each time). Hold them and say what is missing.
+            # again each time): steers, or the follow-ups this generation was opened for. Hold
+            # them and say what is missing.
             gen.stop()
             raise SteeringNotWiredError(
                 "the graph never reached LiveSteering's hook: pass "
@@ -421,7 +436,7 @@ class LiveSteering:
         graph; a stop ends the stream at the next boundary. Leaving the loop early stops the
         generation (pending steers held) and closes LangGraph's stream.
         """
-        _check_graph(graph)
+        self._check_graph(graph)
         if kwargs.get("version", "v1") != "v1":
             raise ValueError("LiveSteering.astream gives LangGraph's default chunks: version must be 'v1'")
         config = _config(config)
@@ -429,7 +444,12 @@ class LiveSteering:
         if modes is None:
             modes = getattr(graph, "stream_mode", "values")
         single = isinstance(modes, str)
-        wanted = [modes] if single else list(modes)
+        wanted = [modes] if single else list(modes) if isinstance(modes, (list, tuple)) else None
+        if not wanted or any(mode not in _STREAM_MODES for mode in wanted):
+            raise ValueError(
+                f"stream_mode must be one of {sorted(_STREAM_MODES)} or a list of them, got {modes!r}"
+            )
+        self._check_idle()
         # "values" is how the next invocation finds the conversation so far: asked for, and
         # dropped from the chunks, when the caller did not ask for it.
         kwargs["stream_mode"] = wanted if "values" in wanted else [*wanted, "values"]
@@ -459,7 +479,7 @@ class LiveSteering:
                         except _RunEnded as ended:
                             if ended.run is not run:
                                 raise
-                            values = _output(graph, run.state)
+                            values = _output(getattr(graph, "output_channels", None), run.state)
                             break
                         except GraphRecursionError:
                             gen.stop(StopReason.BUDGET_EXHAUSTED)
@@ -496,6 +516,27 @@ class LiveSteering:
         snapshot = await graph.aget_state(config)
         return bool(snapshot.next)
 
+    def _check_idle(self) -> None:
+        """``GenerationStateError`` while a generation runs, before this call changes anything."""
+        running = self.runtime.generation
+        if running is not None:
+            raise GenerationStateError(f"generation {running['id']!r} is still running: one run at a time")
+
+    def _check_graph(self, graph: Any) -> None:
+        """A compiled graph whose state has the conversation under ``messages_key`` (else the
+        steers would be dropped by LangGraph: a ``ValueError``, before anything runs)."""
+        if not callable(getattr(graph, "ainvoke", None)) or not callable(getattr(graph, "astream", None)):
+            raise TypeError("LiveSteering runs a compiled graph (builder.compile(), create_react_agent(...))")
+        channels = getattr(graph, "channels", None)
+        if isinstance(channels, Mapping) and self.messages_key not in channels:
+            keys = sorted(
+                k for k in channels if isinstance(k, str) and not k.startswith("__") and ":" not in k
+            )
+            raise ValueError(
+                f"the graph's state has no {self.messages_key!r} key to put steers in (its keys: {keys}):"
+                " pass LiveSteering(runtime, messages_key=...) naming the key that holds the conversation"
+            )
+
     def _run(self) -> _Run:
         run = _RUN.get()
         if run is None or run.steering is not self:
@@ -517,9 +558,23 @@ def _record(run: _Run, state: Any, config: RunnableConfig | None) -> None:
         run.state = state
 
 
-def _check_graph(graph: Any) -> None:
-    if not callable(getattr(graph, "ainvoke", None)) or not callable(getattr(graph, "astream", None)):
-        raise TypeError("LiveSteering runs a compiled graph (builder.compile(), create_react_agent(...))")
+class _Shown:
+    """The output keys ``ainvoke`` asks each invocation for (``asked``: the caller's, with the
+    messages key when they leave it out), and how to give the caller only theirs."""
+
+    def __init__(self, wanted: Any, messages_key: str) -> None:
+        self.wanted = wanted
+        keys = [wanted] if isinstance(wanted, str) else list(wanted) if wanted is not None else None
+        self.added = keys is not None and messages_key not in keys
+        self.asked: Any = [*keys, messages_key] if self.added and keys is not None else wanted
+
+    def returned(self, full: Any) -> Any:
+        """The caller's output, from an invocation's output asked with ``asked``."""
+        if not self.added or not isinstance(full, Mapping):
+            return full
+        if isinstance(self.wanted, str):
+            return full.get(self.wanted)
+        return {key: full[key] for key in self.wanted if key in full}
 
 
 def _limit(config: RunnableConfig) -> int | None:
@@ -554,12 +609,17 @@ def _config(config: RunnableConfig | None) -> RunnableConfig:
         return {}
     if not isinstance(config, Mapping):
         raise TypeError("config must be a LangGraph RunnableConfig (a dict)")
+    if "recursion_limit" in config:
+        limit = config["recursion_limit"]
+        if type(limit) is not int:
+            raise TypeError(f"config['recursion_limit'] must be an int, got {limit!r}")
+        if limit < 1:
+            raise ValueError(f"config['recursion_limit'] must be at least 1, got {limit}")
     return dict(config)  # type: ignore[return-value]
 
 
-def _output(graph: Any, state: Any) -> Any:
-    """The state as ``graph.ainvoke`` would return it: its output channels."""
-    channels = getattr(graph, "output_channels", None)
+def _output(channels: Any, state: Any) -> Any:
+    """The state as ``graph.ainvoke`` would return it with these output channels."""
     if not isinstance(state, Mapping):
         return state
     if isinstance(channels, str):
