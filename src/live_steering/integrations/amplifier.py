@@ -222,6 +222,7 @@ class LiveSteeringOrchestrator:
         status = "success"
         first = True
         entered = False  # a second, concurrent execute is refused on entry and hands on no event
+        raised = True  # until the loop ends by itself (a return or the last turn)
         try:
             while True:
                 running = self.runtime.generation
@@ -243,12 +244,14 @@ class LiveSteeringOrchestrator:
                         )
                         if getattr(submitted, "action", None) == "deny":
                             gen.stop()  # anything already pending is held, never written
+                            raised = False
                             return f"Operation denied: {submitted.reason}"
                         await context.add_message({"role": "user", "content": prompt})
                     denied = await self._turn(
                         gen, provider_name, provider, context, tools, hooks, coordinator, turn
                     )
                     if denied is not None:
+                        raised = False
                         return denied
                 status = _STATUS[gen.end_reason]
                 # A follow-up (C29) is the next turn of this run: a generation of its own,
@@ -256,12 +259,16 @@ class LiveSteeringOrchestrator:
                 if status != "success" or not self.runtime.pending_follow_ups:
                     break
                 first = False
+            raised = False
         finally:
-            if entered and events:
-                # the terminal event and what it held; a cancelled execute still hands them on,
-                # for a bounded time (an event whose emit was cancelled stays buffered)
-                with anyio.move_on_after(FLUSH_GRACE, shield=True):
+            if entered and events:  # the terminal event and what it held
+                if not raised:
                     await self._flush(hooks)
+                else:
+                    # cancelled (or failed): the hooks still get them, for a bounded time (an
+                    # event whose emit is cut short stays buffered for the next execute)
+                    with anyio.move_on_after(FLUSH_GRACE, shield=True):
+                        await self._flush(hooks)
         text = turn.text
         await hooks.emit(PROMPT_COMPLETE, {"response_preview": text[:200], "length": len(text)})
         await hooks.emit(
