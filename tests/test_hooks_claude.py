@@ -137,7 +137,8 @@ def test_install_asks_the_cli_for_its_version(
 
 def test_a_follow_up_waits_for_stop_and_rides_the_do_not_stop_decision(store: str) -> None:
     """A follow-up passes tool rounds by; at Stop it (after a steer queued before it) rides
-    ``{"decision": "block", "reason"}``; the events say ``delivery: "follow_up"``."""
+    Stop's ``additionalContext``, which keeps Claude Code going (a block decision's reason
+    reaches 2.1.332's next request twice); the events say ``delivery: "follow_up"``."""
     session = "s-follow"
     assert instruct(
         session, "Then update the changelog", id="f1", vendor="claude-code", store=store, kind="follow_up"
@@ -154,7 +155,12 @@ def test_a_follow_up_waits_for_stop_and_rides_the_do_not_stop_decision(store: st
     reply = json.loads(
         hook(store, {"session_id": session, "hook_event_name": "Stop", "stop_hook_active": False})
     )
-    assert reply == {"decision": "block", "reason": "Then update the changelog\n\nAlso run the linters"}
+    assert reply == {
+        "hookSpecificOutput": {
+            "hookEventName": "Stop",
+            "additionalContext": "Then update the changelog\n\nAlso run the linters",
+        }
+    }
     assert [e.get("delivery") for e in delivered(store, "f1")] == ["follow_up"]
     assert [e.get("delivery") for e in delivered(store, "s2")] == [None]
     assert hook(store, {"session_id": session, "hook_event_name": "Stop", "stop_hook_active": True}) == b""

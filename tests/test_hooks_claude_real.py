@@ -293,14 +293,15 @@ def test_a_steer_queued_before_the_start_rides_the_first_request(tmp_path: pathl
     no_failures(events)
 
 
+@pytest.mark.parametrize("version", sorted(VERSIONS))
 @pytest.mark.parametrize("kind", ["follow_up", "steer"])
 def test_an_instruction_queued_during_the_final_answer_continues_through_the_stop_decision(
-    tmp_path: pathlib.Path, kind: str
+    tmp_path: pathlib.Path, kind: str, version: str
 ) -> None:
     """``instruct --follow-up`` (and a late steer) queued while the model writes its last answer:
-    the Stop hook's "do not stop yet" decision carries it, Claude Code makes one more request
-    with it, once, and then stops."""
-    claude = Claude(tmp_path, "claude-code")
+    the Stop hook's reply keeps Claude Code going, it makes one more request with it, once
+    (2.1.332 put a block decision's reason in that request twice), and then stops."""
+    claude = Claude(tmp_path, VERSIONS[version])
     marker = f"LATER-{kind} now update the changelog"
 
     def reply(body: dict[str, Any]) -> list[Block]:

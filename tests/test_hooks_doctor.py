@@ -212,6 +212,54 @@ def test_doctor_checks_the_installed_claude_code_version_and_its_events(
     assert "claude-code 2.1.332" in err
 
 
+def test_doctor_reads_an_http_install_and_checks_its_server(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An ``--http`` install (Claude Code: no SessionStart, which it runs no HTTP hook at) is a
+    config doctor accepts: it checks that something listens at the URL instead of a command
+    and a store, and fails (exit 1) when nothing does."""
+    import socket
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake_cli(bin_dir, "claude", "2.1.332 (Claude Code)")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    settings = tmp_path / "settings.json"
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        url = f"http://127.0.0.1:{port}"
+        code, out, err = cli(
+            capsys, "hooks", "install", "claude-code", "--http", url, "--write", str(settings)
+        )
+        assert code == 0, err
+        assert "not SessionStart: claude-code runs no HTTP hook there" in out + err
+        wired = json.loads(settings.read_text(encoding="utf-8"))["hooks"]
+        assert list(wired) == ["UserPromptSubmit", "PostToolBatch", "Stop", "SessionEnd"]
+        code, out, _ = cli(capsys, "hooks", "doctor", "claude-code", "--config", str(settings))
+    assert code == 0, out
+    assert "ok    config:" in out
+    assert f"ok    server: 127.0.0.1:{port} accepts connections" in out
+    assert "store:" not in out  # the server's own
+    code, out, _ = cli(capsys, "hooks", "doctor", "claude-code", "--config", str(settings))
+    assert code == 1, out
+    assert f"FAIL  server: nothing answers at 127.0.0.1:{port}" in out
+    assert "live-steering serve --hooks-store" in out
+
+
+def test_doctor_fails_a_config_that_is_not_utf8_with_a_line_of_its_own(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A settings file that is not UTF-8: a FAIL line (exit 1), not a crash, and the other checks run."""
+    latin1 = tmp_path / "settings.json"
+    latin1.write_bytes(b'{"theme": "caf\xe9"}')
+    code, out, err = cli(capsys, "hooks", "doctor", "claude-code", "--config", str(latin1))
+    assert code == 1, (out, err)
+    assert "FAIL  config: " in out
+    assert "is not UTF-8 text" in out
+    assert "version:" in out
+    assert err == ""
+
+
 def test_doctor_passes_for_a_fresh_install_and_names_what_is_missing(
     tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -106,7 +106,7 @@ def test_each_fixture_gets_the_reply_its_profile_promises(store: HookWhere, vend
     if moment in facts.eligible_moments(None) and not in_subagent:  # a subagent never takes the main agent's
         if facts.reply_shape == "context":
             expected = b'{"context":"Use the corrected path"}\n'
-        elif moment in facts.follow_up_moments:  # "do not stop yet": the agent carries on with it
+        elif moment in facts.follow_up_moments and facts.follow_up_reply == "decision":  # "do not stop yet"
             expected = b'{"decision":"block","reason":"Use the corrected path"}\n'
         else:
             expected = (

@@ -223,7 +223,7 @@ def run_events(args: argparse.Namespace) -> int:
 
 def _wiring_for(args: argparse.Namespace) -> tuple[Any, list[str]] | None:
     """The vendor version to wire for and the notes to print, or ``None`` after a usage error."""
-    from ..hooks import _versions
+    from ..hooks import _install, _versions
 
     notes: list[str] = []
     if args.vendor not in _versions.TABLES:
@@ -246,7 +246,14 @@ def _wiring_for(args: argparse.Namespace) -> tuple[Any, list[str]] | None:
             return None
     row = _versions.wiring(args.vendor, version)
     assert row is not None
-    notes.append(_versions.install_note(args.vendor, version, how))
+    skipped = _install.NO_HTTP_MOMENTS.get(args.vendor, frozenset()) if args.http else frozenset()
+    notes.append(_versions.install_note(args.vendor, version, how, skipped))
+    if skipped & set(row.moments):
+        gone = ", ".join(m for m in row.moments if m in skipped)
+        notes.append(
+            f"not {gone}: {args.vendor} runs no HTTP hook there, so an instruction queued before a"
+            " session starts (or resumes) waits for its first prompt"
+        )
     if row.trust_required:
         notes += CODEX_TRUST_STEP
     return version, notes

@@ -14,6 +14,8 @@ import json
 import os
 import re
 import shlex
+import socket
+import urllib.parse
 from collections.abc import Iterator
 
 from . import _install, _vendors, _versions
@@ -46,8 +48,8 @@ def config_path(vendor: str) -> str:
     return os.path.expanduser(_install.CONFIG_FILES[vendor])
 
 
-def _commands_json(text: str) -> dict[str, list[str]]:
-    """Moment -> our hook commands in a JSON hooks config."""
+def _commands_json(text: str, urls: dict[str, list[str]] | None = None) -> dict[str, list[str]]:
+    """Moment -> our hook commands in a JSON hooks config; our HTTP hooks' URLs go in ``urls``."""
     found: dict[str, list[str]] = {}
     config = json.loads(text) if text.strip() else {}
     hooks = config.get("hooks", {}) if isinstance(config, dict) else {}
@@ -58,9 +60,35 @@ def _commands_json(text: str) -> dict[str, list[str]]:
             inner = entry.get("hooks") if isinstance(entry, dict) and "hooks" in entry else [entry]
             for hook in inner if isinstance(inner, list) else []:
                 command = hook.get("command") if isinstance(hook, dict) else None
+                url = hook.get("url") if isinstance(hook, dict) and hook.get("type") == "http" else None
                 if isinstance(command, str) and any(m in command for m in _install.MARKERS):
                     found.setdefault(moment, []).append(command)
+                elif urls is not None and isinstance(url, str) and "/v1/hooks/" in url:
+                    urls.setdefault(moment, []).append(url)
     return found
+
+
+def _server_check(url: str) -> Check:
+    """Whether something listens where an HTTP hook posts (a TCP connect, bounded)."""
+    parsed = urllib.parse.urlsplit(url)
+    try:
+        port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    except ValueError:
+        return Check(False, "server", f"{url} has no valid port: run `hooks install` again")
+    host = parsed.hostname or ""
+    try:
+        with socket.create_connection((host, port), timeout=2):
+            pass
+    except OSError as exc:
+        return Check(
+            False,
+            "server",
+            f"nothing answers at {host}:{port} ({exc.strerror or exc}): start `live-steering serve "
+            "--hooks-store PATH` there, or the vendor's HTTP hooks do nothing",
+        )
+    return Check(
+        True, "server", f"{host}:{port} accepts connections (the server's store is the one it serves)"
+    )
 
 
 def _commands_hermes(text: str) -> dict[str, list[str]]:
@@ -221,15 +249,24 @@ def diagnose(vendor: str, *, path: str | None = None) -> Iterator[Check]:
             f"{path}: {exc.strerror or exc}; run `live-steering hooks install {vendor} --write {path}`",
         )
         text = None
+    except UnicodeDecodeError:
+        yield Check(
+            False, "config", f"{path} is not UTF-8 text; save it as UTF-8 (no hook can be read from it)"
+        )
+        text = None
     wired: dict[str, list[str]] = {}
+    urls: dict[str, list[str]] = {}
     if text is not None:
         try:
-            wired = _commands_hermes(text) if vendor == "hermes" else _commands_json(text)
+            wired = _commands_hermes(text) if vendor == "hermes" else _commands_json(text, urls)
         except ValueError as exc:
             yield Check(False, "config", f"{path} is not JSON ({exc})")
         except RecursionError:
             yield Check(False, "config", f"{path} is JSON nested too deeply to read")
-        want = _install.moments(vendor, version)
+        http = bool(urls) and not wired
+        if http:  # installed with --http: the vendor posts to a server, no command runs here
+            wired = {m: [] for m in urls}
+        want = _install.moments(vendor, version, http=http)
         missing = [m for m in want if m not in wired]
         extra = [m for m in wired if m not in want]
         unknown = [m for m in wired if m not in _vendors.FACTS[vendor].known_moments]
@@ -260,11 +297,14 @@ def diagnose(vendor: str, *, path: str | None = None) -> Iterator[Check]:
     commands = sorted({c for cs in wired.values() for c in cs})
     for command in commands:
         yield _resolves_here(command)
-    if not commands:
-        yield Check(None, "command", "nothing wired to check")
-    stores = sorted({_store_of(c) for c in commands}, key=str) or [(_plugin_store(path), None)]
-    for store, dsn in stores:
-        yield _store_check(store, dsn)
+    for url in sorted({u for us in urls.values() for u in us}):
+        yield _server_check(url)
+    if not (urls and not commands):  # an --http install: the server opens its own store
+        if not commands:
+            yield Check(None, "command", "nothing wired to check")
+        stores = sorted({_store_of(c) for c in commands}, key=str) or [(_plugin_store(path), None)]
+        for store, dsn in stores:
+            yield _store_check(store, dsn)
     if vendor in _versions.TABLES:
         support = _versions.support(vendor, version)
         verified = _versions.shown_versions(vendor)

@@ -63,15 +63,23 @@ class InstallError(LiveSteeringError, ValueError):
     """The config file cannot be merged safely (not JSON, not an object, YAML with hooks already)."""
 
 
-def moments(vendor: str, version: _versions.Version | None = None) -> list[str]:
+#: Moments a vendor never runs an HTTP hook at: Claude Code 2.1.197 and 2.1.332 skip them
+#: ("Skipping HTTP hook ... HTTP hooks are not supported for SessionStart", in their debug
+#: log and in the CLI's own source, for SessionStart and Setup).
+NO_HTTP_MOMENTS: dict[str, frozenset[str]] = {"claude-code": frozenset({"SessionStart", "Setup"})}
+
+
+def moments(vendor: str, version: _versions.Version | None = None, *, http: bool = False) -> list[str]:
     """The moments the config wires for ``version`` of the vendor (``None``: the newest verified).
 
     A vendor with a version table (``_versions.TABLES``: Claude Code, Codex, Qwen Code, Hermes)
     gets its row's moments; the others every eligible moment, sorted, then the session-end moment.
+    ``http``: for the vendor's HTTP hooks, less the moments it runs no HTTP hook at.
     """
     row = _versions.wiring(vendor, version)
     if row is not None:
-        return list(row.moments)
+        skipped = NO_HTTP_MOMENTS.get(vendor, frozenset()) if http else frozenset()
+        return [m for m in row.moments if m not in skipped]
     facts = _vendors.FACTS[vendor]
     wired = sorted(facts.context_moments)
     if facts.session_end_moment is not None:
@@ -170,7 +178,7 @@ def config_block(
     if token_env is not None and http is None:
         raise ValueError("--token-env is for --http hooks (the token of the server they call)")
     command = hook_command(vendor, store, dsn)
-    wired = moments(vendor, version)
+    wired = moments(vendor, version, http=http is not None)
     if vendor == "hermes":
         lines = ["hooks:"]
         for moment in wired:

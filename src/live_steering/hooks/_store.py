@@ -763,7 +763,13 @@ class RelayStore(HookStore):
                     command_id,
                 )
             context = _vendors.SEPARATOR.join(r[2] for r in batch)
-            reply = _vendors.build_reply(facts.reply_shape, moment, context, keep_going=keep_going)
+            reply = _vendors.build_reply(
+                facts.reply_shape,
+                moment,
+                context,
+                keep_going=keep_going,
+                follow_up_reply=facts.follow_up_reply,
+            )
         self._point("claimed")
         return Claim(
             token,

@@ -52,6 +52,7 @@ class VendorFacts:
         "cap_counts_utf16",
         "context_moments",
         "follow_up_moments",
+        "follow_up_reply",
         "held_moments",
         "moment_fields",
         "name",
@@ -82,6 +83,7 @@ class VendorFacts:
         session_id_fields: tuple[str, ...] = ("session_id",),
         moment_fields: tuple[str, ...] = ("hook_event_name",),
         follow_up_moments: Iterable[str] = (),
+        follow_up_reply: str = "decision",
         agent_id_fields: tuple[str, ...] = (),
     ) -> None:
         self.name = name
@@ -104,6 +106,10 @@ class VendorFacts:
         """Moments whose documented reply keeps the agent from stopping ("do not stop yet"):
         a follow-up is delivered there, and only there; empty: the vendor refuses follow-ups.
         The main agent's steers ride the same decision there (``eligible_moments``)."""
+        self.follow_up_reply = follow_up_reply
+        """How a follow-up moment's reply keeps the agent going: ``"decision"``, the block
+        decision ``{"decision": "block", "reason"}``; ``"context"``, the moment's own
+        ``additionalContext`` (which that vendor also reads as "do not stop yet")."""
         self.agent_id_fields = agent_id_fields
         """The hook JSON fields naming the subagent a moment runs in (absent: the main agent)."""
 
@@ -205,12 +211,19 @@ def fit_count(lengths: Iterable[int], cap: int | None) -> int:
 
 
 def build_reply(
-    reply_shape: str, moment: str, context: str, *, keep_going: bool = False
+    reply_shape: str,
+    moment: str,
+    context: str,
+    *,
+    keep_going: bool = False,
+    follow_up_reply: str = "decision",
 ) -> dict[str, object]:
     """The vendor's JSON reply carrying ``context`` at ``moment`` (never redacted).
 
-    ``keep_going``: a follow-up moment (the ``Stop`` of Claude Code, Codex, Qwen Code): the documented "do not
-    stop yet" decision, whose ``reason`` the agent reads as its next instruction.
+    ``keep_going``: a follow-up moment (the ``Stop`` of Claude Code, Codex, Qwen Code): the
+    vendor's "do not stop yet" reply, the block decision whose ``reason`` the agent reads as
+    its next instruction, or (``follow_up_reply="context"``, Claude Code) the moment's own
+    ``additionalContext``, which keeps it going as well.
 
     >>> build_reply("hookSpecificOutput", "PostToolBatch", "Use the corrected path")
     {'hookSpecificOutput': {'hookEventName': 'PostToolBatch', 'additionalContext': 'Use the corrected path'}}
@@ -219,7 +232,7 @@ def build_reply(
     >>> build_reply("context", "pre_llm_call", "Use the corrected path")
     {'context': 'Use the corrected path'}
     """
-    if keep_going:
+    if keep_going and follow_up_reply == "decision":
         return {"decision": "block", "reason": context}
     if reply_shape == CONTEXT:
         return {"context": context}
@@ -364,9 +377,14 @@ _CLAUDE_CODE = VendorFacts(
     cap=10_000,
     cap_counts_utf16=True,
     session_end_moment="SessionEnd",
-    # The Stop hook's ``{"decision": "block", "reason"}`` keeps Claude working with the reason
-    # as its next instruction (hooks reference, "Stop decision control").
+    # A Stop reply keeps Claude working: the block decision ``{"decision": "block", "reason"}``
+    # (hooks reference, "Stop decision control"), or Stop's ``additionalContext`` (declared in
+    # claude-agent-sdk's types.py). Seen with the real CLIs: 2.1.197 and 2.1.332 each make one
+    # more request with the context once ("Stop hook additional context: ..."), where 2.1.332
+    # puts a block decision's reason in that request twice (as "Stop hook feedback" and as a
+    # "Stop hook blocking error"). So the context it is.
     follow_up_moments=("Stop",),
+    follow_up_reply="context",
     # Hooks that run inside a subagent carry its ``agent_id`` (and ``agent_type``).
     agent_id_fields=("agent_id",),
     # ``claude --resume`` reuses the session id: a later start or prompt opens a new epoch.

@@ -365,8 +365,11 @@ def support(vendor: str, version: Version | None) -> str:
     return "unverified"
 
 
-def install_note(vendor: str, version: Version | None, how: str) -> str:
-    """The line ``hooks install`` prints: how the version was found and what it wires for it.
+def install_note(
+    vendor: str, version: Version | None, how: str, skipped: frozenset[str] = frozenset()
+) -> str:
+    """The line ``hooks install`` prints: how the version was found and what it wires for it
+    (less ``skipped``, moments its HTTP hooks never run at).
 
     >>> print(install_note("claude-code", (2, 1, 197), "--vendor-version 2.1.197"))  # doctest: +ELLIPSIS
     --vendor-version 2.1.197: wiring the moments of claude-code 2.1.197: SessionStart, ...
@@ -375,7 +378,7 @@ def install_note(vendor: str, version: Version | None, how: str) -> str:
     """
     row = wiring(vendor, version)
     assert row is not None, vendor
-    wired = ", ".join(row.moments)
+    wired = ", ".join(m for m in row.moments if m not in skipped)
     if version is None:  # the newest row, named by the newest version the tests run of it
         newest = row.verified[-1] if row.verified else row.minimum
         return (

@@ -13,8 +13,8 @@ The session id the hooks see is the one the host gives ``ClaudeAgentOptions(sess
 (else the CLI makes one up: read it from the first ``SystemMessage``'s ``data["session_id"]``).
 A hook that runs inside a subagent carries its ``agent_id``: it takes only instructions sent
 to that subagent (``instruct(..., agent_id=...)``), never the main agent's. At ``Stop`` an
-instruction rides the "do not stop yet" decision, which costs one more model turn; that is
-also how a follow-up (``instruct(..., kind="follow_up")``) is delivered.
+instruction rides ``Stop``'s ``additionalContext``, which keeps the CLI going for one more
+model turn; that is also how a follow-up (``instruct(..., kind="follow_up")``) is delivered.
 
 Needs the ``claude-agent-sdk`` extra: ``pip install 'live-steering[claude-agent-sdk]'``.
 The callbacks run the store's work in a worker thread (``anyio.to_thread``); the SDK is
