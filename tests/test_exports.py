@@ -168,6 +168,8 @@ SUBPACKAGE_EXPORTS: dict[str, set[str]] = {
         "RUNTIME_CAPABILITY",
         "SKIPPED_TOOL_RESULT",
         "STOPPED_TOOL_RESULT",
+        "TOOL_CANCELLED_RESULT",
+        "TOOL_FAILED_RESULT",
         "LiveSteeringOrchestrator",
         "mount",
     },
@@ -219,6 +221,8 @@ SUBPACKAGE_EXPORTS: dict[str, set[str]] = {
         "Provider",
         "Reply",
         "SKIPPED_TOOL_RESULT",  # issue 22: the pinned result of a skipped tool call (C31)
+        "TOOL_CANCELLED_RESULT",  # the result of a call a cancelled turn left unfinished
+        "TOOL_FAILED_RESULT",  # the result of a call a failed turn left unfinished
         "ToolCall",
         "ToolRunner",
     },

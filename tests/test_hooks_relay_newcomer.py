@@ -264,10 +264,39 @@ def test_hermes_plugin_called_without_a_session_id_is_recorded(store: str) -> No
 
 def test_hooks_sessions_on_an_empty_store_says_so(store: str, capsys: pytest.CaptureFixture[str]) -> None:
     """`hooks sessions` with nothing in the store prints "no sessions yet" (and --json prints nothing)."""
+    SqliteHookStore(store).close()
     code, out, _ = cli(capsys, "hooks", "sessions", "--store", store)
     assert code == 0
     assert out.startswith("no sessions yet")
     assert cli(capsys, "hooks", "sessions", "--store", store, "--json")[1] == ""
+
+
+@pytest.mark.parametrize("command", ["events", "sessions", "recover"])
+def test_inspecting_a_store_that_does_not_exist_says_so_and_creates_nothing(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """`hooks events|sessions|recover --store TYPO`: one line naming the missing store, exit 1,
+    and no file made (it used to answer an empty listing from a store it had just created)."""
+    typo = tmp_path / "hoks.db"
+    code, out, err = cli(capsys, "hooks", command, "--store", str(typo))
+    assert (code, out) == (1, "")
+    assert f"no hook store at {typo}" in err
+    assert list(tmp_path.iterdir()) == []
+    if command != "sessions":  # the one without --session
+        code, _, err = cli(capsys, "hooks", command, "--store", str(typo), "--session", "\udcff")
+        assert code == 1
+        assert "--session: not encodable as UTF-8" in err
+
+
+def test_instruct_to_a_store_in_a_folder_that_does_not_exist_queues_nothing(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`instruct --store /no/such/folder/x.db`: exit 2 naming the folder; no folder is made."""
+    missing = tmp_path / "no" / "such"
+    code, out, err = cli(capsys, "instruct", "s", "Use the corrected path", "--store", str(missing / "x.db"))
+    assert (code, out) == (2, "")
+    assert f"there is no folder {missing}" in err
+    assert not (tmp_path / "no").exists()
 
 
 def test_instruct_from_stdin_strips_one_trailing_newline(

@@ -16,6 +16,8 @@ non-string, ``ValueError`` for a bad one).
 
 from __future__ import annotations
 
+import urllib.parse
+
 # The hook command imports this module on its hot path, where even ``typing`` costs:
 # with postponed annotations, ``Final`` is needed by the type checker only.
 TYPE_CHECKING = False
@@ -27,8 +29,9 @@ __all__ = [
     "MAX_ID_CHARS",
     "checked_id",
     "event_safe",
-    "optional_id",
     "id_problem",
+    "optional_id",
+    "origin_problem",
     "input_problem",
     "plain_str",
     "utf8_encodable",
@@ -146,3 +149,29 @@ def event_safe(value: str) -> str:
     if utf8_encodable(value):
         return value
     return value.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def origin_problem(origin: object) -> str | None:
+    """Why ``origin`` is not a browser origin CORS can allow, or ``None``: ``scheme://host[:port]``
+    (http or https, no path), or ``*``."""
+    if not isinstance(origin, str):
+        return f"an origin is a string, got {type(origin).__name__}"
+    if origin == "*":
+        return None
+    try:
+        parts = urllib.parse.urlsplit(origin)
+        parts.port  # noqa: B018 - raises for a port that is not a number
+    except ValueError:
+        parts = None
+    if (
+        parts is None
+        or parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or parts.path
+        or parts.query
+        or parts.fragment
+        or parts.username is not None
+    ):
+        shown = origin if origin.isprintable() else ascii(origin)
+        return f"{shown!r} is not an origin: scheme://host[:port], as a browser sends it, e.g. https://app.example"
+    return None

@@ -99,7 +99,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             super().__init__(*args, **kwargs)
 
         def error(self, message: str) -> NoReturn:
-            self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+            # an argument that is not UTF-8 (the shell's $'\\xff') is shown escaped, not a crash
+            shown = message.encode("utf-8", "backslashreplace").decode("utf-8")
+            self.exit(2, f"{self.prog}: error: {shown} (see {self.prog} --help)\n")
 
     parser = Parser(
         prog="live-steering",

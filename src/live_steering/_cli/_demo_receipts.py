@@ -79,17 +79,20 @@ async def long_run(
         tools = ScriptedTools({"run_tests": "12 passed"})
         running = tools.gate("run_tests")
         loop = AgentLoop(runtime, provider, tools)
-        gen_id = f"long-{generation}"
         results: list[LoopResult] = []
 
         async def drive(
-            loop: AgentLoop = loop, gen_id: str = gen_id, results: list[LoopResult] = results
+            loop: AgentLoop = loop, results: list[LoopResult] = results, task: int = generation
         ) -> None:
-            results.append(await loop.run(f"Task {gen_id}", generation_id=gen_id))
+            # a runtime-issued id: the runtime remembers a counter, not each id (any N fits)
+            results.append(await loop.run(f"Task {task}"))
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(drive)
             await running.wait_reached()
+            running_generation = runtime.generation
+            assert running_generation is not None  # the loop waits in its tool
+            gen_id: str = running_generation["id"]
             for n in range(count):
                 submitted += 1
                 input = Input("steer", f"steer {submitted} for {gen_id}", id=f"steer-{submitted}")

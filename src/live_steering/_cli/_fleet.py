@@ -11,6 +11,7 @@ a ``StoreProblem``: one line on stderr and the command's exit status for it.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sqlite3
 from pathlib import Path
@@ -21,6 +22,7 @@ from .._extras import install_hint
 from .._validate import checked_id
 from ..fleet import Fleet, SQLiteFleet
 from ..fleet._store import StoreConnection
+from ._output import dsn, file_path
 
 __all__ = [
     "StoreProblem",
@@ -47,8 +49,12 @@ class StoreProblem(LiveSteeringError):
 def store_arguments(parser: argparse.ArgumentParser) -> None:
     """``--store PATH | --dsn DSN`` and ``SESSION`` (``steer`` and ``stop``)."""
     where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--store", metavar="PATH", help="a SQLite fleet store (processes on one machine)")
-    where.add_argument("--dsn", metavar="DSN", help="a PostgreSQL fleet store (needs the 'postgres' extra)")
+    where.add_argument(
+        "--store", metavar="PATH", type=file_path, help="a SQLite fleet store (processes on one machine)"
+    )
+    where.add_argument(
+        "--dsn", metavar="DSN", type=dsn, help="a PostgreSQL fleet store (needs the 'postgres' extra)"
+    )
     parser.add_argument("session", metavar="SESSION", help="the session id the owner runs")
 
 
@@ -64,8 +70,8 @@ def timeout_argument(parser: argparse.ArgumentParser) -> None:
 
 def usage_error(args: argparse.Namespace) -> str | None:
     """What is wrong with ``--timeout``, ``SESSION`` or ``--store`` before anything opens, or ``None``."""
-    if args.timeout <= 0:
-        return "--timeout must be positive"
+    if not (math.isfinite(args.timeout) and args.timeout > 0):
+        return f"--timeout must be a finite number of seconds above 0, got {args.timeout}"
     try:
         # the library's rule for session ids (non-empty, at most 128 characters, UTF-8, no NUL):
         # a usage error here, not a ValueError's traceback from inside the fleet

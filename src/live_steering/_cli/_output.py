@@ -15,7 +15,16 @@ import re
 import sys
 from typing import Any, TextIO
 
-__all__ = ["Progress", "error", "json_line", "printable", "redacted_dsn", "stdout_gone"]
+__all__ = [
+    "Progress",
+    "dsn",
+    "error",
+    "file_path",
+    "json_line",
+    "printable",
+    "redacted_dsn",
+    "stdout_gone",
+]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -24,6 +33,30 @@ def error(prog: str, message: object) -> None:
     """Print ``prog: message`` as one line on stderr, whatever newlines ``message`` holds."""
     text = " ".join(str(message).splitlines()) or type(message).__name__
     print(f"{prog}: {text}", file=sys.stderr)
+
+
+def dsn(text: str) -> str:
+    """An argparse type for ``--dsn``: a non-empty libpq connection string in valid UTF-8 (a
+    byte that is not, the shell's ``$'\\xff'``, would fail inside psycopg with its codec's name)."""
+    import argparse
+
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty DSN names no server")
+    if _SURROGATE.search(text):
+        raise argparse.ArgumentTypeError("the DSN is not valid UTF-8")
+    return text
+
+
+def file_path(text: str) -> str:
+    """An argparse type for a file path: not empty (SQLite reads ``""`` as a private temporary
+    database, ``open("")`` as no file), valid UTF-8."""
+    import argparse
+
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path names no file")
+    if _SURROGATE.search(text):
+        raise argparse.ArgumentTypeError(f"{text!a} is not valid UTF-8")
+    return text
 
 
 def redacted_dsn(dsn: str) -> str:

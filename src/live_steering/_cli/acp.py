@@ -27,14 +27,20 @@ __all__ = ["register", "run"]
 
 
 def _positive_float(value: str) -> float:
-    number = float(value)
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
     if not math.isfinite(number) or number < 0:
         raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {value!r}")
     return number
 
 
 def _positive_int(value: str) -> int:
-    number = int(value)
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
     if number < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {value!r}")
     return number
@@ -154,6 +160,15 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if (args.openai_base_url is None) != (args.model is None):
         print("live-steering acp: --openai-base-url and --model go together", file=sys.stderr)
+        return 2
+    if args.model is not None and not args.model.strip():
+        print("live-steering acp: --model needs a model name", file=sys.stderr)
+        return 2
+    if args.openai_base_url is not None and args.client_paced:
+        print(
+            "live-steering acp: --client-paced paces the scripted model; a real model paces itself",
+            file=sys.stderr,
+        )
         return 2
     try:
         import acp  # noqa: F401  (only to know the extra is installed)

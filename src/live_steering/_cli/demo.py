@@ -25,7 +25,7 @@ from ..journal import JournalCorruptError, JournalError
 from ..loop import AgentLoop, LoopResult, Reply, ToolCall
 from ..testing import EventRecorder, RecordingContext, ScriptedProvider, ScriptedTools
 from ._demo_receipts import journaled, long_run
-from ._output import Progress, error, stdout_gone
+from ._output import Progress, error, file_path, stdout_gone
 
 __all__ = ["register", "run", "run_demo"]
 
@@ -48,6 +48,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--journal",
         metavar="PATH",
+        type=file_path,
         help="journal the receipts in a SQLite file; print a receipt.durable line as each becomes durable",
     )
     parser.add_argument(

@@ -50,7 +50,9 @@ def register(subparsers: Any) -> None:
     events.add_argument(
         "--show-text", action="store_true", help="show instruction text instead of [redacted]"
     )
-    events.add_argument("--after", metavar="N", type=int, default=0, help="only events with sequence > N")
+    events.add_argument(
+        "--after", metavar="N", type=_sequence, default=0, help="only events with sequence > N"
+    )
     events.add_argument(
         "--limit",
         metavar="N",
@@ -68,6 +70,7 @@ def register(subparsers: Any) -> None:
         metavar="PATH",
         nargs="?",
         const=DEFAULT_PATH,
+        type=_write_path,
         help="merge the config into PATH (default: the vendor's user config file; backup in "
         "PATH.bak, or PATH.bak.N if that exists)",
     )
@@ -144,8 +147,28 @@ def store_options(parser: argparse.ArgumentParser) -> None:
     where.add_argument(
         "--dsn",
         metavar="DSN",
+        type=_dsn,
         help="a PostgreSQL hook store (default: $LIVE_STEERING_STORE_DSN; needs the 'postgres' extra)",
     )
+
+
+def _write_path(text: str) -> str:
+    """``--write PATH``: a file path, not an empty one (which would name the current folder)."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path names no file (leave PATH out for the vendor's own)")
+    return text
+
+
+def _dsn(text: str) -> str:
+    """``--dsn``: non-empty and valid UTF-8 (``_output.dsn``'s rule, without its imports: ``instruct``
+    starts with these options and keeps its imports few)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise argparse.ArgumentTypeError("the DSN is not valid UTF-8") from None
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty DSN names no server")
+    return text
 
 
 def _printable(value: object) -> str:
@@ -173,10 +196,47 @@ def _line(event: dict[str, Any]) -> str:
     return "  ".join(parts) + (f"  {rest}" if rest else "")
 
 
+def _sequence(text: str) -> int:
+    """An event sequence number for ``--after``: 0 up to SQLite's largest integer."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value < 2**63:
+        raise argparse.ArgumentTypeError(f"must be an event sequence number (0 or more), got {text!r}")
+    return value
+
+
+def _inspected(args: argparse.Namespace) -> str | None:
+    """Why an inspecting command (events, sessions, recover) does not open its store, or ``None``.
+
+    They never create one: a ``--store`` (or the default store) that does not exist is said
+    to be missing, so a mistyped path is not answered with an empty listing. A ``--session``
+    outside the id rules is refused the same way.
+    """
+    from ..hooks._open import DSN_ENV
+    from ..hooks._store import default_store_path
+    from ..hooks._vendors import session_id_problem
+
+    session = getattr(args, "session", None)
+    if session is not None and (problem := session_id_problem(session)) is not None:
+        return f"--session: {problem}"
+    if args.dsn is not None or (args.store is None and os.environ.get(DSN_ENV)):
+        return None
+    path = args.store if args.store is not None else default_store_path()
+    if not os.path.exists(path):
+        shown = path if path.isprintable() else ascii(path)
+        return f"no hook store at {shown}: no hook or instruct has run with it (a typo in --store?)"
+    return None
+
+
 def run_events(args: argparse.Namespace) -> int:
     from ..hooks._open import open_store
     from ..hooks._store import StoreError
 
+    if (problem := _inspected(args)) is not None:
+        print(f"live-steering hooks events: {problem}", file=sys.stderr)
+        return 1
     try:
         store = open_store(args.store, dsn=args.dsn)
     except StoreError as exc:
@@ -405,6 +465,9 @@ def run_sessions(args: argparse.Namespace) -> int:
     from ..hooks._open import open_store
     from ..hooks._store import StoreError
 
+    if (problem := _inspected(args)) is not None:
+        print(f"live-steering hooks sessions: {problem}", file=sys.stderr)
+        return 1
     try:
         store = open_store(args.store, dsn=args.dsn)
         try:
@@ -433,6 +496,9 @@ def run_recover(args: argparse.Namespace) -> int:
     from ..hooks._open import open_store
     from ..hooks._store import StoreError
 
+    if (problem := _inspected(args)) is not None:
+        print(f"live-steering hooks recover: {problem}", file=sys.stderr)
+        return 1
     try:
         store = open_store(args.store, dsn=args.dsn)
         try:

@@ -101,6 +101,15 @@ def run(args: argparse.Namespace) -> int:
         text = sys.stdin.read()
         text = text[:-2] if text.endswith("\r\n") else text.removesuffix("\n")
     kind = FOLLOW_UP if args.follow_up else STEER
+    if args.store is not None and args.dsn is None:
+        folder = os.path.dirname(os.path.abspath(args.store))
+        if not os.path.isdir(folder):  # a typo: the hooks' store is never in a folder that does not exist
+            shown = folder if folder.isprintable() else ascii(folder)
+            print(
+                f"live-steering instruct: --store: there is no folder {shown}; nothing was queued",
+                file=sys.stderr,
+            )
+            return 2
     try:
         store = open_store(args.store, dsn=args.dsn)
         try:

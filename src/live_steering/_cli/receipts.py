@@ -49,7 +49,7 @@ from ..journal import (
 )
 from ..journal._store import iso
 from ._fleet import StoreProblem, connect, fleet_at
-from ._output import error, json_line, printable, redacted_dsn, stdout_gone
+from ._output import dsn, error, file_path, json_line, printable, redacted_dsn, stdout_gone
 
 __all__ = ["register", "run"]
 
@@ -67,8 +67,12 @@ def register(subparsers: Any) -> None:
         description="Print the receipts stored in a receipt journal or a fleet store. Read-only unless "
         "--recover: safe beside a live writer.",
     )
-    parser.add_argument("path", metavar="PATH", nargs="?", help="a journal file or a SQLite fleet store")
-    parser.add_argument("--dsn", metavar="DSN", help="read a PostgreSQL fleet store instead of PATH")
+    parser.add_argument(
+        "path", metavar="PATH", nargs="?", type=file_path, help="a journal file or a SQLite fleet store"
+    )
+    parser.add_argument(
+        "--dsn", metavar="DSN", type=dsn, help="read a PostgreSQL fleet store instead of PATH"
+    )
     parser.add_argument("--session", metavar="S", help="only inputs of session S (a runtime's session_id)")
     parser.add_argument("--generation", metavar="G", help="only inputs anchored to generation G")
     parser.add_argument(

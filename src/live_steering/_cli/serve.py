@@ -25,7 +25,8 @@ from typing import Any
 
 from .._errors import LiveSteeringError
 from .._extras import install_hint
-from ._output import error, redacted_dsn
+from .._validate import origin_problem as _origin_problem
+from ._output import dsn, error, file_path, redacted_dsn
 
 _PROG = "live-steering serve"
 DEFAULT_PORT = 8765
@@ -37,6 +38,14 @@ GRACE = 3.0
 #: default of 100 made a burst of 300 connections lose a third of them (the kernel drops a
 #: SYN while the queue is full, and some clients saw their connection reset).
 BACKLOG = 2048
+
+
+def _origin(text: str) -> str:
+    """``--cors-origin``: a browser origin (the HTTP app's own rule, without importing Starlette)."""
+    problem = _origin_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return text
 
 
 def register(subparsers: Any) -> None:
@@ -51,13 +60,20 @@ def register(subparsers: Any) -> None:
         "--port", type=int, default=DEFAULT_PORT, help=f"the port (default {DEFAULT_PORT}; 0: any free one)"
     )
     where = parser.add_mutually_exclusive_group()
-    where.add_argument("--store", metavar="PATH", help="a SQLite fleet store (runtime sessions)")
-    where.add_argument("--dsn", metavar="DSN", help="a PostgreSQL fleet store (needs the 'postgres' extra)")
+    where.add_argument(
+        "--store", metavar="PATH", type=file_path, help="a SQLite fleet store (runtime sessions)"
+    )
+    where.add_argument(
+        "--dsn", metavar="DSN", type=dsn, help="a PostgreSQL fleet store (needs the 'postgres' extra)"
+    )
     hooks = parser.add_mutually_exclusive_group()
-    hooks.add_argument("--hooks-store", metavar="PATH", help="a SQLite hook store (hook sessions)")
+    hooks.add_argument(
+        "--hooks-store", metavar="PATH", type=file_path, help="a SQLite hook store (hook sessions)"
+    )
     hooks.add_argument(
         "--hooks-dsn",
         metavar="DSN",
+        type=dsn,
         help="a PostgreSQL hook store (hook sessions; needs the 'postgres' extra)",
     )
     parser.add_argument(
@@ -68,6 +84,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--cors-origin",
         action="append",
+        type=_origin,
         default=[],
         metavar="ORIGIN",
         help="allow this origin to call the API from a browser (repeatable; default: no CORS)",

@@ -68,6 +68,16 @@ def _commands_json(text: str, urls: dict[str, list[str]] | None = None) -> dict[
     return found
 
 
+def _json_object(text: str) -> bool:
+    """True for an empty file or one holding a JSON object (what ``hooks install`` merges into)."""
+    if not text.strip():
+        return True
+    try:
+        return isinstance(json.loads(text), dict)
+    except (ValueError, RecursionError):
+        return True  # said already: not JSON, or nested too deeply
+
+
 def _server_check(url: str) -> Check:
     """Whether something listens where an HTTP hook posts (a TCP connect, bounded)."""
     parsed = urllib.parse.urlsplit(url)
@@ -276,6 +286,13 @@ def diagnose(vendor: str, *, path: str | None = None) -> Iterator[Check]:
         plugin = _hermes_plugin(path, text) if vendor == "hermes" and not wired else None
         if plugin is not None:
             yield plugin
+        elif vendor != "hermes" and not wired and not _json_object(text):
+            yield Check(
+                False,
+                "config",
+                f"{path} holds no JSON object (hooks install merges only into one): "
+                "fix it, or replace it with {}",
+            )
         elif not wired:
             yield Check(
                 False,

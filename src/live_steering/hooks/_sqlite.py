@@ -221,6 +221,10 @@ def store_path_problem(path: str) -> str | None:
         return "an empty path names no file (SQLite would keep a private, temporary database)"
     if path == ":memory:":
         return "':memory:' is a private in-memory database: no other process can read it"
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:  # a byte that is not UTF-8 (the shell's $'\xff'): no config can name it
+        return "the path is not valid UTF-8, so no vendor's config could name it"
     return None
 
 

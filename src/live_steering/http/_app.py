@@ -37,6 +37,7 @@ from starlette.routing import BaseRoute, Route
 
 from .._errors import UnknownInputError
 from .._types import Input
+from .._validate import origin_problem
 from ..fleet import Fleet, FleetError, Lease
 from ..fleet._store import Submission, answer_without_runtime, input_digest
 from ..hooks._store import StoreError
@@ -473,6 +474,11 @@ def create_app(
         raise ValueError("the token must be a non-empty printable string")
     if not isinstance(max_body, int) or max_body < 1:
         raise ValueError("max_body must be a positive number of bytes")
+    if isinstance(cors_origins, str):
+        raise TypeError("cors_origins is a list of origins, not one string")
+    for origin in cors_origins:
+        if (problem := origin_problem(origin)) is not None:
+            raise ValueError(f"cors_origins: {problem}")
     hooks = None if hooks_store is None and hooks_dsn is None else HookView(hooks_store, hooks_dsn)
     api = _Api(fleet, hooks, token, max_body, max_wait, poll_interval, heartbeat, lease_age)
     routes: list[BaseRoute] = [
