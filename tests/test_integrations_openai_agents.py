@@ -13,12 +13,13 @@ from typing import Any, cast
 
 import anyio
 import pytest
-from agents import Agent, MaxTurnsExceeded, RunConfig, RunResult, SQLiteSession, function_tool
+from agents import Agent, MaxTurnsExceeded, RunConfig, RunResult, SQLiteSession, function_tool, handoff
+from agents.extensions import handoff_filters
 from agents.run_config import CallModelData, ModelInputData
 from agents.testing import ModelCall, ModelStep, ScriptedModel, assistant_message, function_call
 
 from fleet_helpers import final_receipt, owned_elsewhere, steer_then_stop
-from live_steering import Input, LiveRuntime, Receipt
+from live_steering import GenerationStateError, Input, LiveRuntime, Receipt
 from live_steering.integrations.openai_agents import (
     SKIPPED_TOOL_RESULT,
     LiveSteering,
@@ -332,7 +333,7 @@ async def test_a_rewritten_history_is_an_error_not_a_guess() -> None:
     class Rewritten:
         """A result whose history a handoff input filter rewrote."""
 
-        def to_input_list(self) -> list[Any]:
+        def to_input_list(self, *, mode: str = "preserve_all") -> list[Any]:
             return [{"role": "user", "content": "another history"}] * 3
 
     with pytest.raises(SteeringHistoryError, match="history changed under steer 's1'"):
@@ -798,3 +799,136 @@ async def test_one_at_a_time_writes_one_steer_per_call_and_continues_for_the_res
     assert rig.outputs == ["Second."]
     assert [e["type"] for e in rig.history.events].count("generation.continued") == 1
     rig.history.check(require_final=True).assert_ok()
+
+
+async def test_a_follow_up_after_a_rewriting_handoff_runs_on_the_history_the_model_saw() -> None:
+    """A handoff whose input_filter rewrites the history, then a steer and a follow-up: the
+    follow-up's run starts from the SDK's normalized history (the one the steer was written in),
+    not the rewritten-away one, so nothing is stranded (it raised SteeringHistoryError after
+    the generation finished and left the follow-up queued for an unrelated next run)."""
+    rig = Rig()
+
+    @function_tool
+    async def lookup() -> str:
+        """Look something up."""
+        return "looked up"
+
+    tool_gate = rig.tool_gate
+
+    @function_tool
+    async def run_tests() -> str:
+        """Run the test suite."""
+        await tool_gate.passage()
+        return "12 passed, 1 failed"
+
+    model_b = ScriptedModel([tool_step("cb"), answer("B done.", "mb"), answer("Changelog done.", "mf")])
+    agent_b: Agent[Any] = Agent(name="b", model=model_b, tools=[run_tests])
+    to_b = handoff(agent_b, input_filter=handoff_filters.remove_all_tools)
+    model_a = ScriptedModel(
+        [[function_call("lookup", {}, call_id="ca")], [function_call(to_b.tool_name, {}, call_id="h1")]]
+    )
+    agent_a: Agent[Any] = Agent(name="a", model=model_a, tools=[lookup], handoffs=[to_b])
+    results: list[RunResult] = []
+
+    async def run() -> None:
+        results.append(await rig.steering.run(agent_a, PROMPT, run_config=CONFIG))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        await tool_gate.wait_reached()
+        await rig.steer()
+        await rig.history.submit(Input("follow_up", "Then update the changelog", id="f1"), rig.gen_id())
+        tool_gate.release()
+    assert results[0].final_output == "Changelog done."
+    assert rig.receipt("f1") == ("applied", None)
+    assert rig.runtime.pending_follow_ups == 0
+    last = [
+        i.get("content") for i in model_b.calls[-1].input if isinstance(i, dict) and i.get("role") == "user"
+    ]
+    assert last.count(STEER) == 1
+    assert last[-1] == "Then update the changelog"
+    assert (
+        rig.steering.to_input_list(results[0]).count({"type": "message", "role": "user", "content": STEER})
+        == 1
+    )
+    rig.history.check(require_final=True).assert_ok()
+
+
+async def test_cancel_of_a_streamed_result_touches_only_its_own_run() -> None:
+    """cancel() of a finished run_streamed() result, while a later run runs, stops nothing of it;
+    and a refused second run_streamed() cleaned up with cancel() leaves the first run alone."""
+    rig = Rig(answer("A done.", "ma"), tool_step("c1"), answer("B done.", "mb"))
+    first = rig.steering.run_streamed(rig.agent, PROMPT, run_config=CONFIG)
+    async for _ in first.stream_events():
+        pass
+    assert first.final_output == "A done."
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.run)
+        await rig.tool_gate.wait_reached()
+        await rig.steer()
+        first.cancel()  # A ended: nothing to stop
+        second = rig.steering.run_streamed(rig.agent, PROMPT, run_config=CONFIG)
+        with pytest.raises(GenerationStateError):
+            async for _ in second.stream_events():
+                pass
+        second.cancel()  # refused: it owns no generation
+        assert second.current is None
+        rig.tool_gate.release()
+    assert rig.outputs == ["B done."]
+    assert rig.receipt("s1") == ("applied", None)
+    assert first.final_output == "A done."  # B's run did not replace A's result
+    rig.history.check(require_final=True).assert_ok()
+
+
+async def test_a_streamed_results_conversation_is_its_own_after_a_later_run() -> None:
+    """to_input_list() of a run_streamed() result keeps its own steers after another run of the
+    same LiveSteering (it spliced the last run's)."""
+    rig = Rig(tool_step("c1"), answer("A done.", "ma"), answer("B done.", "mb"))
+    first = rig.steering.run_streamed(rig.agent, PROMPT, run_config=CONFIG)
+
+    async def stream_a() -> None:
+        async for _ in first.stream_events():
+            pass
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(stream_a)
+        await rig.tool_gate.wait_reached()
+        await rig.steer("sa", "steer of run A")
+        rig.tool_gate.release()
+    before = first.to_input_list()
+    await rig.run()  # another run of the same LiveSteering, with no steer of its own
+    assert rig.outputs == ["B done."]
+    assert first.to_input_list() == before
+    users = [i["content"] for i in before if isinstance(i, dict) and i.get("role") == "user"]
+    assert users == [PROMPT, "steer of run A"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"agent": None}, TypeError),
+        ({"input": 42}, TypeError),
+        ({"max_turns": "3"}, TypeError),
+        ({"max_turns": True}, TypeError),
+        ({"max_turns": 0}, ValueError),
+        ({"hooks": "x"}, TypeError),
+        ({"nonsense": 1}, TypeError),
+    ],
+)
+async def test_bad_arguments_are_refused_before_a_generation_opens(
+    kwargs: dict[str, Any], error: type[Exception]
+) -> None:
+    """run(), run_streamed() and stream() refuse what the SDK could not run with a typed error,
+    before generation.started (they failed from inside the run, mostly as AttributeError)."""
+    rig = Rig(answer("unused"))
+    call: dict[str, Any] = {"agent": rig.agent, "input": PROMPT, "run_config": CONFIG, **kwargs}
+    agent, prompt = call.pop("agent"), call.pop("input")
+    with pytest.raises(error):
+        await rig.steering.run(agent, prompt, **call)
+    with pytest.raises(error):
+        rig.steering.run_streamed(agent, prompt, **call)
+    with pytest.raises(error):
+        async for _ in rig.steering.stream(agent, prompt, **call):
+            pass
+    assert rig.history.events == []
+    assert rig.model.calls == ()

@@ -61,6 +61,7 @@ class EventBridge:
         """The buffer itself, for a loop that tests it at every step: ``if bridge.events:`` is no
         Python call, where ``bridge.buffered`` is one. Read it; only ``flush`` empties it."""
         self.detach: Callable[[], None] = runtime.add_listener(self._buffer.append)
+        self._flushing = False
 
     @property
     def buffered(self) -> int:
@@ -75,13 +76,20 @@ class EventBridge:
         copy: the runtime's log and its other consumers share the published dict. An ``emit``
         that raises or is cancelled leaves its event at the head of the buffer, so the next
         flush hands it again (an event is never dropped; one whose ``emit`` was cut short may
-        reach the hooks twice).
+        reach the hooks twice). A flush called while another task's flush runs returns at once:
+        that one hands on every event, so two never interleave their events.
         """
+        if self._flushing:  # another task's flush is handing them on, in order: it takes these too
+            return
+        self._flushing = True
         buffer = self._buffer
-        while buffer:
-            event = buffer.popleft()
-            try:
-                await emit(event["type"], dict(event))
-            except BaseException:
-                buffer.appendleft(event)  # not handed on: the next flush hands it again, first
-                raise
+        try:
+            while buffer:
+                event = buffer.popleft()
+                try:
+                    await emit(event["type"], dict(event))
+                except BaseException:
+                    buffer.appendleft(event)  # not handed on: the next flush hands it again, first
+                    raise
+        finally:
+            self._flushing = False

@@ -68,6 +68,7 @@ try:
     )
     from agents.exceptions import UserError
     from agents.items import ModelResponse, TResponseInputItem
+    from agents.lifecycle import RunHooksBase
     from agents.run_config import CallModelData, CallModelInputFilter, ModelInputData
     from agents.stream_events import StreamEvent
 except ImportError as error:  # pragma: no cover - exercised by installs without the extra
@@ -233,8 +234,13 @@ class SteeredRunResult(RunResult):
 
     _live_steering: _Segment
 
-    def to_input_list(self, *, mode: Any = "preserve_all") -> list[TResponseInputItem]:
-        """The SDK's ``to_input_list(mode=...)`` with this run's steers at their places."""
+    def to_input_list(self, *, mode: Any = "normalized") -> list[TResponseInputItem]:
+        """The SDK's ``to_input_list(mode=...)`` with this run's steers at their places.
+
+        ``mode`` defaults to the SDK's ``"normalized"`` (identical to its ``"preserve_all"``
+        for an ordinary run): after a handoff whose input filter rewrote the history, it is the
+        history the model was sent, where the steers were written. ``"preserve_all"`` then has
+        no place for them and raises ``SteeringHistoryError``."""
         return self._live_steering.splice(super().to_input_list(mode=mode))
 
 
@@ -303,7 +309,7 @@ class LiveSteering:
         ``max_turns`` counts per generation: a follow-up's generation gets its own.
         Raises ``RunStopped`` when the generation was stopped.
         """
-        config = self._prepared(_checked(run_config, kwargs, input))
+        config = self._prepared(_checked(run_config, kwargs, input, agent, max_turns, hooks))
         agent = self._with_skip(agent)
         while True:
             finished = False
@@ -329,15 +335,21 @@ class LiveSteering:
                     result = _steered(raw, segment)
                     turns_left -= segment.calls
                     await self._stop_signal(gen, segment, result)
+                    # the conversation a next Runner.run would start from, read while the
+                    # generation runs: if it cannot be, the generation fails (what is pending
+                    # held), before a continuation is announced or a follow-up's turn opens
+                    following = self._next_input(gen, result)
                     if not self._continues(gen, turns_left, result):
                         finished = True
                         break
-                    input, agent = result.to_input_list(), result.last_agent
+                    assert following is not None  # it continues: a steer was pending
+                    input, agent = following, result.last_agent
             if not finished:  # the block absorbed the stop signal: there is no result to return
                 raise self._stopped(gen)
             if not self._follows(gen, result):
                 return result
-            input, agent = result.to_input_list(), result.last_agent
+            assert following is not None  # follow-ups were pending when it finished
+            input, agent = following, result.last_agent
 
     def run_sync(
         self,
@@ -369,7 +381,8 @@ class LiveSteering:
         runs every ``Runner.run_streamed`` of the generation and of its follow-ups; the
         result's fields are the last one's, ``to_input_list()`` keeps the steers.
         """
-        config = _checked(run_config, kwargs, input)  # refused here, before anything runs
+        # refused here, before anything runs
+        config = _checked(run_config, kwargs, input, agent, max_turns, kwargs.get("hooks"))
         return SteeredRunStreaming(self, agent, input, max_turns=max_turns, run_config=config, kwargs=kwargs)
 
     async def stream(
@@ -390,9 +403,23 @@ class LiveSteering:
         loop early cancels the SDK's run and stops the generation (pending steers held).
         Raises ``RunStopped`` when the generation was stopped.
         """
-        config = self._prepared(_checked(run_config, kwargs, input))
+        config = self._prepared(_checked(run_config, kwargs, input, agent, max_turns, hooks))
+        async for event in self._stream(agent, input, max_turns, config, hooks, kwargs, None):
+            yield event
+
+    async def _stream(
+        self,
+        agent: Agent[Any],
+        input: str | list[Any],
+        max_turns: int,
+        config: RunConfig,
+        hooks: RunHooks[Any] | None,
+        kwargs: Mapping[str, Any],
+        owner: SteeredRunStreaming | None,
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """``stream()``'s work; ``owner``: the ``SteeredRunStreaming`` it runs for, told each
+        segment's generation, segment and result (its own, whatever runs after it)."""
         agent = self._with_skip(agent)
-        self.last_result = None
         while True:
             finished = False
             async with self.runtime.open_generation() as gen:
@@ -408,6 +435,8 @@ class LiveSteering:
                         **kwargs,
                     )
                     self.last_result = result
+                    if owner is not None:
+                        owner._segment_started(gen, segment, result)
                     try:
                         async for event in result.stream_events():
                             yield event
@@ -424,23 +453,38 @@ class LiveSteering:
                         raise
                     turns_left -= segment.calls
                     await self._stop_signal(gen, segment, result)
+                    following = self._next_input(gen, result, segment)
                     if not self._continues(gen, turns_left, result):
                         finished = True
                         break
-                    input, agent = self.to_input_list(result), result.last_agent
+                    assert following is not None  # it continues: a steer was pending
+                    input, agent = following, result.last_agent
             if not finished:  # the block absorbed the stop signal
                 raise self._stopped(gen)
             if not self._follows(gen, result):
                 return
-            input, agent = self.to_input_list(result), result.last_agent
+            assert following is not None  # follow-ups were pending when it finished
+            input, agent = following, result.last_agent
 
     def to_input_list(self, result: RunResult | RunResultStreaming) -> list[Any]:
-        """``result.to_input_list()`` with this run's steers at their places: the conversation so far."""
+        """``result.to_input_list()`` with this run's steers at their places: the conversation so far
+        (the SDK's ``"normalized"`` view, as ``SteeredRunResult.to_input_list``)."""
         if isinstance(result, SteeredRunResult):
             return result.to_input_list()
-        segment = self._segment
-        items = result.to_input_list()
-        return items if segment is None else segment.splice(items)
+        return _spliced(result, self._segment)
+
+    def _next_input(
+        self, gen: Generation, result: RunResult | RunResultStreaming, segment: _Segment | None = None
+    ) -> list[Any] | None:
+        """The input of the Runner run a continuation or a follow-up would make (``None`` when
+        neither can follow: paused, stopped). Raises ``SteeringHistoryError`` inside the block."""
+        if result.interruptions or not gen.accepting:
+            return None
+        if not (gen.pending or (self.run_follow_ups and self.runtime.pending_follow_ups)):
+            return None  # nothing would run after it (a steer arriving now cannot continue it either)
+        if isinstance(result, SteeredRunResult):
+            return result.to_input_list()
+        return _spliced(result, segment if segment is not None else self._segment)
 
     # -- the pieces -----------------------------------------------------------------------
 
@@ -554,11 +598,22 @@ class SteeredRunStreaming:
         self._started = False
         self._done = False
         self._cancelled = False
+        self._gen: Generation | None = None
+        self._segment: _Segment | None = None
+        self._current: RunResultStreaming | None = None
+
+    def _segment_started(self, gen: Generation, segment: _Segment, result: RunResultStreaming) -> None:
+        """Called by ``LiveSteering._stream`` as each of this run's ``Runner.run_streamed`` starts."""
+        self._gen, self._segment, self._current = gen, segment, result
+        if self._cancelled:  # cancel() came while the generation opened: it ends here too
+            gen.stop()
+            result.cancel()
 
     @property
     def current(self) -> RunResultStreaming | None:
-        """The SDK's result of the ``Runner.run_streamed`` running now (or last); None before the start."""
-        return self._steering.last_result if self._started else None
+        """The SDK's result of this run's ``Runner.run_streamed`` running now (or last); None
+        before the start. Another run of the same ``LiveSteering`` never replaces it."""
+        return self._current
 
     @property
     def is_complete(self) -> bool:
@@ -587,7 +642,12 @@ class SteeredRunStreaming:
         if self._cancelled:  # cancelled before the run started: as the SDK's, nothing runs
             self._done = True
             return
-        events = self._steering.stream(*self._args, **self._options)
+        options = dict(self._options)
+        max_turns, run_config = options.pop("max_turns"), options.pop("run_config")
+        hooks = options.pop("hooks", None)
+        steering = self._steering
+        config = steering._prepared(run_config)
+        events = steering._stream(*self._args, max_turns, config, hooks, options, self)
         try:
             async for event in events:
                 yield event
@@ -599,21 +659,29 @@ class SteeredRunStreaming:
             await events.aclose()
 
     def cancel(self, mode: Literal["immediate", "after_turn"] = "immediate") -> None:
-        """Stop the generation (pending steers held) and cancel the SDK's run (``mode`` as the SDK's)."""
+        """Stop this run's generation (pending steers held) and cancel its SDK run (``mode`` as
+        the SDK's). Another run of the same ``LiveSteering`` (one started after this one ended,
+        or the one that refused this one) is not touched."""
         self._cancelled = True
-        current = self.current
-        generation = self._steering.runtime.generation
-        if generation is not None and self._started:
-            self._steering.runtime.stop(generation["id"])
-        if current is not None:
-            current.cancel(mode)
+        if self._done:
+            return
+        if self._gen is not None:
+            self._gen.stop()  # False, and nothing changes, once it ended
+        if self._current is not None:
+            self._current.cancel(mode)
 
     def to_input_list(self) -> list[Any]:
-        """The conversation so far, steers in place (as ``LiveSteering.to_input_list``)."""
-        current = self.current
+        """This run's conversation so far, steers in place (as ``LiveSteering.to_input_list``)."""
+        current = self._current
         if current is None:
             raise RuntimeError("to_input_list() before stream_events() ran")
-        return self._steering.to_input_list(current)
+        return _spliced(current, self._segment)
+
+
+def _spliced(result: RunResult | RunResultStreaming, segment: _Segment | None) -> list[Any]:
+    """``result``'s conversation (the SDK's ``"normalized"`` view) with ``segment``'s steers in place."""
+    items = result.to_input_list(mode="normalized")
+    return items if segment is None else segment.splice(items)
 
 
 def _raise_stop_signal(gen: Generation, error: BaseException) -> None:
@@ -628,7 +696,34 @@ def _raise_stop_signal(gen: Generation, error: BaseException) -> None:
         raise cause from None
 
 
-def _checked(run_config: RunConfig | None, kwargs: Mapping[str, Any], input: object) -> RunConfig:
+#: The keyword arguments ``Runner.run`` takes besides those ``LiveSteering.run`` names itself.
+_RUNNER_KWARGS: Final = frozenset({"context", "error_handlers", "hooks", *_SERVER_MANAGED})
+
+
+def _checked(
+    run_config: RunConfig | None,
+    kwargs: Mapping[str, Any],
+    input: object,
+    agent: object = None,
+    max_turns: object = DEFAULT_MAX_TURNS,
+    hooks: object = None,
+) -> RunConfig:
+    """The run's ``RunConfig``, once its arguments are ones the SDK can run: a typed error
+    (``TypeError``, ``ValueError``) before any generation opens, else the SDK's own error
+    would come from inside the run, after ``generation.started``."""
+    if not isinstance(agent, Agent):
+        raise TypeError(f"agent must be an agents.Agent, got {type(agent).__name__}")
+    if not isinstance(input, (str, list, RunState)):
+        raise TypeError(f"input must be a str or a list of input items, got {type(input).__name__}")
+    if type(max_turns) is not int:
+        raise TypeError(f"max_turns must be an int, got {max_turns!r}")
+    if max_turns < 1:
+        raise ValueError(f"max_turns must be at least 1, got {max_turns}")
+    if hooks is not None and not isinstance(hooks, RunHooksBase):
+        raise TypeError(f"hooks must be agents.RunHooks, got {type(hooks).__name__}")
+    unknown = sorted(set(kwargs) - _RUNNER_KWARGS)
+    if unknown:
+        raise TypeError(f"Runner.run takes no keyword argument {', '.join(map(repr, unknown))}")
     if isinstance(input, RunState):
         raise ValueError(
             "live_steering.integrations.openai_agents does not resume a RunState: the SDK's state holds "
