@@ -719,3 +719,60 @@ async def test_one_at_a_time_writes_one_steer_per_request_and_continues_for_the_
     assert results[0].output == "Second."
     assert [e["type"] for e in history.events].count("generation.continued") == 1
     history.check(require_final=True).assert_ok()
+
+
+async def test_one_at_a_time_writes_one_steer_per_request_also_for_three() -> None:
+    """Three steers during a tool, steering_mode="one-at-a-time": one per model request (the
+    checkpoint's boundary and the redirected request's own wrote two into one request)."""
+    script = Script(calls_tool(), answers("1."), answers("2."), answers("3."))
+    runtime = LiveRuntime(steering_mode="one-at-a-time")
+    history = History.attach(runtime)
+    agent = Agent(FunctionModel(script), capabilities=[LiveSteering(runtime)])
+    gate = Gate()
+
+    @agent.tool_plain
+    async def run_tests() -> str:
+        """Run the test suite."""
+        await gate.passage()
+        return "12 passed"
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(agent.run, PROMPT)
+        await gate.wait_reached()
+        generation = runtime.generation
+        assert generation is not None
+        for n in range(3):
+            await history.submit(Input("steer", f"S{n}", id=f"s{n}"), generation["id"])
+        gate.release()
+    assert [steer_texts(r) for r in script.requests] == [[], ["S0"], ["S0", "S1"], ["S0", "S1", "S2"]]
+    history.check(require_final=True).assert_ok()
+
+
+@pytest.mark.parametrize("kind", ["steer", "follow_up"])
+async def test_a_request_limit_spent_at_the_checkpoint_holds_instead_of_applying(kind: str) -> None:
+    """UsageLimits(request_limit=1) and a steer (or a follow-up) sent during the final answer: no
+    request can carry it, so it is held budget-exhausted before anything is written or a
+    continuation announced (C17); the run returns its output. It was 'applied' and then lost."""
+    script = Script(answers("Done."), answers("unused"))
+    rig = Rig(script)
+    gate = script.gates[0] = Gate()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: rig.run(usage_limits=UsageLimits(request_limit=1)))
+        await gate.wait_reached()
+        await rig.history.submit(Input(kind, STEER, id="x1"), rig.gen_id())
+        gate.release()
+    assert rig.outputs == ["Done."]
+    assert len(script.requests) == 1
+    assert rig.receipt("x1") == ("held", "budget-exhausted")
+    types = [e["type"] for e in rig.history.events]
+    assert "generation.continued" not in types
+    assert types[-1] == "generation.stopped"
+    rig.history.check(require_final=True).assert_ok()
+
+
+def test_run_stopped_refuses_arguments_of_the_wrong_type() -> None:
+    """RunStopped(generation_id, reason, history): str, str, a list or None (a TypeError otherwise)."""
+    assert RunStopped("g", "generation-stopped", []).history == []
+    for args in ((1, "generation-stopped"), ("g", 2), ("g", "generation-stopped", "not a list")):
+        with pytest.raises(TypeError):
+            RunStopped(*args)

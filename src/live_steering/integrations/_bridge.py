@@ -39,6 +39,10 @@ class RunStopped(LiveSteeringError):
     """
 
     def __init__(self, generation_id: str, reason: str, history: list[Any] | None = None) -> None:
+        if not isinstance(generation_id, str) or not isinstance(reason, str):
+            raise TypeError("RunStopped(generation_id, reason, history): the id and the reason are str")
+        if history is not None and not isinstance(history, list):
+            raise TypeError(f"RunStopped's history is a list or None, got {type(history).__name__}")
         super().__init__(f"generation {generation_id!r} was stopped ({reason}): the run ended at a boundary")
         self.generation_id: Final = generation_id
         """The generation that was stopped."""

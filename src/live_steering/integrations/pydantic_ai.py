@@ -58,7 +58,7 @@ __all__ = ["SKIPPED_TOOL_RESULT", "STOPPED_TOOL_RESULT", "LiveSteering", "RunSto
 class _Run:
     """One agent run in progress: its current generation (the prompt's, then each follow-up round's)."""
 
-    __slots__ = ("entered", "gen", "history", "signal", "tools_started")
+    __slots__ = ("entered", "gen", "history", "signal", "tools_started", "written")
 
     def __init__(self, gen: Generation) -> None:
         self.gen = gen
@@ -70,6 +70,9 @@ class _Run:
         """The generation's stop signal, once the run raised it (``on_run_error``)."""
         self.tools_started = 0
         """Tool calls started since the last model request (C31: the first of a batch runs)."""
+        self.written = False
+        """The checkpoint's boundary wrote the next request's input: that request's own
+        boundary writes nothing more (C30: one boundary per model request)."""
 
     async def enter(self, gen: Generation) -> None:
         self.gen = gen
@@ -183,6 +186,10 @@ class LiveSteering(AbstractCapability[Any]):
         run = self._run(ctx)
         run.tools_started = 0
         gen = run.gen
+        if run.written and gen.accepting:  # this request's boundary was the checkpoint's
+            run.written = False
+            return request_context
+        run.written = False
         # Nothing pending: the boundary would write nothing. Stopped: it raises the stop signal.
         if gen.pending or not gen.accepting:
             if not gen.accepting:  # the history so far includes the request being prepared (tool results)
@@ -216,14 +223,23 @@ class LiveSteering(AbstractCapability[Any]):
             if not gen.accepting:  # stopped while the model wrote the output: the stop signal
                 run.history = list(ctx.messages)
                 await gen.boundary(_enqueuer(ctx))
+            follow_ups = self.run_follow_ups and bool(self.runtime.pending_follow_ups)
+            if not _may_request(ctx) and (gen.pending or follow_ups):
+                # The usage limits allow no further request (pydantic-ai would refuse it before
+                # it is sent): decided here, before anything is written or a continuation is
+                # announced (C17); what is pending is held budget-exhausted, the output stands.
+                gen.stop(StopReason.BUDGET_EXHAUSTED)
+                return result
             if gen.continue_after_checkpoint():
                 await gen.boundary(_enqueuer(ctx))  # enqueued: pydantic-ai redirects into one more request
-            elif self.run_follow_ups and self.runtime.pending_follow_ups:
+                run.written = True
+            elif follow_ups:
                 # C29: this generation finishes, and the next turn of the same run opens the
                 # next one, whose boundary enqueues the follow-ups (pydantic-ai redirects again).
                 await run.leave(None)
                 await run.enter(self.runtime.open_generation())
                 await run.gen.boundary(_enqueuer(ctx))
+                run.written = True
         return result
 
     def _run(self, ctx: RunContext[Any]) -> _Run:
@@ -231,6 +247,18 @@ class LiveSteering(AbstractCapability[Any]):
         if run is None:
             raise RuntimeError("LiveSteering hook outside its wrap_run: is it in the agent's capabilities?")
         return run
+
+
+def _may_request(ctx: RunContext[Any]) -> bool:
+    """Whether the run's usage limits let it send one more model request (pydantic-ai's own check)."""
+    limits = ctx.usage_limits
+    if limits is None:
+        return True
+    try:
+        limits.check_before_request(ctx.usage)
+    except UsageLimitExceeded:
+        return False
+    return True
 
 
 def _run_key(ctx: RunContext[Any]) -> str:
