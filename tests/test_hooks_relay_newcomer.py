@@ -338,3 +338,21 @@ def test_docs_say_the_vscode_agent_cannot_run_here_and_where_each_fixture_comes_
         assert set(payload) == common | named, fixture.name
         assert payload["hookEventName"] == fixture.stem
         assert f'"{fixture.stem} input"' in rows[fixture.name]
+
+
+def test_a_fresh_machine_inspects_as_an_empty_store_and_makes_none(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No hook has run here yet (the default store does not exist): `hooks sessions` says "no
+    sessions yet", `events` prints nothing, `recover` finalises nothing, each exit 0, and the
+    store is not made by them."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.delenv("LIVE_STEERING_STORE", raising=False)
+    monkeypatch.delenv("LIVE_STEERING_STORE_DSN", raising=False)
+    assert cli(capsys, "hooks", "sessions")[:2] == (
+        0,
+        "no sessions yet: a session appears when its vendor first runs `live-steering hook`\n",
+    )
+    assert cli(capsys, "hooks", "events")[:2] == (0, "")
+    assert cli(capsys, "hooks", "recover", "--json")[:2] == (0, '{"unknown": []}\n')
+    assert not (tmp_path / "state").exists()

@@ -207,15 +207,20 @@ def _sequence(text: str) -> int:
     return value
 
 
+#: What ``_inspected`` answers for the default store when no hook has made it yet.
+NO_STORE_YET = ""
+
+
 def _inspected(args: argparse.Namespace) -> str | None:
     """Why an inspecting command (events, sessions, recover) does not open its store, or ``None``.
 
-    They never create one: a ``--store`` (or the default store) that does not exist is said
-    to be missing, so a mistyped path is not answered with an empty listing. A ``--session``
-    outside the id rules is refused the same way.
+    They never create one: a ``--store`` (or ``$LIVE_STEERING_STORE``) that does not exist is
+    said to be missing, so a mistyped path is not answered with an empty listing; the default
+    store not made yet (no hook has run on this machine) is ``NO_STORE_YET``, which each
+    command answers as an empty store. A ``--session`` outside the id rules is refused too.
     """
     from ..hooks._open import DSN_ENV
-    from ..hooks._store import default_store_path
+    from ..hooks._store import STORE_ENV, default_store_path
     from ..hooks._vendors import session_id_problem
 
     session = getattr(args, "session", None)
@@ -225,8 +230,10 @@ def _inspected(args: argparse.Namespace) -> str | None:
         return None
     path = args.store if args.store is not None else default_store_path()
     if not os.path.exists(path):
+        if args.store is None and not os.environ.get(STORE_ENV):
+            return NO_STORE_YET
         shown = path if path.isprintable() else ascii(path)
-        return f"no hook store at {shown}: no hook or instruct has run with it (a typo in --store?)"
+        return f"no hook store at {shown}: no hook or instruct has run with it (a typo in the path?)"
     return None
 
 
@@ -235,6 +242,8 @@ def run_events(args: argparse.Namespace) -> int:
     from ..hooks._store import StoreError
 
     if (problem := _inspected(args)) is not None:
+        if problem == NO_STORE_YET:
+            return 0  # no hook has run here yet: no events
         print(f"live-steering hooks events: {problem}", file=sys.stderr)
         return 1
     try:
@@ -466,6 +475,10 @@ def run_sessions(args: argparse.Namespace) -> int:
     from ..hooks._store import StoreError
 
     if (problem := _inspected(args)) is not None:
+        if problem == NO_STORE_YET:
+            if not args.json:
+                print("no sessions yet: a session appears when its vendor first runs `live-steering hook`")
+            return 0
         print(f"live-steering hooks sessions: {problem}", file=sys.stderr)
         return 1
     try:
@@ -497,6 +510,13 @@ def run_recover(args: argparse.Namespace) -> int:
     from ..hooks._store import StoreError
 
     if (problem := _inspected(args)) is not None:
+        if problem == NO_STORE_YET:
+            print(
+                json.dumps({"unknown": []})
+                if args.json
+                else "0 claim(s) of dead hook processes finalised unknown"
+            )
+            return 0
         print(f"live-steering hooks recover: {problem}", file=sys.stderr)
         return 1
     try:
