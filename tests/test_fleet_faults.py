@@ -317,3 +317,90 @@ async def test_kill_through_a_symlinked_store(tmp_path: Path, anyio_backend: str
         host_store=FleetStore("sqlite", str(real)),
     )
     print(f"kill via symlink {anyio_backend}: {outcomes}")
+
+
+def _pg_rows(dsn: str, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """One query on a connection of its own (the test's view of the server, not a node's)."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return list(conn.execute(sql, params).fetchall())
+
+
+def _holders(dsn: str, session: str) -> tuple[int | None, list[int], int]:
+    """The lease row's ``holder_pid``, the backends granted a session advisory lock (this test's
+    cluster runs one session: the owner's liveness lock), and how many client backends run."""
+    lease = _pg_rows(dsn, "SELECT holder_pid FROM ls_leases WHERE session_id = %s", (session,))
+    locks = _pg_rows(dsn, "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1")
+    clients = _pg_rows(
+        dsn,
+        "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' "
+        "AND pid <> pg_backend_pid()",
+    )
+    holder = None if not lease or lease[0][0] is None else int(lease[0][0])
+    return holder, sorted(int(row[0]) for row in locks), int(clients[0][0])
+
+
+async def test_a_reconnected_owner_is_ended_when_it_becomes_a_zombie(
+    own_cluster: PostgresCluster, anyio_backend: str
+) -> None:
+    """An owner that rode out ``pg_terminate_backend`` (a new connection, its liveness lock taken
+    again) names its new backend in the lease row, fenced by its epoch; once it is SIGSTOPped
+    past its lease, the standby ends that backend and owns the session within TTL + 5 s, holding
+    the liveness lock itself (before the fix the row named the dead backend: the taker ended
+    nothing, then waited on the row or took over while the zombie kept the lock)."""
+    dsn = own_cluster.dsn
+    store = FleetStore("postgres", dsn)
+    session = new_session()
+    first = await _owner(store, session, "o1", anyio_backend)
+    children = [first]
+    try:
+        async with anyio.create_task_group() as pumps:
+            pumps.start_soon(_pump, first)
+            await _until(first, "owning")
+            old, locks, _ = await anyio.to_thread.run_sync(_holders, dsn, session)
+            assert old is not None
+            assert locks == [old]  # the take named the backend that locks
+            assert await anyio.to_thread.run_sync(terminate_backends, dsn) >= 1
+            with anyio.fail_after(BOUND):  # the owner renews every ttl / 3, on a new connection
+                while True:
+                    assert first.process.returncode is None
+                    assert not _seen(first, "lost").is_set()
+                    holder, locks, _ = await anyio.to_thread.run_sync(_holders, dsn, session)
+                    if locks and locks != [old] and holder == locks[0]:
+                        break
+                    await anyio.sleep(0.05)
+            new = holder
+            assert new != old
+            _, _, before = await anyio.to_thread.run_sync(_holders, dsn, session)
+            standby = await _owner(store, session, "o2", anyio_backend, "--wait", str(BOUND * 2))
+            children.append(standby)
+            pumps.start_soon(_pump, standby)
+            with anyio.fail_after(BOUND):  # the standby is connected (its node, listener, owner)
+                while (await anyio.to_thread.run_sync(_holders, dsn, session))[2] < before + 3:  # noqa: ASYNC110 - another process's connections
+                    await anyio.sleep(0.05)
+            first.signal(signal.SIGSTOP)
+            stopped = anyio.current_time()
+            try:
+                with anyio.fail_after(float(TTL) + 5.0):
+                    await _seen(standby, "owning").wait()
+                took = anyio.current_time() - stopped
+                holder, locks, _ = await anyio.to_thread.run_sync(_holders, dsn, session)
+                alive = await anyio.to_thread.run_sync(
+                    _pg_rows, dsn, "SELECT pid FROM pg_stat_activity WHERE pid = %s", (new,)
+                )
+            finally:
+                first.signal(signal.SIGCONT)
+            assert holder is not None
+            assert holder != new
+            assert locks == [holder], (holder, locks, new)
+            assert alive == []  # the zombie's backend was ended
+            await _until(first, "lost")  # continued, it is fenced: its loop ends loudly
+            await standby.close_stdin()
+            with anyio.fail_after(BOUND):
+                await standby.process.wait()
+            pumps.cancel_scope.cancel()
+        print(f"a reconnected zombie taken over {took:.2f} s after SIGSTOP (TTL {TTL} s)")
+    finally:
+        for child in children:
+            await child.kill()

@@ -407,3 +407,179 @@ async def test_a_submit_waits_out_a_store_that_goes_away(
             assert await host.request_states(session) == {"withdrawn": 1}
     finally:
         await anyio.to_thread.run_sync(holder.close)
+
+
+async def _pending(host: Fleet, session: str) -> None:
+    """Until the session has a pending request (another connection's row), bounded."""
+    with anyio.fail_after(BOUND):
+        while (await host.request_states(session)).get("pending", 0) == 0:  # noqa: ASYNC110 - another connection's row
+            await anyio.sleep(0.01)
+
+
+async def _settled(host: Fleet) -> None:
+    """Until the node owes no withdrawal (its task withdrew them once the store answered), bounded."""
+    with anyio.fail_after(BOUND):
+        while host.statistics().withdrawals_owed:  # noqa: ASYNC110 - the node's own task settles them
+            await anyio.sleep(0.01)
+
+
+async def test_a_submit_cancelled_while_the_store_is_away_is_withdrawn_once_it_is_back(
+    fleet_store: FleetStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A submit cancelled while its withdrawal cannot reach the store (every try fails for longer
+    than ``ABANDON_RETRY``) leaves the request owed, not forgotten: the node stores nothing else
+    meanwhile (a submit raises ``FleetError``), and withdraws it as soon as the store answers, so
+    its owner can never decide it (before the fix it stayed pending for the owner to decide)."""
+    session = new_session()
+    holder = fleet_store.connection()  # a live owner that decides nothing: the lease and its lock
+    try:
+        assert await anyio.to_thread.run_sync(holder.take, session, "silent", 60.0) is not None
+        async with fleet_store.fleet("host", poll_interval=0.01) as host:
+            real_call = host._call
+            away = anyio.Event()
+            back = anyio.Event()
+            tries = {"withdraw": 0}
+
+            async def store_away(function: Any, *args: Any, **kwargs: Any) -> Any:
+                name = getattr(function, "__name__", "")
+                if away.is_set() and not back.is_set() and name in ("withdraw", "request_receipt"):
+                    tries[name] = tries.get(name, 0) + 1
+                    cause = host._errors()[0]("the store is away")
+                    raise FleetError(f"fleet store {host.location}: {cause}") from cause
+                return await real_call(function, *args, **kwargs)
+
+            monkeypatch.setattr(host, "_call", store_away)
+            with anyio.CancelScope() as scope:
+
+                async def cancel_once_away() -> None:
+                    await _pending(host, session)
+                    away.set()
+                    scope.cancel()
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(cancel_once_away)
+                    await host.submit(session, Input("steer", "x", id="x"), "g1")
+            assert scope.cancelled_caught
+            assert tries["withdraw"] >= 2  # tried again, shielded, before giving it to the node
+            assert host.statistics().withdrawals_owed == 1
+            with pytest.raises(FleetError):  # the owed withdrawal goes first: nothing else is stored
+                await host.submit(session, Input("steer", "y", id="y"), "g1")
+            back.set()
+            await _settled(host)
+            monkeypatch.undo()
+            assert await host.request_states(session) == {"withdrawn": 1}
+    finally:
+        await anyio.to_thread.run_sync(holder.close)
+
+
+async def test_a_submit_cancelled_while_sqlite_is_locked_is_withdrawn_once_it_is_free(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite, no stand-in: another process's connection holds the write lock (as a stopped
+    writer does) while a submit is cancelled, so its withdrawal fails ``database is locked`` (the
+    busy timeout shortened to 50 ms); once the lock is free the node withdraws the request."""
+    import sqlite3
+
+    from live_steering.fleet import _sqlite
+
+    monkeypatch.setattr(_sqlite, "_PATIENT", ("FULL", 50, _sqlite._AUTOCHECKPOINT))
+    store = FleetStore("sqlite", str(tmp_path / "fleet.db"))
+    session = new_session()
+    holder = store.connection()
+    try:
+        assert await anyio.to_thread.run_sync(holder.take, session, "silent", 60.0) is not None
+        async with store.fleet("host", poll_interval=0.01) as host:
+            locker = sqlite3.connect(store.location, isolation_level=None, check_same_thread=False)
+            try:
+                with anyio.CancelScope() as scope:
+
+                    async def cancel_once_locked() -> None:
+                        await _pending(host, session)
+                        locker.execute("BEGIN IMMEDIATE")  # every writer of the file waits now
+                        scope.cancel()
+
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(cancel_once_locked)
+                        await host.submit(session, Input("steer", "x", id="x"), "g1")
+                assert host.statistics().withdrawals_owed == 1
+                assert await host.request_states(session) == {"pending": 1}
+            finally:
+                locker.execute("ROLLBACK")
+                locker.close()
+            await _settled(host)
+            assert await host.request_states(session) == {"withdrawn": 1}
+    finally:
+        await anyio.to_thread.run_sync(holder.close)
+
+
+async def test_a_submit_cancelled_while_postgres_is_down_is_withdrawn_once_it_is_back(
+    own_cluster: PostgresCluster,
+) -> None:
+    """PostgreSQL, no stand-in: the server is stopped while a submit waits for its owner, the
+    submit is cancelled while it is down, and the node withdraws the request once it is back."""
+    store = FleetStore("postgres", own_cluster.dsn)
+    session = new_session()
+    holder = store.connection()
+    try:
+        assert await anyio.to_thread.run_sync(holder.take, session, "silent", 60.0) is not None
+        async with store.fleet("host", poll_interval=0.05) as host, anyio.create_task_group() as tg:
+            with anyio.CancelScope() as scope:
+
+                async def cancel_once_down() -> None:
+                    await _pending(host, session)
+                    # down for 6 s: the cancel lands, and the shielded retries (1 s) run out, in it
+                    tg.start_soon(anyio.to_thread.run_sync, lambda: restart_cluster(own_cluster, down=6.0))
+                    with anyio.fail_after(BOUND):
+                        while await anyio.to_thread.run_sync(_accepts, own_cluster.dsn):  # noqa: ASYNC110 - the server
+                            await anyio.sleep(0.01)
+                    scope.cancel()
+
+                async with anyio.create_task_group() as inner:
+                    inner.start_soon(cancel_once_down)
+                    await host.submit(session, Input("steer", "x", id="x"), "g1")
+            assert host.statistics().withdrawals_owed == 1
+            await _settled(host)  # once the server is back
+            assert await host.request_states(session) == {"withdrawn": 1}
+    finally:
+        await anyio.to_thread.run_sync(holder.close)
+
+
+def _accepts(dsn: str) -> bool:
+    import psycopg
+
+    try:
+        psycopg.connect(dsn, connect_timeout=2).close()
+    except psycopg.Error:
+        return False
+    return True
+
+
+async def test_own_checks_its_wait_and_a_fleet_its_seconds(fleet_store: FleetStore) -> None:
+    """``own(wait=...)`` follows the rule of every call's timeout, before the store is touched: a
+    non-number (a bool included) is a ``TypeError``, a negative, NaN or infinite one a
+    ``ValueError``; ``wait=0`` tries once (a free lease is taken, a held one is ``LeaseHeldError``
+    at once). A fleet's ``ttl``, ``timeout`` and ``poll_interval`` must be finite and positive."""
+    import math
+
+    session = new_session()
+    async with fleet_store.fleet("a") as a, fleet_store.fleet("b") as b:
+        for wrong_type in ("1", True, b"1"):
+            with pytest.raises(TypeError, match="wait must be a number of seconds"):
+                async with a.own(LiveRuntime(session_id=session), wait=wrong_type):  # type: ignore[arg-type]
+                    pass
+        for wrong in (-1, -0.5, math.nan, math.inf):
+            with pytest.raises(ValueError, match="wait must be a non-negative, finite number"):
+                async with a.own(LiveRuntime(session_id=session), wait=wrong):
+                    pass
+        assert await a.lease(session) is None  # nothing was tried
+        with anyio.fail_after(BOUND):
+            async with a.own(LiveRuntime(session_id=session), wait=0):  # free: taken at once
+                with pytest.raises(LeaseHeldError):  # held: refused at once, as with no wait
+                    async with b.own(LiveRuntime(session_id=session), wait=0):
+                        pass
+            async with b.own(LiveRuntime(session_id=session), wait=0.0):  # released: taken again
+                pass
+    for name in ("ttl", "timeout", "poll_interval"):
+        for wrong in (math.inf, math.nan, 0, -1):
+            with pytest.raises(ValueError, match=f"{name} must be a positive, finite number"):
+                fleet_store.fleet("c", **{name: wrong})

@@ -141,3 +141,124 @@ async def test_an_ended_hook_session_answers_410_session_ended(tmp_path: Path) -
         assert response.status_code == 410
         # a hook session runs no generation: its receipts anchor to none
         assert response.json() == refusal("c1", None, "session-ended")
+
+
+#: Every route that reads or writes a store, as (method, path, JSON body or None).
+_ROUTES: list[tuple[str, str, dict[str, Any] | None]] = [
+    ("GET", "/v1/sessions", None),
+    ("GET", "/v1/sessions/{s}", None),
+    ("GET", "/v1/sessions/{s}/inputs/m-1", None),
+    ("GET", "/v1/sessions/{s}/inputs/m-1?wait=5", None),
+    ("POST", "/v1/sessions/{s}/inputs", steer("Use X", "m-2")),
+    ("POST", "/v1/sessions/{s}/inputs", steer("Use X", "m-3", generation_id="gen-1")),
+    ("POST", "/v1/sessions/{s}/stop", {}),
+    ("POST", "/v1/sessions/{s}/stop", {"generation_id": "gen-1"}),
+    ("GET", "/v1/sessions/{s}/events", None),
+]
+
+
+def _away_body(method: str, path: str, body: dict[str, Any] | None, session: str) -> dict[str, Any]:
+    """What C32 answers when the store cannot be reached: 503 ``unavailable``, in the route's shape."""
+    if path.endswith("/inputs"):
+        assert body is not None
+        return refusal(body["id"], body.get("generation_id", ""), "unavailable")
+    if path.endswith("/stop"):
+        assert body is not None
+        generation = body.get("generation_id", "")
+        return {"stopped": False, "sessionId": session, "generationId": generation, "reason": "unavailable"}
+    return {"error": "the store cannot be reached now: try again", "reason": "unavailable"}
+
+
+async def _every_route_answers_503(http: Any, session: str, caplog: pytest.LogCaptureFixture) -> None:
+    for method, template, body in _ROUTES:
+        path = template.format(s=session)
+        caplog.clear()
+        with anyio.fail_after(30):
+            response = await http.request(method, path, json=body, headers=AUTH)
+        where = (method, path)
+        assert response.status_code == 503, (where, response.text)
+        assert response.headers["content-type"] == "application/json", where
+        assert response.json() == _away_body(method, template, body, session), where
+        logged = [r for r in caplog.records if r.name == "live_steering.http"]
+        assert len(logged) == 1, (where, [r.getMessage() for r in logged])  # one line, no traceback
+        assert logged[0].exc_info is None
+        assert "unavailable" in logged[0].getMessage()
+
+
+async def test_a_sqlite_store_that_cannot_be_reached_is_503_on_every_route(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every route over a SQLite fleet store whose every call fails as a lost store fails (an I/O
+    error under each read and write: a stand-in, as no real SQLite fault stops a WAL reader)
+    answers 503 ``unavailable`` in its JSON shape with one warning, not a plain-text 500."""
+    import sqlite3
+
+    from live_steering.fleet import FleetError
+
+    path = str(tmp_path / "fleet.db")
+    async with (
+        SQLiteFleet(path, node_id="worker") as worker,
+        SQLiteFleet(path, node_id="api", timeout=2.0) as host,
+        client(create_app(fleet=host, token=TOKEN)) as http,
+    ):
+        async with worker.own(LiveRuntime(session_id="chat-42")):
+            pass  # the session has a lease row: the routes read it, none answers 404
+
+        async def away(*args: Any, **kwargs: Any) -> Any:
+            cause = sqlite3.OperationalError("disk I/O error")
+            raise FleetError(f"fleet store {host.location}: {cause}") from cause
+
+        monkeypatch.setattr(host, "_call", away)
+        monkeypatch.setattr(host, "_call_async", away)
+        await _every_route_answers_503(http, "chat-42", caplog)
+        monkeypatch.undo()
+        response = await http.get("/v1/sessions/chat-42", headers=AUTH)
+        assert response.status_code == 200  # back: the same app answers again
+
+
+async def test_a_postgres_server_that_is_down_is_503_on_every_route(
+    pg_cluster_of_own: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``serve --dsn`` with the PostgreSQL server stopped: every route answers 503 ``unavailable``
+    in its JSON shape with one warning (before the fix: plain-text 500s and tracebacks), and the
+    same app answers again once the server is back."""
+    from fleet_helpers import restart_cluster
+    from live_steering.fleet import PostgresFleet
+
+    cluster = pg_cluster_of_own
+    session = new_session()
+    holder = FleetStore("postgres", cluster.dsn).connection()
+    try:
+        assert await anyio.to_thread.run_sync(holder.take, session, "gone", 60.0) is not None
+    finally:
+        await anyio.to_thread.run_sync(holder.close)  # a session whose owner went: its row stays
+    async with (
+        PostgresFleet(cluster.dsn, node_id="api", timeout=2.0) as host,
+        client(create_app(fleet=host, token=TOKEN)) as http,
+    ):
+        cluster.process.send_signal(2)  # SIGINT: a fast shutdown, every connection closed
+        await anyio.to_thread.run_sync(cluster.process.wait, 60)
+        await _every_route_answers_503(http, session, caplog)
+        await anyio.to_thread.run_sync(lambda: restart_cluster(cluster))
+        with anyio.fail_after(60):
+            while (await http.get(f"/v1/sessions/{session}", headers=AUTH)).status_code != 200:  # noqa: ASYNC110 - reconnects
+                await anyio.sleep(0.05)
+
+
+@pytest.fixture
+def pg_cluster_of_own() -> Any:
+    """A PostgreSQL cluster of the test's own (it is stopped and started), stopped by pid."""
+    import os
+
+    from live_steering.testing._postgres import PostgresCluster, find_binaries
+
+    if find_binaries() is None:
+        message = "PostgreSQL is not installed (/usr/lib/postgresql/*/bin)"
+        if os.environ.get("LIVE_STEERING_REQUIRE_PG") == "1":
+            pytest.fail(f"{message}, and LIVE_STEERING_REQUIRE_PG=1")
+        pytest.skip(message)
+    cluster = PostgresCluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

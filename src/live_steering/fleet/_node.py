@@ -61,6 +61,10 @@ DEFAULT_TIMEOUT: Final = 10.0
 DEFAULT_POLL: Final = 1.0
 _EARLY_REPLIES: Final = 4_096
 
+#: Seconds a submit left without its answer (a cancel, ``KeyboardInterrupt``) keeps trying,
+#: shielded, to withdraw its request while the store is away, before the node takes it over.
+ABANDON_RETRY: Final = 1.0
+
 
 class Backoff:
     """Bounded exponential backoff for a retry after a lost store: 0.05 s doubling to 1 s, so a
@@ -125,6 +129,20 @@ class FleetStatistics:
     """Wake-ups received."""
     listener_reconnects: int
     owners: tuple[OwnerStatistics, ...]
+    withdrawals_owed: int = 0
+    """Requests of submits left without their answer (a cancel, ``KeyboardInterrupt``) while the
+    store was away, which this node withdraws as soon as the store answers again."""
+
+
+def _seconds(value: object, name: str, *, zero: bool = False) -> float:
+    """A number of seconds given to a call: ``TypeError`` for a non-number (a bool included),
+    ``ValueError`` unless it is finite and positive (or zero, given ``zero``; never NaN)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a number of seconds, got {type(value).__name__}")
+    if not (value >= 0 if zero else value > 0) or value == float("inf"):
+        what = "non-negative" if zero else "positive"
+        raise ValueError(f"{name} must be a {what}, finite number of seconds, got {value!r}")
+    return float(value)
 
 
 class Fleet(abc.ABC):
@@ -151,8 +169,8 @@ class Fleet(abc.ABC):
             node_id = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         node_id = checked_id(node_id, "node_id")  # the runtime's rules for the ids it carries
         for name, value in (("ttl", ttl), ("timeout", timeout), ("poll_interval", poll_interval)):
-            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-                raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
+                raise ValueError(f"{name} must be a positive, finite number of seconds, got {value!r}")
         self.node_id: Final = node_id
         self.ttl: Final = float(ttl)
         self.timeout: Final = float(timeout)
@@ -171,6 +189,8 @@ class Fleet(abc.ABC):
         self._unreachable = 0
         self._wakeups = 0
         self._reconnects = 0
+        self._owed: dict[int, Submission] = {}
+        self._settling = False
 
     # -- what an engine supplies ---------------------------------------------------------------
 
@@ -232,6 +252,22 @@ class Fleet(abc.ABC):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if self._owed and self._open:
+            with (
+                anyio.CancelScope(shield=True),
+                anyio.move_on_after(ABANDON_RETRY),
+                contextlib.suppress(FleetError),
+            ):
+                await self._withdraw_owed()
+            for request_no, submission in self._owed.items():
+                _log.warning(
+                    "fleet node %r closed with request %d (input %r of session %r) still pending: "
+                    "the store could not be reached to withdraw it, and its owner may decide it",
+                    self.node_id,
+                    request_no,
+                    submission.input.id,
+                    submission.session_id,
+                )
         self._open = False
         with anyio.CancelScope(shield=True):
             for owner in list(self._owners.values()):
@@ -341,11 +377,7 @@ class Fleet(abc.ABC):
         ``TypeError`` for a non-number, ``ValueError`` unless it is a positive number of seconds."""
         if timeout is None:
             return self.timeout
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float):
-            raise TypeError(f"timeout must be a number of seconds, got {type(timeout).__name__}")
-        if not timeout > 0 or timeout == float("inf"):
-            raise ValueError(f"timeout must be a positive, finite number of seconds, got {timeout!r}")
-        return float(timeout)
+        return _seconds(timeout, "timeout")
 
     async def lease(self, session_id: str) -> Lease | None:
         """The session's lease as stored now, or ``None`` if no node ever owned it.
@@ -487,14 +519,87 @@ class Fleet(abc.ABC):
             if decided is None:
                 self._unreachable += 1
             return decided
-        except BaseException:
+        except BaseException as exc:
             # Every way out without an answer (a cancel, KeyboardInterrupt, a lost store) withdraws
             # the request, so it is never decided later: decided already, ``fleet.receipt`` tells.
-            with anyio.CancelScope(shield=True), contextlib.suppress(FleetError):
-                await self._call(store.withdraw, request_no)
+            # A caller told ``FleetError`` waited out the store already: no more tries here.
+            await self._abandon(request_no, submission, retry=not isinstance(exc, FleetError))
             raise
         finally:
             self._replies.pop(request_no, None)
+
+    async def _abandon(self, request_no: int, submission: Submission, *, retry: bool = True) -> None:
+        """Withdraw the request of a submit that is left without its answer, shielded: tried again
+        while the store is away for up to ``ABANDON_RETRY`` seconds (``retry``), then owed: the
+        node withdraws it as soon as the store answers again (a task of its own, and before it
+        stores anything else), and logs a warning meanwhile."""
+        with anyio.CancelScope(shield=True):
+            try:
+                give_up = anyio.current_time() + (ABANDON_RETRY if retry else 0.0)
+                await self._withdraw(request_no, give_up)
+                return
+            except FleetError as exc:
+                if not isinstance(exc.__cause__, self._errors()):  # the fleet is closed: nobody can
+                    _log.warning("fleet node %r: request %d not withdrawn: %s", self.node_id, request_no, exc)
+                    return
+                reason = exc
+            self._owed[request_no] = submission
+            _log.warning(
+                "fleet node %r: request %d (input %r of session %r) of a submit left without its "
+                "answer could not be withdrawn (%s): it is withdrawn as soon as the store answers "
+                "again; if its owner gets there first and decides it, fleet.receipt tells",
+                self.node_id,
+                request_no,
+                submission.input.id,
+                submission.session_id,
+                reason,
+            )
+            if not self._settling and self._open and self._task_group is not None:
+                self._settling = True
+                self._task_group.start_soon(self._settle_owed)
+
+    async def _settle_owed(self) -> None:
+        """Withdraw the owed requests, trying again with a bounded backoff until the store answers."""
+        backoff = Backoff()
+        try:
+            while self._owed:
+                try:
+                    await self._withdraw_owed()
+                except FleetError as exc:
+                    if not isinstance(exc.__cause__, self._errors()):
+                        return
+                    await backoff.sleep()
+        finally:
+            self._settling = False
+
+    async def _withdraw_owed(self) -> None:
+        """Withdraw each owed request once; the store's ``FleetError`` while it is still away
+        (the rest stay owed). Each withdrawal, once begun, runs to its end (shielded)."""
+        for request_no, submission in list(self._owed.items()):
+            if request_no not in self._owed:
+                continue  # withdrawn meanwhile by another task of this node
+            with anyio.CancelScope(shield=True):
+                decided = await self._call(self._store().withdraw, request_no)
+            if self._owed.pop(request_no, None) is None:
+                continue
+            if decided is None:
+                _log.warning(
+                    "fleet node %r: request %d (input %r of session %r) withdrawn: never decided",
+                    self.node_id,
+                    request_no,
+                    submission.input.id,
+                    submission.session_id,
+                )
+            else:
+                _log.warning(
+                    "fleet node %r: request %d (input %r of session %r) of a submit left without its "
+                    "answer was decided before it could be withdrawn: %s",
+                    self.node_id,
+                    request_no,
+                    submission.input.id,
+                    submission.session_id,
+                    decided.to_dict(),
+                )
 
     async def _withdraw(self, request_no: int, give_up: float) -> Receipt | None:
         """``store.withdraw``, tried again with a bounded backoff while the store is away, until
@@ -527,6 +632,8 @@ class Fleet(abc.ABC):
         """
         if not self._open:
             raise FleetError("the fleet is not open ('async with SQLiteFleet(...) as fleet')")
+        if self._owed:  # withdrawals this node owes go first: FleetError while the store is away
+            await self._withdraw_owed()
         queued = _Queued(submission)
         self._inserts.append(queued)
         if not self._inserting:
@@ -550,8 +657,7 @@ class Fleet(abc.ABC):
                 # (the cancellation landed between the insert and this task's resumption):
                 # withdraw it here, so that it is never decided later.
                 if isinstance(queued.result, int):
-                    with anyio.CancelScope(shield=True), contextlib.suppress(FleetError):
-                        await self._call(self._store().withdraw, queued.result)
+                    await self._abandon(queued.result, submission)
             else:
                 queued.abandoned = True  # the insert's task withdraws it once stored
             raise
@@ -583,15 +689,14 @@ class Fleet(abc.ABC):
                     queued.error = error
                     queued.done.set()
                 return
-            abandoned: list[int] = []
+            abandoned: list[tuple[int, Submission]] = []
             for queued, result in zip(batch, results, strict=True):
                 queued.result = result
                 queued.done.set()
                 if queued.abandoned and isinstance(result, int):
-                    abandoned.append(result)
-            for request_no in abandoned:  # a cancelled submit is never decided later
-                with contextlib.suppress(FleetError):
-                    await self._call(store.withdraw, request_no)
+                    abandoned.append((result, queued.submission))
+            for request_no, submission in abandoned:  # a cancelled submit is never decided later
+                await self._abandon(request_no, submission)
 
     async def receipt(self, session_id: str, input_id: str) -> Receipt | None:
         """The stored receipt of an accepted input, from any node, also after its owner died."""
@@ -662,7 +767,9 @@ class Fleet(abc.ABC):
         The runtime must be new (nothing accepted, no generation, no write barrier): the
         fleet store becomes its receipt journal. Leaving the block closes the runtime,
         commits what it owes and releases the lease. ``wait``: seconds to wait for a live
-        owner to go (``None``: raise ``LeaseHeldError`` at once). A dead owner (its lock is
+        owner to go (``TimeoutError`` when they run out; ``None`` or 0: one try, and
+        ``LeaseHeldError`` at once if a live owner holds the lease); a ``wait`` that is not a
+        number is a ``TypeError``, a negative, NaN or infinite one a ``ValueError``. A dead owner (its lock is
         free) or an expired one is taken over at once, and what it left ``queued`` is
         finalised as in C23 in the same transaction.
 
@@ -673,6 +780,9 @@ class Fleet(abc.ABC):
         """
         if not isinstance(runtime, LiveRuntime):
             raise TypeError(f"own takes a LiveRuntime, got {type(runtime).__name__}")
+        if wait is not None:
+            # ``wait=0``: do not wait, as with no ``wait`` (one try: ``LeaseHeldError`` if held)
+            wait = _seconds(wait, "wait", zero=True) or None
         if not self._open:
             raise FleetError("own needs an open fleet")
         stats = runtime.statistics()
@@ -782,6 +892,7 @@ class Fleet(abc.ABC):
             wakeups=self._wakeups,
             listener_reconnects=self._reconnects,
             owners=tuple(owner.statistics() for owner in self._owners.values()),
+            withdrawals_owed=len(self._owed),
         )
 
 

@@ -35,7 +35,16 @@ from psycopg import pq
 from .._types import Receipt
 from ..journal import JournalChange
 from ._node import Fleet
-from ._store import Decision, Dialect, FleetError, Request, Statement, StoreConnection, Submission
+from ._store import (
+    Decision,
+    Dialect,
+    FleetError,
+    Request,
+    Statement,
+    StoreConnection,
+    Submission,
+    Taken,
+)
 
 _log = logging.getLogger("live_steering.fleet")
 
@@ -275,6 +284,10 @@ class PostgresConnection(StoreConnection):
         self._pg = connect(dsn)
         self._locks: set[str] = set()
         self._prepared = Prepared()
+        self._recorded: dict[str, int] = {}
+        """Session -> the backend pid its lease row names, as committed from this connection."""
+        self._recording: tuple[str, int] | None = None
+        """The pid the open owner transaction writes into the lease row (committed: recorded)."""
 
     _closed_for_good = False
     _in_transaction = False
@@ -287,7 +300,8 @@ class PostgresConnection(StoreConnection):
         connection was lost is lost with it, and its next statement raises instead of running
         on a new connection outside the transaction (and its fence). The session locks and
         prepared statements went with the old connection: an owner takes its lock again
-        (``begin_batch_async``) and statements are prepared again. ``close()`` ends it for good.
+        and records its new backend pid in the lease row (``begin_batch_async``), and statements
+        are prepared again. ``close()`` ends it for good.
         """
         conn = self._pg
         if conn.closed and not self._closed_for_good:
@@ -296,6 +310,7 @@ class PostgresConnection(StoreConnection):
                     "the connection to the fleet store was lost in the middle of a transaction"
                 )
             self._locks.clear()
+            self._recorded.clear()
             self._prepared = Prepared()
             conn = self._pg = connect(self._dsn)
         return conn
@@ -357,6 +372,18 @@ class PostgresConnection(StoreConnection):
     def holds_session_lock(self, session_id: str) -> bool:
         return session_id in self._locks
 
+    def take(
+        self,
+        session_id: str,
+        node_id: str,
+        ttl: float,
+        modes: tuple[str, str] | None = None,
+    ) -> Taken | None:
+        taken = super().take(session_id, node_id, ttl, modes)
+        if taken is not None and not self._pg.closed:
+            self._recorded[session_id] = int(self._pg.info.backend_pid)  # the take wrote it
+        return taken
+
     def end_holder(self, session_id: str, holder_pid: int | None) -> bool:
         if holder_pid is None or holder_pid == self.my_pid():
             return False
@@ -400,13 +427,20 @@ class PostgresConnection(StoreConnection):
         self._conn  # noqa: B018 - a lost connection is made anew here, and forgets its liveness lock
         if not self.holds_session_lock(session_id):  # taken from a zombie, or reconnected: take it again
             await anyio.to_thread.run_sync(self.try_session_lock, session_id)
-        statements = self._batch_statements(session_id, node_id, epoch, renew)
+        # A new connection is a new backend: the lease row must name it, or a taker that finds this
+        # owner expired (stopped, partitioned) ends the old, dead backend instead of this one, and
+        # then waits on the row this one locks, or takes over while this one holds the lock.
+        pid = int(self._conn.info.backend_pid)
+        record = None if self._recorded.get(session_id) == pid else pid
+        statements = self._batch_statements(session_id, node_id, epoch, renew, record)
         try:
             _begin, fenced, read = await self._exchange(statements)
-            return self._batch_requests(session_id, epoch, len(fenced.rows), read.rows)
+            requests = self._batch_requests(session_id, epoch, len(fenced.rows), read.rows)
         except BaseException:
             await self.rollback_async()
             raise
+        self._recording = None if record is None else (session_id, record)
+        return requests
 
     async def finish_batch_async(
         self,
@@ -420,14 +454,18 @@ class PostgresConnection(StoreConnection):
         wakeups: list[Statement] = [
             ("SELECT pg_notify(?, ?)", (channel(node), payload)) for node, payload in replies
         ]
+        recording, self._recording = self._recording, None
         try:
             await self._exchange([*writes, *wakeups, ("COMMIT", ())])
         except BaseException:
             await self.rollback_async()
             raise
+        if recording is not None and recording[0] == session_id:
+            self._recorded[session_id] = recording[1]
 
     async def rollback_async(self) -> None:
         self._in_transaction = False
+        self._recording = None
         if not self._pg.closed:
             with contextlib.suppress(psycopg.Error):
                 await self._exchange([("ROLLBACK", ())])

@@ -807,7 +807,12 @@ class StoreConnection(abc.ABC):
     # connection's limiter: nothing else uses the connection meanwhile.
 
     def _batch_statements(
-        self, session_id: str, node_id: str, epoch: int, renew: float | None
+        self,
+        session_id: str,
+        node_id: str,
+        epoch: int,
+        renew: float | None,
+        holder_pid: int | None = None,
     ) -> list[Statement]:
         """BEGIN, the fence, the locked read of the pending requests.
 
@@ -815,9 +820,19 @@ class StoreConnection(abc.ABC):
         it; SQLite: ``BEGIN IMMEDIATE`` already holds the whole store) and yields a row only
         while the lease's epoch is ours. ``renew``: also renew the lease by that TTL (the owner
         asks every ``ttl / 3``; a lease row rewritten at every decision is a page written for
-        nothing).
+        nothing). ``holder_pid``: also record this connection's server process in the lease row
+        (PostgreSQL, after a reconnect: the pid a taker ends when this owner becomes a zombie;
+        fenced like the rest, so a fenced owner never names itself in a new owner's row).
         """
-        if renew is None:
+        sets: list[str] = []
+        values: list[Any] = []
+        if renew is not None:
+            sets.append(f"expires_at = {self.dialect.now} + ?")
+            values.append(float(renew))
+        if holder_pid is not None:
+            sets.append("holder_pid = ?")
+            values.append(int(holder_pid))
+        if not sets:
             fence: Statement = (
                 "SELECT epoch FROM ls_leases WHERE session_id = ? AND node_id = ? AND epoch = ?"
                 + self.dialect.lock_fence,
@@ -825,9 +840,9 @@ class StoreConnection(abc.ABC):
             )
         else:
             fence = (
-                f"UPDATE ls_leases SET expires_at = {self.dialect.now} + ? "
+                f"UPDATE ls_leases SET {', '.join(sets)} "
                 "WHERE session_id = ? AND node_id = ? AND epoch = ? RETURNING epoch",
-                (float(renew), session_id, node_id, epoch),
+                (*values, session_id, node_id, epoch),
             )
         return [
             ("BEGIN", ()),

@@ -15,14 +15,22 @@ node owned it once), else a hook session when the hook store knows it, else noth
 (404). An id in both is the runtime's. A submit to nothing answers 404 with the receipt a
 fleet gives a session no owner runs (``stale-generation`` for a valid new input, the core's
 order otherwise); the other routes name no input and answer 404 ``{"error": ...}``.
+
+A store that cannot be reached (``FleetError``, the hook store's ``StoreError``: a database
+down, a lost connection, a locked file) is answered 503 ``unavailable`` by every route, with
+one warning logged and no traceback: a submit's body is its refusal receipt, a stop's its
+``stop`` shape, the others ``{"error", "reason"}``. Nothing here says whether a submit's
+request was stored: the same body again is safe (C10).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
+import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from importlib import resources
 from typing import Any, Final
 
@@ -36,9 +44,9 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from .._errors import UnknownInputError
-from .._types import Input
+from .._types import Input, Receipt, RefusalReason
 from .._validate import origin_problem
-from ..fleet import Fleet, FleetError, Lease
+from ..fleet import Fleet, FleetError, Lease, StopResult
 from ..fleet._store import Submission, answer_without_runtime, input_digest
 from ..hooks._store import StoreError
 from ._events import Feeds, SessionChanged, parse_cursor, sse
@@ -62,7 +70,14 @@ STATUS_OF_REASON: Final = {
     "closed": 503,
 }
 #: A stop's answer that did not stop, by its reason.
-STATUS_OF_STOP: Final = {"not-running": 409, "no-owner": 503, "unreachable": 503}
+STATUS_OF_STOP: Final = {"not-running": 409, "no-owner": 503, "unreachable": 503, "unavailable": 503}
+
+#: What a store that cannot be reached raises: the fleet's and the hook relay's error.
+_STORE_ERRORS: Final = (FleetError, StoreError)
+#: The reason of every answer to a store that cannot be reached (C32: 503).
+_AWAY: Final = RefusalReason.UNAVAILABLE.value
+
+_log = logging.getLogger("live_steering.http")
 
 DEFAULT_MAX_BODY: Final = 1024 * 1024
 DEFAULT_MAX_WAIT: Final = 60.0
@@ -101,6 +116,30 @@ class _ClosingStream(StreamingResponse):
 
 def _error(status: int, message: str, **headers: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status, headers=headers or None)
+
+
+def _store_away(request: Request, exc: Exception) -> None:
+    """One warning line for a store that could not be reached (no traceback: it is not a bug)."""
+    _log.warning("%s %s: 503 %s: %s", request.method, request.url.path, _AWAY, exc)
+
+
+def _answers_store_away(
+    endpoint: Callable[[Request], Awaitable[Response]],
+) -> Callable[[Request], Awaitable[Response]]:
+    """A route that answers 503 ``unavailable`` (``{"error", "reason"}``) when its store cannot be
+    reached, instead of a plain-text 500 and a traceback."""
+
+    @functools.wraps(endpoint)
+    async def guarded(request: Request) -> Response:
+        try:
+            return await endpoint(request)
+        except _STORE_ERRORS as exc:
+            _store_away(request, exc)
+            return JSONResponse(
+                {"error": "the store cannot be reached now: try again", "reason": _AWAY}, status_code=503
+            )
+
+    return guarded
 
 
 def _status(wire: dict[str, Any]) -> int:
@@ -222,6 +261,16 @@ class _Api:
             return _error(400, "'generation_id' must be a string when given")
         session_id = request.path_params["session"]
         steer = Input(fields["kind"], fields["text"], id=fields["id"])
+        try:
+            return await self._submit(session_id, steer, generation_id)
+        except _STORE_ERRORS as exc:
+            _store_away(request, exc)
+            # The refusal receipt (C32), as a remote submit's is: this request admitted nothing
+            # it can vouch for; a stored request of it is withdrawn or decided as docs/fleet.md says.
+            away = Receipt(False, steer.id, generation_id or "", None, _AWAY)
+            return JSONResponse(receipt_wire(away), status_code=503)
+
+    async def _submit(self, session_id: str, steer: Input, generation_id: str | None) -> Response:
         recent = None if self.fleet is None else self.fleet.recent_lease(session_id)
         if recent is not None:
             # A lease read a moment ago: its session exists (lease rows stay), and the owner
@@ -313,15 +362,20 @@ class _Api:
         if generation_id is not None and not isinstance(generation_id, str):
             return _error(400, "'generation_id' must be a string when given")
         session_id = request.path_params["session"]
-        found = await self._find(session_id)
-        if found is None:
-            return _error(404, "no such session")
-        if not isinstance(found[1], Lease):
-            return _error(405, "a hook session runs no generation this server can stop", Allow="GET")
-        assert self.fleet is not None
         from ._stores import stop_wire
 
-        result = await self.fleet.stop(session_id, generation_id, found[1])
+        try:
+            found = await self._find(session_id)
+            if found is None:
+                return _error(404, "no such session")
+            if not isinstance(found[1], Lease):
+                return _error(405, "a hook session runs no generation this server can stop", Allow="GET")
+            assert self.fleet is not None
+            result = await self.fleet.stop(session_id, generation_id, found[1])
+        except _STORE_ERRORS as exc:
+            _store_away(request, exc)
+            away = StopResult(False, session_id, generation_id or "", _AWAY)
+            return JSONResponse(stop_wire(away), status_code=503)
         feed = self.feeds.get(("runtime", session_id))
         if feed is not None:
             feed.nudge()
@@ -482,12 +536,12 @@ def create_app(
     hooks = None if hooks_store is None and hooks_dsn is None else HookView(hooks_store, hooks_dsn)
     api = _Api(fleet, hooks, token, max_body, max_wait, poll_interval, heartbeat, lease_age)
     routes: list[BaseRoute] = [
-        Route("/v1/sessions", api.sessions, methods=["GET"]),
-        Route("/v1/sessions/{session}", api.session, methods=["GET"]),
-        Route("/v1/sessions/{session}/inputs", api.submit, methods=["POST"]),
-        Route("/v1/sessions/{session}/inputs/{input}", api.receipt, methods=["GET"]),
-        Route("/v1/sessions/{session}/stop", api.stop, methods=["POST"]),
-        Route("/v1/sessions/{session}/events", api.events, methods=["GET"]),
+        Route("/v1/sessions", _answers_store_away(api.sessions), methods=["GET"]),
+        Route("/v1/sessions/{session}", _answers_store_away(api.session), methods=["GET"]),
+        Route("/v1/sessions/{session}/inputs", _answers_store_away(api.submit), methods=["POST"]),
+        Route("/v1/sessions/{session}/inputs/{input}", _answers_store_away(api.receipt), methods=["GET"]),
+        Route("/v1/sessions/{session}/stop", _answers_store_away(api.stop), methods=["POST"]),
+        Route("/v1/sessions/{session}/events", _answers_store_away(api.events), methods=["GET"]),
     ]
     if hooks is not None:
         routes.append(Route("/v1/hooks/{vendor}", HookRoute(hooks.path, hooks.dsn, token), methods=["POST"]))
