@@ -175,6 +175,23 @@ async def test_headers_cors_and_loopback_host_names(tmp_path: Path) -> None:
             assert (await http.get("/v1/sessions", headers={"Host": host})).status_code == 200, host
 
 
+async def test_cors_origins_an_iterator_and_an_extensions_origin(tmp_path: Path) -> None:
+    """cors_origins given as an iterator (read once, for the check and for the middleware) and a
+    browser extension's origin (chrome-extension://ID) are both allowed; a bad one is refused."""
+    app = hooks_app(
+        tmp_path, cors_origins=map(str.strip, [" https://app.example ", "chrome-extension://abcdefgh"])
+    )
+    async with client(app) as http:
+        for origin in ("https://app.example", "chrome-extension://abcdefgh"):
+            preflight = await http.options(
+                "/v1/sessions", headers={"Origin": origin, "Access-Control-Request-Method": "POST"}
+            )
+            assert preflight.status_code == 200
+            assert preflight.headers["access-control-allow-origin"] == origin
+    with pytest.raises(ValueError, match="is not an origin"):
+        create_app(hooks_store=str(tmp_path / "x.db"), cors_origins=["https://app.example/path"])
+
+
 # -- POST /v1/hooks/{vendor}: the answer `live-steering hook VENDOR` prints ----------------------
 
 

@@ -995,6 +995,55 @@ async def test_a_cancelled_batch_leaves_every_tool_call_a_result() -> None:
 
 
 @pytest.mark.anyio
+async def test_a_result_write_that_failed_after_its_effect_is_not_written_twice() -> None:
+    """The context's add_message of a tool result stores it, then raises: that call keeps the one
+    result it got (its effect cannot be known, so it is never written again), the next is answered."""
+    rig = Rig(
+        Provider([tool_call("run_tests", "deploy")]),
+        {"run_tests": MockTool("run_tests", "12 passed"), "deploy": MockTool("deploy", "deployed")},
+    )
+    await rig.mount()
+    write = rig.context.add_message.side_effect
+
+    async def store_then_fail(message: dict[str, Any]) -> None:
+        await write(message)
+        if message.get("tool_call_id") == "call-1":
+            raise OSError("the context store went away after the write")
+
+    rig.context.add_message.side_effect = store_then_fail
+    with pytest.raises(OSError, match="went away"):
+        await rig.execute()
+    assert tool_results(rig) == [("call-1", "12 passed"), ("call-2", TOOL_FAILED_RESULT)]
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_execute_does_not_wait_on_a_hanging_context_for_ever(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Cancelled during a tool, with a context whose writes never return: the results it owes are
+    tried for FLUSH_GRACE at most, then the cancellation goes on (it was unbounded)."""
+    monkeypatch.setattr(amplifier_module, "FLUSH_GRACE", 0.01)
+    tool, tool_gate = gated_tool()
+    rig = Rig(Provider([tool_call(), text("unused")]), {"run_tests": tool})
+    await rig.mount()
+    write = rig.context.add_message.side_effect
+    never = anyio.Event()
+
+    async def hangs_on_tool_results(message: dict[str, Any]) -> None:
+        if message["role"] == "tool":
+            await never.wait()
+        await write(message)
+
+    rig.context.add_message.side_effect = hangs_on_tool_results
+    with anyio.fail_after(60):  # a bound for a broken build, not a measurement
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(rig.execute)
+            await tool_gate.wait_reached()
+            tg.cancel_scope.cancel()
+    assert rig.history.events[-1]["type"] == "generation.cancelled"
+
+
+@pytest.mark.anyio
 async def test_a_hook_that_raises_after_a_tool_fails_the_run_with_every_call_answered() -> None:
     """A tool:post hook that raises: the generation fails, and the call whose result it cut off is
     answered failed, the one after it not run."""

@@ -847,24 +847,19 @@ def history_graph(steering: LiveSteering, model: ScriptedModel) -> Any:
     return builder.compile()
 
 
-async def test_a_graph_without_the_messages_key_is_refused_and_messages_key_names_it() -> None:
-    """The steers go under messages_key: a graph whose state has no such key is a ValueError before
-    a generation opens (LangGraph would drop the update silently); naming the key steers it."""
+async def test_a_hook_whose_state_has_no_messages_key_refuses_and_messages_key_names_it() -> None:
+    """The steers go under messages_key: a hook whose state has no such key raises ValueError at
+    its first call, before it writes anything (LangGraph would drop the update silently, and the
+    receipt said applied); the steer pending then is held. Naming the key steers it."""
     runtime = LiveRuntime()
     history = History.attach(runtime)
     model = ScriptedModel(responses=[answers("First."), answers("Second.")])
-    graph = history_graph(LiveSteering(runtime), model)
+    wrong = LiveSteering(runtime)
+    graph = history_graph(wrong, model)
     with pytest.raises(ValueError, match=r"no 'messages' key .*\['history'\].*messages_key"):
-        await LiveSteering(runtime).ainvoke(graph, {"history": [("user", PROMPT)]})
-    with pytest.raises(ValueError, match="messages_key"):
-        async for _ in LiveSteering(runtime).astream(graph, {"history": [("user", PROMPT)]}):
-            pass
-    assert history.events == []
-    rig = Rig(answers("Done."))
-    with pytest.raises(ValueError, match="'msgs'"):
-        await LiveSteering(rig.runtime, messages_key="msgs").ainvoke(
-            rig.agent, {"messages": [("user", PROMPT)]}
-        )
+        await wrong.ainvoke(graph, {"history": [("user", PROMPT)]})
+    assert model.requests == []
+    assert [e["type"] for e in history.events] == ["generation.started", "generation.failed"]
 
     steering = LiveSteering(runtime, messages_key="history")
     graph = history_graph(steering, model)
@@ -884,6 +879,65 @@ async def test_a_graph_without_the_messages_key_is_refused_and_messages_key_name
     assert steers_in(model.requests[1]) == [STEER]
     assert runtime.receipt("s1").disposition == "applied"  # type: ignore[union-attr]
     history.check(require_final=True).assert_ok()
+
+
+async def test_the_hook_in_a_subgraph_keyed_otherwise_is_steered() -> None:
+    """The outer state keys the conversation `messages`, a subgraph's `history`, with the hook and
+    LiveSteering(messages_key="history") inside it: the run is not refused, the steer lands."""
+    runtime = LiveRuntime()
+    history = History.attach(runtime)
+    steering = LiveSteering(runtime, messages_key="history")
+    model = ScriptedModel(responses=[answers("one"), answers("two")])
+    inner = history_graph(steering, model)
+    gate = model.gates[0] = Gate()
+
+    async def delegate(state: State) -> dict[str, list[BaseMessage]]:
+        out = await inner.ainvoke({"history": state["messages"]})
+        return {"messages": out["history"][len(state["messages"]) :]}
+
+    builder = StateGraph(State)
+    builder.add_node("delegate", delegate)
+    builder.add_edge(START, "delegate")
+    builder.add_edge("delegate", END)
+    outer = builder.compile()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(steering.ainvoke, outer, {"messages": [("user", PROMPT)]})
+        await gate.wait_reached()
+        generation = runtime.generation
+        assert generation is not None
+        await history.submit(Input("steer", STEER, id="s1"), generation["id"])
+        gate.release()
+    assert steers_in(model.requests[1]) == [STEER]
+    history.check(require_final=True).assert_ok()
+
+
+async def test_output_keys_a_str_or_without_the_messages_still_continue() -> None:
+    """ainvoke(output_keys="messages") (a single key: LangGraph returns the value alone) continues
+    on a state, not a bare list; astream with output_keys leaving the messages out is refused."""
+    rig = Rig(answers("First."), answers("Second."))
+    gate = rig.gate_model(0)
+    results: list[Any] = []
+
+    async def run() -> None:
+        results.append(
+            await rig.steering.ainvoke(rig.agent, {"messages": [("user", PROMPT)]}, output_keys="messages")
+        )
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        await gate.wait_reached()
+        await rig.steer()
+        gate.release()
+    assert isinstance(results[0], list)
+    assert [m.content for m in results[0]][-1] == "Second."
+    assert steers_in(rig.model.requests[1]) == [STEER]
+    for keys in ("messages", ["remaining_steps"]):
+        with pytest.raises(ValueError, match="output_keys must be a list that includes 'messages'"):
+            async for _ in rig.steering.astream(
+                rig.agent, {"messages": [("user", PROMPT)]}, output_keys=keys
+            ):
+                pass
 
 
 class Everything(TypedDict):

@@ -776,3 +776,40 @@ def test_run_stopped_refuses_arguments_of_the_wrong_type() -> None:
     for args in ((1, "generation-stopped"), ("g", 2), ("g", "generation-stopped", "not a list")):
         with pytest.raises(TypeError):
             RunStopped(*args)
+
+
+async def test_a_steer_sent_while_a_continuation_request_is_prepared_rides_it_in_all_mode() -> None:
+    """steering_mode="all": a steer that arrives while the request a continuation redirects into
+    is being prepared (a tool's prepare, as an MCP toolset lists its tools) is written into that
+    request too, by its own boundary (C13), not one request later."""
+    script = Script(answers("Done."), answers("Second."), answers("unused"))
+    runtime = LiveRuntime()
+    history = History.attach(runtime)
+    agent = Agent(FunctionModel(script), capabilities=[LiveSteering(runtime)])
+    preparing = Gate()
+    prepared: list[int] = []
+
+    async def prepare(ctx: RunContext[Any], tool_def: Any) -> Any:
+        prepared.append(1)
+        if len(prepared) == 2:  # the redirected request's preparation
+            await preparing.passage()
+        return tool_def
+
+    @agent.tool_plain(prepare=prepare)
+    async def lookup() -> str:
+        """Look something up."""
+        return "x"
+
+    answering = script.gates[0] = Gate()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(agent.run, PROMPT)
+        await answering.wait_reached()
+        generation = runtime.generation
+        assert generation is not None
+        await history.submit(Input("steer", "S1", id="s1"), generation["id"])
+        answering.release()
+        await preparing.wait_reached()
+        await history.submit(Input("steer", "S2", id="s2"), generation["id"])
+        preparing.release()
+    assert [steer_texts(r) for r in script.requests] == [[], ["S1", "S2"]]
+    history.check(require_final=True).assert_ok()

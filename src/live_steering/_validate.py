@@ -153,7 +153,8 @@ def event_safe(value: str) -> str:
 
 def origin_problem(origin: object) -> str | None:
     """Why ``origin`` is not a browser origin CORS can allow, or ``None``: ``scheme://host[:port]``
-    (http or https, no path), or ``*``."""
+    as a browser sends it in ``Origin`` (``https://app.example``, ``chrome-extension://ID``,
+    ``tauri://localhost``; no path, query or user), or ``*``."""
     if not isinstance(origin, str):
         return f"an origin is a string, got {type(origin).__name__}"
     if origin == "*":
@@ -165,12 +166,14 @@ def origin_problem(origin: object) -> str | None:
         parts = None
     if (
         parts is None
-        or parts.scheme not in ("http", "https")
+        or not parts.scheme
+        or not parts.netloc
         or not parts.hostname
         or parts.path
         or parts.query
         or parts.fragment
         or parts.username is not None
+        or not origin.isprintable()
     ):
         shown = origin if origin.isprintable() else ascii(origin)
         return f"{shown!r} is not an origin: scheme://host[:port], as a browser sends it, e.g. https://app.example"

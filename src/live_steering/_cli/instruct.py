@@ -52,7 +52,8 @@ def register(subparsers: Any) -> None:
         "--follow-up",
         action="store_true",
         help="a follow-up: delivered when the agent would stop, through the vendor's 'do not stop yet' "
-        "reply (Claude Code's Stop decision); refused unsupported-kind for a vendor without one",
+        "reply (the Stop reply of Claude Code, Codex, Qwen Code); refused unsupported-kind for a "
+        "vendor without one",
     )
     parser.add_argument(
         "--agent",

@@ -530,6 +530,7 @@ def create_app(
         raise ValueError("max_body must be a positive number of bytes")
     if isinstance(cors_origins, str):
         raise TypeError("cors_origins is a list of origins, not one string")
+    cors_origins = list(cors_origins)  # an iterator is read once, here
     for origin in cors_origins:
         if (problem := origin_problem(origin)) is not None:
             raise ValueError(f"cors_origins: {problem}")

@@ -298,8 +298,8 @@ class HookView:
     async def enqueue(self, session_id: str, steer: Input) -> dict[str, Any]:
         """The relay's receipt for a steer or a follow-up. The store decides through the one
         refusal order: a follow-up is ``unsupported-kind`` unless every vendor known for the
-        session has a "do not stop yet" reply (Claude Code's ``Stop`` decision, C29), as is any
-        other kind."""
+        session has a "do not stop yet" reply (the ``Stop`` reply of Claude Code, Codex, Qwen
+        Code, C29), as is any other kind."""
         stored = await self._with_store(
             lambda store: store.enqueue(session_id, steer.id, steer.text, kind=steer.kind)
         )

@@ -451,14 +451,14 @@ class LiveSteeringOrchestrator:
             }
         )
         last = len(calls) - 1
-        answered = 0  # calls whose result is in the context
+        # [calls whose result write completed, a result write begun and not completed (0/1)]
+        progress = [0, 0]
         try:
             for index, call in enumerate(calls):
                 if coordinator is not None and coordinator.cancellation.is_cancelled:
                     gen.stop()  # no further tool starts: Amplifier's graceful cancel lets running ones end
                 if not gen.accepting:
-                    await self._answer(context, calls[index:], STOPPED_TOOL_RESULT)
-                    answered = len(calls)
+                    await self._answer(context, calls[index:], STOPPED_TOOL_RESULT, progress)
                     return
                 tool = tools.get(call.name)
                 if coordinator is not None:
@@ -468,26 +468,27 @@ class LiveSteeringOrchestrator:
                 finally:
                     if coordinator is not None:
                         coordinator.cancellation.register_tool_complete(call.id)
-                await context.add_message({"role": "tool", "tool_call_id": call.id, "content": output})
-                answered = index + 1
+                await self._answer(context, [call], output, progress)
                 if self.skip_tools_on_steer and index < last and gen.accepting and gen.steers_pending:
                     rest = calls[index + 1 :]
                     gen.skip_tools([c.id for c in rest])  # tools.skipped, naming the steers pending
-                    await self._answer(context, rest, SKIPPED_TOOL_RESULT)
-                    answered = len(calls)
+                    await self._answer(context, rest, SKIPPED_TOOL_RESULT, progress)
                     return
         except BaseException as error:
-            if answered < len(calls):
+            # a result write cut short may have taken effect: never written twice, so the
+            # calls after it get theirs, that one is left as the interrupted write left it
+            start = progress[0] + progress[1]
+            if start < len(calls):
                 cancelled = isinstance(error, anyio.get_cancelled_exc_class())
-                await self._answer_unfinished(context, calls[answered:], cancelled)
+                await self._answer_unfinished(context, calls[start:], cancelled and not progress[1])
             raise
 
     async def _answer_unfinished(self, context: Any, calls: list[Any], cancelled: bool) -> None:
         """The batch ended abnormally: the call in progress and the ones after it get a result
-        (shielded from the cancellation, each write on its own), so the next ``execute`` sends
-        a conversation every provider accepts."""
+        (shielded from the cancellation for up to ``FLUSH_GRACE`` in all, each write on its own),
+        so the next ``execute`` sends a conversation every provider accepts."""
         first = TOOL_CANCELLED_RESULT if cancelled else TOOL_FAILED_RESULT
-        with anyio.CancelScope(shield=True):
+        with anyio.move_on_after(FLUSH_GRACE, shield=True):
             for position, call in enumerate(calls):
                 message = {
                     "role": "tool",
@@ -498,10 +499,13 @@ class LiveSteeringOrchestrator:
                     await context.add_message(message)
 
     @staticmethod
-    async def _answer(context: Any, calls: list[Any], result: str) -> None:
-        """Give each of ``calls`` the result ``result`` without running it."""
+    async def _answer(context: Any, calls: list[Any], result: str, progress: list[int]) -> None:
+        """Write ``result`` as the result of each of ``calls``, counting them in ``progress``."""
         for call in calls:
+            progress[1] = 1
             await context.add_message({"role": "tool", "tool_call_id": call.id, "content": result})
+            progress[0] += 1
+            progress[1] = 0
 
     async def _run_tool(self, call: Any, tool: Any, hooks: Any, coordinator: Any) -> str:
         pre = await _decided(

@@ -204,6 +204,14 @@ class LiveSteering:
         the end of the step. After a stop it ends the graph run instead (``ainvoke`` returns).
         """
         run = self._run()
+        if isinstance(state, Mapping) and self.messages_key not in state:
+            # LangGraph would drop an update for a key its state does not have, steers and all:
+            # refused here, before anything is written (the run fails, what is pending held)
+            keys = sorted(k for k in state if isinstance(k, str))
+            raise ValueError(
+                f"the hook's state has no {self.messages_key!r} key to put steers in (its keys: {keys}):"
+                " pass LiveSteering(runtime, messages_key=...) naming the key that holds the conversation"
+            )
         _record(run, state, config)
         written = await self._drain(run)
         # No update when nothing was written: an empty list would still run the reducer over the messages.
@@ -337,7 +345,11 @@ class LiveSteering:
         # when the graph's output (its output_schema, or the caller's output_keys) leaves it out.
         kwargs = dict(kwargs)
         wanted = kwargs.get("output_keys", getattr(graph, "output_channels", None))
-        shown = _Shown(wanted, self.messages_key)
+        channels = getattr(graph, "channels", None)
+        # a graph whose own state has no such key (the hook is in a subgraph keyed otherwise)
+        # is asked for nothing more: its output is the state it runs on again
+        ask = self.messages_key if isinstance(channels, Mapping) and self.messages_key in channels else None
+        shown = _Shown(wanted, ask)
         if shown.added:
             kwargs["output_keys"] = shown.asked
         self.generation_ids = ()
@@ -437,6 +449,12 @@ class LiveSteering:
         generation (pending steers held) and closes LangGraph's stream.
         """
         self._check_graph(graph)
+        output_keys = kwargs.get("output_keys")
+        if output_keys is not None and (isinstance(output_keys, str) or self.messages_key not in output_keys):
+            raise ValueError(
+                "LiveSteering.astream continues a generation on the streamed values: output_keys must "
+                f"be a list that includes {self.messages_key!r}"
+            )
         if kwargs.get("version", "v1") != "v1":
             raise ValueError("LiveSteering.astream gives LangGraph's default chunks: version must be 'v1'")
         config = _config(config)
@@ -523,19 +541,10 @@ class LiveSteering:
             raise GenerationStateError(f"generation {running['id']!r} is still running: one run at a time")
 
     def _check_graph(self, graph: Any) -> None:
-        """A compiled graph whose state has the conversation under ``messages_key`` (else the
-        steers would be dropped by LangGraph: a ``ValueError``, before anything runs)."""
+        """A compiled graph (the hook checks, at each call, that its state has ``messages_key``:
+        the graph it runs in may be a subgraph keyed otherwise)."""
         if not callable(getattr(graph, "ainvoke", None)) or not callable(getattr(graph, "astream", None)):
             raise TypeError("LiveSteering runs a compiled graph (builder.compile(), create_react_agent(...))")
-        channels = getattr(graph, "channels", None)
-        if isinstance(channels, Mapping) and self.messages_key not in channels:
-            keys = sorted(
-                k for k in channels if isinstance(k, str) and not k.startswith("__") and ":" not in k
-            )
-            raise ValueError(
-                f"the graph's state has no {self.messages_key!r} key to put steers in (its keys: {keys}):"
-                " pass LiveSteering(runtime, messages_key=...) naming the key that holds the conversation"
-            )
 
     def _run(self) -> _Run:
         run = _RUN.get()
@@ -562,11 +571,17 @@ class _Shown:
     """The output keys ``ainvoke`` asks each invocation for (``asked``: the caller's, with the
     messages key when they leave it out), and how to give the caller only theirs."""
 
-    def __init__(self, wanted: Any, messages_key: str) -> None:
+    def __init__(self, wanted: Any, messages_key: str | None) -> None:
         self.wanted = wanted
         keys = [wanted] if isinstance(wanted, str) else list(wanted) if wanted is not None else None
-        self.added = keys is not None and messages_key not in keys
-        self.asked: Any = [*keys, messages_key] if self.added and keys is not None else wanted
+        if messages_key is None:
+            keys = None  # nothing to add: ask as the caller did
+        self.added = keys is not None and (messages_key not in keys or isinstance(wanted, str))
+        """Asked otherwise than the caller's output: with the messages key, or as a list for a
+        single key (whose output would be the value alone, no state to run the graph on)."""
+        if keys is not None and messages_key not in keys:
+            keys.append(messages_key)
+        self.asked: Any = keys if self.added else wanted
 
     def returned(self, full: Any) -> Any:
         """The caller's output, from an invocation's output asked with ``asked``."""

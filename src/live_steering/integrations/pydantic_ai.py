@@ -71,8 +71,8 @@ class _Run:
         self.tools_started = 0
         """Tool calls started since the last model request (C31: the first of a batch runs)."""
         self.written = False
-        """The checkpoint's boundary wrote the next request's input: that request's own
-        boundary writes nothing more (C30: one boundary per model request)."""
+        """The checkpoint's boundary wrote the next request's input in a one-at-a-time mode:
+        that request's own boundary writes nothing more (C30: one input per model request)."""
 
     async def enter(self, gen: Generation) -> None:
         self.gen = gen
@@ -232,15 +232,25 @@ class LiveSteering(AbstractCapability[Any]):
                 return result
             if gen.continue_after_checkpoint():
                 await gen.boundary(_enqueuer(ctx))  # enqueued: pydantic-ai redirects into one more request
-                run.written = True
+                run.written = self._one_at_a_time()
             elif follow_ups:
                 # C29: this generation finishes, and the next turn of the same run opens the
                 # next one, whose boundary enqueues the follow-ups (pydantic-ai redirects again).
                 await run.leave(None)
                 await run.enter(self.runtime.open_generation())
                 await run.gen.boundary(_enqueuer(ctx))
-                run.written = True
+                run.written = self._one_at_a_time()
         return result
+
+    def _one_at_a_time(self) -> bool:
+        """A delivery mode writes one input per boundary (C30): then the request a checkpoint's
+        boundary redirects into runs no boundary of its own, or it would carry two. With "all"
+        it does, and writes what arrived meanwhile (C13)."""
+        running = self.runtime.generation
+        return running is not None and "one-at-a-time" in (
+            running["steering_mode"],
+            running["follow_up_mode"],
+        )
 
     def _run(self, ctx: RunContext[Any]) -> _Run:
         run = self._runs.get(_run_key(ctx))
