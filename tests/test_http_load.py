@@ -10,6 +10,7 @@ The default run is sized for a shared 2-core machine (40 clients x 10 steers, 20
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import sqlite3
 import sys
@@ -46,7 +47,8 @@ def _receipt(wire: Mapping[str, Any]) -> Receipt:
 def _feeds(app: Any) -> Any:
     """The app's per-session feeds (its ``Feeds``), found through a route's bound endpoint."""
     for route in app.app.routes:
-        owner = getattr(route.endpoint, "__self__", None)
+        # the API's bound method, under the wrapper that answers 503 for a store away
+        owner = getattr(inspect.unwrap(route.endpoint), "__self__", None)
         if owner is not None and hasattr(owner, "feeds"):
             return owner.feeds
     raise AssertionError("no feeds")
