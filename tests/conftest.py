@@ -9,6 +9,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -118,9 +119,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # -- fleet (tests/test_fleet*.py): a throwaway PostgreSQL cluster and the two stores --------
 
 
-@pytest.fixture(scope="session")
-def postgres_dsn() -> Iterator[str]:
-    """A PostgreSQL cluster started for this run (initdb + postgres on a Unix socket), stopped by pid.
+def started_cluster() -> Iterator[Any]:
+    """A PostgreSQL cluster (initdb + postgres on a Unix socket) for a fixture, stopped by pid after.
 
     Skips when PostgreSQL is not installed, unless ``LIVE_STEERING_REQUIRE_PG=1`` (CI): then fails.
     """
@@ -133,9 +133,22 @@ def postgres_dsn() -> Iterator[str]:
         pytest.skip(message)
     cluster = PostgresCluster.start()
     try:
-        yield cluster.dsn
+        yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn() -> Iterator[str]:
+    """A PostgreSQL cluster started for this run, shared by the tests that only read and write it."""
+    for cluster in started_cluster():
+        yield cluster.dsn
+
+
+@pytest.fixture
+def own_cluster() -> Iterator[Any]:
+    """A PostgreSQL cluster of the test's own (it is stopped, restarted, its backends ended)."""
+    yield from started_cluster()
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

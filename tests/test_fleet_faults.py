@@ -23,7 +23,6 @@ import json
 import random
 import signal
 import weakref
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,7 @@ import pytest
 from fleet_helpers import BOUND, Child, FleetStore, new_session, restart_cluster, spawn, terminate_backends
 from live_steering import Disposition, Input, Receipt
 from live_steering.fleet import Fleet, FleetError
-from live_steering.testing._postgres import PostgresCluster, find_binaries
+from live_steering.testing._postgres import PostgresCluster
 
 pytestmark = [
     pytest.mark.anyio,
@@ -281,17 +280,6 @@ async def test_faults_under_a_flood(fleet_store: FleetStore, anyio_backend: str,
     outcomes = await _run_fault(fleet_store, anyio_backend, fault)
     assert sum(outcomes.values()) > 0
     print(f"{fault} {fleet_store.kind} {anyio_backend}: {outcomes}")
-
-
-@pytest.fixture
-def own_cluster() -> Iterator[PostgresCluster]:
-    if find_binaries() is None:
-        pytest.skip("PostgreSQL is not installed")
-    cluster = PostgresCluster.start()
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
 
 
 @pytest.mark.parametrize("fault", ["terminate", "restart"])

@@ -11,7 +11,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ from fleet_helpers import BOUND, FleetStore, new_session, restart_cluster, spawn
 from live_steering import Disposition, Input, LiveRuntime, Receipt, RuntimeClosedError
 from live_steering.fleet import Fleet, FleetError, LeaseHeldError, OwnerLostError
 from live_steering.fleet._sqlite import node_socket, socket_dir
-from live_steering.testing._postgres import PostgresCluster, find_binaries
+from live_steering.testing._postgres import PostgresCluster
 
 pytestmark = [
     pytest.mark.anyio,
@@ -288,21 +287,6 @@ async def test_the_sockets_and_folders_of_dead_nodes_are_swept(
     finally:
         live.close()
         shutil.rmtree(temp)
-
-
-@pytest.fixture
-def own_cluster() -> Iterator[PostgresCluster]:
-    """A PostgreSQL cluster of the test's own (it is restarted, its backends ended), stopped by pid."""
-    if find_binaries() is None:
-        message = "PostgreSQL is not installed (/usr/lib/postgresql/*/bin)"
-        if os.environ.get("LIVE_STEERING_REQUIRE_PG") == "1":
-            pytest.fail(f"{message}, and LIVE_STEERING_REQUIRE_PG=1")
-        pytest.skip(message)
-    cluster = PostgresCluster.start()
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
 
 
 async def _owned_again(host: Fleet, session: str, n: int) -> Receipt:

@@ -217,7 +217,7 @@ async def test_a_sqlite_store_that_cannot_be_reached_is_503_on_every_route(
 
 
 async def test_a_postgres_server_that_is_down_is_503_on_every_route(
-    pg_cluster_of_own: Any, caplog: pytest.LogCaptureFixture
+    own_cluster: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     """``serve --dsn`` with the PostgreSQL server stopped: every route answers 503 ``unavailable``
     in its JSON shape with one warning (before the fix: plain-text 500s and tracebacks), and the
@@ -225,7 +225,7 @@ async def test_a_postgres_server_that_is_down_is_503_on_every_route(
     from fleet_helpers import restart_cluster
     from live_steering.fleet import PostgresFleet
 
-    cluster = pg_cluster_of_own
+    cluster = own_cluster
     session = new_session()
     holder = FleetStore("postgres", cluster.dsn).connection()
     try:
@@ -243,22 +243,3 @@ async def test_a_postgres_server_that_is_down_is_503_on_every_route(
         with anyio.fail_after(60):
             while (await http.get(f"/v1/sessions/{session}", headers=AUTH)).status_code != 200:  # noqa: ASYNC110 - reconnects
                 await anyio.sleep(0.05)
-
-
-@pytest.fixture
-def pg_cluster_of_own() -> Any:
-    """A PostgreSQL cluster of the test's own (it is stopped and started), stopped by pid."""
-    import os
-
-    from live_steering.testing._postgres import PostgresCluster, find_binaries
-
-    if find_binaries() is None:
-        message = "PostgreSQL is not installed (/usr/lib/postgresql/*/bin)"
-        if os.environ.get("LIVE_STEERING_REQUIRE_PG") == "1":
-            pytest.fail(f"{message}, and LIVE_STEERING_REQUIRE_PG=1")
-        pytest.skip(message)
-    cluster = PostgresCluster.start()
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
