@@ -114,3 +114,33 @@ async def test_the_long_demo_run_outlasts_the_limit_of_chosen_generation_ids() -
     assert sum(counts.values()) == 30
     assert counts["applied"] + counts["held"] == 30
     await runtime.aclose()
+
+
+def test_the_acp_agents_log_never_blocks_on_a_full_unread_stderr(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client that pipes the agent's stderr and never reads it (the ACP Python SDK's
+    spawn_agent_process): once the pipe is full a log line is dropped and counted, not a write
+    that blocks the agent's event loop for good (it stopped answering after some 190 KB)."""
+    import io
+    import logging
+    import os
+
+    from live_steering._cli.acp import _NeverBlockingStderr
+
+    read_end, write_end = os.pipe()
+    stderr = io.TextIOWrapper(os.fdopen(write_end, "wb", buffering=0), write_through=True)
+    monkeypatch.setattr("sys.stderr", stderr)
+    try:
+        handler = _NeverBlockingStderr()
+        handler.setFormatter(logging.Formatter("live-steering acp: %(message)s"))
+        record = logging.LogRecord("acp", logging.WARNING, __file__, 1, "x" * 1000, (), None)
+        for _ in range(2000):  # 2 MB into a pipe of 64 KB nobody reads
+            handler.emit(record)
+        assert handler.dropped > 0
+        os.read(read_end, 1 << 20)  # the client reads again: the next line says what was dropped
+        handler.emit(record)
+        said = os.read(read_end, 1 << 20)
+        assert b"log line(s) dropped: stderr was full" in said
+        assert handler.dropped == 0
+    finally:
+        stderr.close()
+        os.close(read_end)

@@ -171,6 +171,11 @@ async def test_headers_cors_and_loopback_host_names(tmp_path: Path) -> None:
         assert (await http.get("/v1/sessions")).status_code == 200
         rebound = await http.get("/v1/sessions", headers={"Host": "evil.example"})
         assert rebound.status_code == 421
+        assert (rebound.headers["x-frame-options"], rebound.headers["referrer-policy"]) == (
+            "DENY",
+            "no-referrer",
+        )
+        assert rebound.headers.get_list("x-content-type-options") == ["nosniff"]
         for host in ("localhost:8765", "[::1]:8765", "127.0.0.2"):
             assert (await http.get("/v1/sessions", headers={"Host": host})).status_code == 200, host
 

@@ -11,8 +11,11 @@ may ever be printed there (diagnostics go to stderr).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import math
+import os
+import stat
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -61,10 +64,45 @@ class _OneLineProtocolErrors(logging.Filter):
         import acp
 
         error = record.exc_info[1] if record.exc_info else None
-        if isinstance(error, acp.RequestError):
-            record.msg, record.args = f"{record.getMessage()}: {error} {error.data or ''}".rstrip(), ()
+        if error is not None:  # a RequestError with its data; any other (a bad notification's) by name
+            detail = f"{error} {error.data or ''}" if isinstance(error, acp.RequestError) else repr(error)
+            record.msg, record.args = f"{record.getMessage()}: {detail}".rstrip()[:500], ()
             record.exc_info = record.exc_text = None
         return True
+
+
+class _NeverBlockingStderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """The log lines on stderr, never blocking the agent: a client that pipes the agent's stderr
+    and never reads it (the ACP Python SDK's ``spawn_agent_process`` does) fills the pipe after
+    some 64 KB, and a blocking write would then stop the agent's event loop for good. A line that
+    does not fit the pipe now is dropped (counted, and said once the pipe takes lines again)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+        self.dropped = 0
+        # a pipe only: a terminal's flag would outlive the agent (the shell's own writes then fail)
+        with contextlib.suppress(AttributeError, OSError, ValueError):  # not a real file: a capture
+            fd = sys.stderr.fileno()
+            if stat.S_ISFIFO(os.fstat(fd).st_mode):
+                os.set_blocking(fd, False)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        line = (self.format(record) + "\n").encode("utf-8", "backslashreplace")
+        if self.dropped:
+            line = f"live-steering acp: {self.dropped} log line(s) dropped: stderr was full\n".encode() + line
+        try:
+            fd = sys.stderr.fileno()
+        except (AttributeError, OSError, ValueError):
+            super().emit(record)
+            return
+        try:
+            written = os.write(fd, line)
+        except (BlockingIOError, InterruptedError):
+            self.dropped += 1
+            return
+        except OSError:
+            return  # stderr closed: nothing to say it on
+        self.dropped = 0 if written == len(line) else self.dropped + 1
 
 
 _ENV_HINT = (
@@ -180,7 +218,9 @@ def run(args: argparse.Namespace) -> int:
 
     from ..acp import serve_stdio
 
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="live-steering acp: %(message)s")
+    logging.basicConfig(
+        level=logging.WARNING, format="live-steering acp: %(message)s", handlers=[_NeverBlockingStderr()]
+    )
     for handler in logging.getLogger().handlers:
         handler.addFilter(_OneLineProtocolErrors())
     agent: SteeringAgent

@@ -253,12 +253,8 @@ class Fleet(abc.ABC):
         tb: TracebackType | None,
     ) -> None:
         if self._owed and self._open:
-            with (
-                anyio.CancelScope(shield=True),
-                anyio.move_on_after(ABANDON_RETRY),
-                contextlib.suppress(FleetError),
-            ):
-                await self._withdraw_owed()
+            # Not tried again here: a store call cannot be cut short (SQLite waits out its busy
+            # timeout in a thread), and leaving must not wait on the store that is away.
             for request_no, submission in self._owed.items():
                 _log.warning(
                     "fleet node %r closed with request %d (input %r of session %r) still pending: "
@@ -677,6 +673,15 @@ class Fleet(abc.ABC):
         """Insert everything queued, in one transaction; never abandoned once begun."""
         store = self._store()
         batch, self._inserts = self._inserts, []
+        if self._owed:  # queued before a withdrawal became owed: stored nothing, told so
+            error = FleetError(
+                f"fleet node {self.node_id!r} owes the withdrawal of {len(self._owed)} request(s) the "
+                "store could not take: it stores nothing else until the store answers again"
+            )
+            for queued in batch:
+                queued.error = error
+                queued.done.set()
+            return
         with anyio.CancelScope(shield=True):
             try:
                 results = await self._call_async(
@@ -696,7 +701,8 @@ class Fleet(abc.ABC):
                 if queued.abandoned and isinstance(result, int):
                     abandoned.append((result, queued.submission))
             for request_no, submission in abandoned:  # a cancelled submit is never decided later
-                await self._abandon(request_no, submission)
+                # one try each here (the inserts of the node wait on this task): owed if it fails
+                await self._abandon(request_no, submission, retry=False)
 
     async def receipt(self, session_id: str, input_id: str) -> Receipt | None:
         """The stored receipt of an accepted input, from any node, also after its owner died."""

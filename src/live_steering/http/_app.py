@@ -425,31 +425,36 @@ class _Api:
             if reset:
                 note = {"type": "stream.reset", "last_event_id": resumed_from, "reason": "not-in-log"}
                 yield sse({**note, "sequence": 0}, name="reset", with_id=False)
-            since = anyio.current_time()  # descriptions read from here on are newer than this one
-            described = await view()
-            if described is not None:
-                yield sse({"sequence": 0, **described}, name="session", with_id=False)
-            # closed here, not by a garbage collector, when the client goes (the feed's count)
-            async with contextlib.aclosing(
-                feeds.subscribe((kind, session_id), read, start, heartbeat, view, described, since)
-            ) as events:
-                async for event in events:
-                    if isinstance(
-                        event, SessionChanged
-                    ):  # a generation started or ended, an owner came or went
-                        if event.description != described:
-                            described = event.description
-                            yield sse({"sequence": 0, **described}, name="session", with_id=False)
-                        continue
-                    if event is None:
-                        yield b": keepalive\n\n"
-                        continue
-                    # a description change (a generation's start or end, even after a disposition
-                    # event) comes from the feed's polls, in their order: never an older one
-                    shown = {**event, "session_id": session_id}
-                    if "text" in shown and not show_text:
-                        shown["text"] = "[redacted]"
-                    yield sse(shown)
+            try:
+                since = anyio.current_time()  # descriptions read from here on are newer than this one
+                described = await view()
+                if described is not None:
+                    yield sse({"sequence": 0, **described}, name="session", with_id=False)
+                # closed here, not by a garbage collector, when the client goes (the feed's count)
+                async with contextlib.aclosing(
+                    feeds.subscribe((kind, session_id), read, start, heartbeat, view, described, since)
+                ) as events:
+                    async for event in events:
+                        if isinstance(
+                            event, SessionChanged
+                        ):  # a generation started or ended, an owner came or went
+                            if event.description != described:
+                                described = event.description
+                                yield sse({"sequence": 0, **described}, name="session", with_id=False)
+                            continue
+                        if event is None:
+                            yield b": keepalive\n\n"
+                            continue
+                        # a description change (a generation's start or end, even after a disposition
+                        # event) comes from the feed's polls, in their order: never an older one
+                        shown = {**event, "session_id": session_id}
+                        if "text" in shown and not show_text:
+                            shown["text"] = "[redacted]"
+                        yield sse(shown)
+            except _STORE_ERRORS as exc:
+                # the store went away under an open stream: too late for a 503, so the stream
+                # ends cleanly, with one warning; the client reconnects with Last-Event-ID
+                _store_away(request, exc)
 
         return _ClosingStream(
             stream(),

@@ -131,11 +131,6 @@ class Guard:
         root: str = scope.get("root_path", "")
         if root and path.startswith(root):  # mounted in another app: the path below the mount
             path = path[len(root) :]
-        if self.token is None:
-            host = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"host"), "")
-            if not is_loopback(_host_name(host)):
-                await plain(send, 421, b"this server answers only loopback host names (no token set)\n")
-                return
         api = path.startswith("/v1/")
 
         async def guarded(message: Message) -> None:
@@ -151,6 +146,11 @@ class Guard:
                 message["headers"] = headers
             await send(message)
 
+        if self.token is None:
+            host = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"host"), "")
+            if not is_loopback(_host_name(host)):  # every answer's headers, this one's too
+                await plain(guarded, 421, b"this server answers only loopback host names (no token set)\n")
+                return
         await self.app(scope, receive, guarded)
 
 
@@ -162,8 +162,6 @@ async def plain(send: Send, status: int, body: bytes) -> None:
             "headers": [
                 (b"content-type", b"text/plain; charset=utf-8"),
                 (b"content-length", str(len(body)).encode("ascii")),
-                (b"x-content-type-options", b"nosniff"),
-                (b"cache-control", b"no-store"),
             ],
         }
     )
