@@ -83,6 +83,8 @@ class Reply:
         hang: bool = False,
         gate: Gate | None = None,
         done: bool = True,
+        chunked: bool = False,
+        cut: bool = False,
     ) -> None:
         self.gate = gate
         """Held here, before anything is sent, until the test releases it."""
@@ -92,6 +94,10 @@ class Reply:
         self.hang = hang
         self.done = done
         """End the stream with ``data: [DONE]``; False: the body just ends (a cut stream)."""
+        self.chunked = chunked
+        """Send the body with ``Transfer-Encoding: chunked`` (each event a chunk of its own)."""
+        self.cut = cut
+        """Chunked: close the connection without the last (empty) chunk, as a broken body."""
 
 
 class ChatServer:
@@ -165,16 +171,25 @@ class ChatServer:
             )
             await stream.send(status_line.encode() + payload)
             return
-        await stream.send(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
+        framing = b"Transfer-Encoding: chunked\r\n" if reply.chunked else b""
+        await stream.send(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n" + framing + b"Connection: close\r\n\r\n"
+        )
+
+        async def send(data: bytes) -> None:
+            await stream.send(b"%x\r\n%s\r\n" % (len(data), data) if reply.chunked else data)
+
         for event in reply.events:
             if isinstance(event, Gate):
                 await event.passage()
             elif isinstance(event, bytes):
-                await stream.send(event)
+                await send(event)
             else:
-                await stream.send(b"data: " + json.dumps(event).encode() + b"\n\n")
+                await send(b"data: " + json.dumps(event).encode() + b"\n\n")
         if reply.done:
-            await stream.send(b"data: [DONE]\n\n")
+            await send(b"data: [DONE]\n\n")
+        if reply.chunked and not reply.cut:
+            await stream.send(b"0\r\n\r\n")
 
     async def request(self, n: int) -> dict[str, Any]:
         """The ``n``-th request (1-based), waiting for it."""

@@ -460,6 +460,93 @@ async def test_a_stream_cut_short_is_an_internal_error_and_holds_the_steer(
     assert [m["role"] for m in server.requests[1]["messages"]] == ["system", "user", "user"]
 
 
+async def test_a_chunked_body_broken_after_the_finish_reason_is_a_whole_reply(
+    server: ChatServer, agent: Agent
+) -> None:
+    """A chunked body cut before its last chunk, after the finish_reason (and before [DONE]): the
+    reply is whole, kept in the conversation, and the turn ends end_turn (docs/acp.md)."""
+    server.replies += [
+        Reply(chunk("Complete answer"), chunk(finish="stop"), done=False, chunked=True, cut=True),
+        Reply(chunk("Next"), chunk(finish="stop"), chunked=True),
+    ]
+    sid = await agent.session()
+    response = await agent.conn.prompt(session_id=sid, prompt=[acp.text_block("Answer")])
+    assert response.stop_reason == "end_turn"
+    again = await agent.conn.prompt(session_id=sid, prompt=[acp.text_block("Again")])
+    assert again.stop_reason == "end_turn"
+    assert server.requests[1]["messages"][-2:] == [
+        {"role": "assistant", "content": "Complete answer"},
+        {"role": "user", "content": "Again"},
+    ]
+
+
+async def test_a_chunked_body_broken_before_the_finish_reason_is_a_truncated_stream(
+    server: ChatServer, agent: Agent
+) -> None:
+    """A chunked body cut mid-reply is the cut-stream error (not a transport error's text), the steer
+    sent meanwhile held generation-failed, the half reply not kept."""
+    gate = Gate()
+    server.replies += [
+        Reply(chunk("Half an"), gate, done=False, chunked=True, cut=True),
+        Reply(chunk("Whole"), chunk(finish="stop")),
+    ]
+    sid = await agent.session()
+    errors: list[acp.RequestError] = []
+    async with anyio.create_task_group() as tg:
+
+        async def prompt() -> None:
+            with pytest.raises(acp.RequestError) as caught:
+                await agent.conn.prompt(session_id=sid, prompt=[acp.text_block("Answer")])
+            errors.append(caught.value)
+
+        tg.start_soon(prompt)
+        await gate.wait_reached()
+        steer = await agent.steer(sid, "Shorter")
+        gate.release()
+    error = errors[0]
+    assert error.code == -32603
+    assert isinstance(error.data, dict)
+    assert (error.data["details"], error.data["truncated"]) == (TRUNCATED_STREAM_MESSAGE, True)
+    assert error.data["cause"] == "RemoteProtocolError"
+    assert error.data["liveSteering"]["heldInputIds"] == [steer["_meta"]["liveSteering"]["inputId"]]
+    await agent.conn.prompt(session_id=sid, prompt=[acp.text_block("Again")])
+    assert [m["role"] for m in server.requests[1]["messages"]] == ["system", "user", "user"]
+
+
+@pytest.mark.parametrize(("finish", "stop_reason"), [("length", "max_tokens"), ("content_filter", "refusal")])
+async def test_a_steer_sent_during_a_reply_cut_at_the_token_limit_continues_the_turn(
+    server: ChatServer, agent: Agent, finish: str, stop_reason: str
+) -> None:
+    """A reply that ends at the token limit (or filtered) while a steer is pending: the turn goes on
+    with the steer, which is applied, not held; the turn's stop reason is its last reply's. Without a
+    steer such a reply ends the turn max_tokens / refusal (test_replies_and_their_stop_reasons)."""
+    gate = Gate()
+    server.replies += [
+        Reply(chunk("Cut"), gate, chunk(finish=finish)),
+        Reply(chunk("Short now"), chunk(finish=finish)),
+    ]
+    sid = await agent.session()
+    results: list[Any] = []
+    async with anyio.create_task_group() as tg:
+
+        async def prompt() -> None:
+            results.append(await agent.conn.prompt(session_id=sid, prompt=[acp.text_block("Go")]))
+
+        tg.start_soon(prompt)
+        await gate.wait_reached()
+        steer = await agent.steer(sid, "Shorter please")
+        gate.release()
+    input_id = steer["_meta"]["liveSteering"]["inputId"]
+    meta = results[0].field_meta["liveSteering"]
+    assert (results[0].stop_reason, meta["appliedInputIds"], meta["heldInputIds"]) == (
+        stop_reason, [input_id], []
+    )  # fmt: skip
+    assert server.requests[1]["messages"][-2:] == [
+        {"role": "assistant", "content": "Cut"},
+        {"role": "user", "content": "Shorter please"},
+    ]
+
+
 def _turn(update: Any) -> dict[str, Any] | None:
     if isinstance(update, SessionInfoUpdate) and update.field_meta:
         return cast("dict[str, Any] | None", update.field_meta["liveSteering"].get("turn"))

@@ -240,6 +240,20 @@ GARBAGE = [
 ]  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    "capabilities", ["nope", [1], {"fs": "yes"}, {"fs": {"readTextFile": "maybe"}}, {"terminal": 3}]
+)
+async def test_malformed_client_capabilities_leave_sessions_working(
+    raw: RawAgent, capabilities: object
+) -> None:
+    """The SDK salvages a malformed clientCapabilities into a dict of defaults: initialize answers,
+    and session/new still opens a session (it broke with an internal error), without file reads."""
+    init = await raw.request(1, "initialize", {"protocolVersion": 1, "clientCapabilities": capabilities})
+    assert "result" in init
+    new = await raw.request(2, "session/new", {"cwd": "/", "mcpServers": []})
+    assert new["result"]["sessionId"].startswith("sess-")
+
+
 async def test_hostile_corpus_never_kills_the_agent(raw: RawAgent) -> None:
     """Every hostile line: no crash, no hang, each request with a usable id answered once, validly."""
     sid = await raw.start()

@@ -761,6 +761,25 @@ async def test_run_turn_may_name_its_stop_reason(
     assert result.stop_reason == (returned if returned in ("max_tokens", "refusal") else "end_turn")
 
 
+@pytest.mark.parametrize("returned", ["max_tokens", "refusal", None])
+async def test_run_turn_returning_early_with_a_steer_pending_keeps_its_stop_reason(
+    task_group: anyio.abc.TaskGroup, returned: str | None
+) -> None:
+    """run_turn returns its stop reason without the checkpoint decision while a steer is pending: the
+    steer is held generation-stopped, and the turn still ends with the stop reason run_turn named."""
+    harness: Harness
+
+    async def run_turn(turn: Turn) -> str | None:
+        await turn.boundary(lambda steer, metadata: None)
+        await harness.steer("Too late for this turn")
+        return returned
+
+    harness = Harness(task_group, run_turn=run_turn)
+    result = await harness.session.prompt("Go")
+    assert (result.stop_reason, len(result.held_input_ids)) == (returned or "end_turn", 1)
+    assert harness.channel.settled()[0]["reason"] == "generation-stopped"
+
+
 async def test_cancelled_wait_for_a_new_turn_keeps_one_turn(harness: Harness) -> None:
     """A steer cancelled while its new turn starts: the retry is a repeat, not a second turn."""
     harness.channel.hold_turn_start = gate = Gate()

@@ -100,14 +100,24 @@ _KINDS: Final = (STEER_KIND, FOLLOW_UP_KIND)
 SHUTDOWN_GRACE: Final = 5.0
 
 
+def _reads_files(capabilities: object) -> bool:
+    """True when the client's ``clientCapabilities`` advertised ``fs.readTextFile``.
+
+    The SDK salvages a malformed ``clientCapabilities`` (or ``fs``) into a plain dict of
+    defaults instead of refusing ``initialize``, so both shapes are read here.
+    """
+    fs = capabilities.get("fs") if isinstance(capabilities, Mapping) else getattr(capabilities, "fs", None)
+    read = fs.get("readTextFile") if isinstance(fs, Mapping) else getattr(fs, "read_text_file", None)
+    return read is True
+
+
 class _Channel:
     """One session's ``ClientChannel``: sends over the SDK's agent-side connection."""
 
     def __init__(self, conn: acp.Client, session_id: str, capabilities: ClientCapabilities | None) -> None:
         self._conn = conn
         self._session_id = session_id
-        fs = capabilities.fs if capabilities is not None else None
-        self._can_read = bool(fs is not None and fs.read_text_file)
+        self._can_read = _reads_files(capabilities)
 
     @property
     def can_read_files(self) -> bool:

@@ -322,7 +322,7 @@ class SteeringSession:
         elif record.cancelled or reason in _CANCELLED:
             stop = "cancelled"
         else:  # run_turn returned without the checkpoint decision: what was pending is held
-            stop = "end_turn"
+            stop = returned if returned in _AUTHOR_STOP_REASONS else "end_turn"
         return TurnResult(
             record.id,
             record.origin,

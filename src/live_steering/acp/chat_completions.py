@@ -94,6 +94,9 @@ TRUNCATED_STREAM_MESSAGE: Final = (
     "[DONE]); the partial reply was discarded"
 )
 
+#: The ACP stop reason of a turn whose last reply ended with this ``finish_reason`` (others: ``end_turn``).
+_STOP_REASONS: Final = {"length": "max_tokens", "content_filter": "refusal"}
+
 #: Seconds the ``failed`` tool call updates may take while a cancelled or failed turn winds down.
 _FAREWELL_SECONDS: Final = 1.0
 
@@ -178,12 +181,10 @@ class ChatCompletionsAgent(SteeringAgent):
             if reply.tool_calls:
                 await self._run_tools(turn, reply.tool_calls, messages)
                 continue
-            if reply.finish_reason == "length":
-                return "max_tokens"
-            if reply.finish_reason == "content_filter":
-                return "refusal"
+            # The reply is over (cut at the token limit or filtered too): steers sent while it
+            # streamed continue the turn (C16); without any, the reply's own end is the turn's.
             if not turn.continue_after_checkpoint():
-                return None
+                return _STOP_REASONS.get(reply.finish_reason or "")
 
     async def _complete(self, turn: Turn, messages: list[dict[str, Any]], reply: _Reply) -> _Reply:
         body: dict[str, Any] = {"model": self.config.model, "messages": messages, "stream": True}
@@ -198,23 +199,7 @@ class ChatCompletionsAgent(SteeringAgent):
                         status=response.status_code,
                     )
                 if "text/event-stream" in response.headers.get("content-type", ""):
-                    done = False
-                    # Closed here, not by the garbage collector: on trio an unfinished
-                    # async generator left to it is a ResourceWarning (a [DONE], a cancel).
-                    lines = cast("AsyncGenerator[str, None]", response.aiter_lines())  # it is one
-                    async with contextlib.aclosing(lines):
-                        async for line in lines:
-                            if not line.startswith("data:"):
-                                continue  # SSE comments, event names, keep-alives
-                            data = line[5:].strip()
-                            if data == "[DONE]":
-                                done = True
-                                break
-                            await reply.add_chunk(turn, self._json(data))
-                    if not done and reply.finish_reason is None:
-                        # A body without a length ends when the connection closes: a cut stream
-                        # looks like a short one, and only the end markers tell them apart.
-                        raise self._fail(TRUNCATED_STREAM_MESSAGE, truncated=True)
+                    await self._read_stream(turn, response, reply)
                 else:  # a server that ignores "stream": one JSON completion
                     await reply.add_completion(
                         turn, self._json((await response.aread()).decode("utf-8", "replace"))
@@ -228,6 +213,39 @@ class ChatCompletionsAgent(SteeringAgent):
         except _Malformed as exc:
             raise self._fail(f"the model endpoint sent a malformed reply: {exc}") from None
         return reply
+
+    async def _read_stream(self, turn: Turn, response: httpx.Response, reply: _Reply) -> None:
+        """Add the streamed chunks to ``reply`` until ``[DONE]`` or the body's end.
+
+        A stream that ends, or breaks (a chunked body cut before its last chunk, a reset, a
+        silence past the timeout), after the reply's ``finish_reason`` is a whole reply: only
+        its end markers were lost. Before it, the reply was cut short: ``TRUNCATED_STREAM_MESSAGE``
+        (a silence keeps its own timeout error).
+        """
+        done = False
+        # Closed here, not by the garbage collector: on trio an unfinished async generator
+        # left to it is a ResourceWarning (a [DONE], a cancel).
+        lines = cast("AsyncGenerator[str, None]", response.aiter_lines())  # it is one
+        try:
+            async with contextlib.aclosing(lines):
+                async for line in lines:
+                    if not line.startswith("data:"):
+                        continue  # SSE comments, event names, keep-alives
+                    data = line[5:].strip()
+                    if data == "[DONE]":
+                        done = True
+                        break
+                    await reply.add_chunk(turn, self._json(data))
+        except httpx.TransportError as exc:
+            if reply.finish_reason is not None:
+                return
+            if isinstance(exc, httpx.TimeoutException):
+                raise
+            raise self._fail(TRUNCATED_STREAM_MESSAGE, truncated=True, cause=type(exc).__name__) from None
+        if not done and reply.finish_reason is None:
+            # A body without a length ends when the connection closes: a cut stream looks
+            # like a short one, and only the end markers tell them apart.
+            raise self._fail(TRUNCATED_STREAM_MESSAGE, truncated=True)
 
     def _json(self, text: str) -> dict[str, Any]:
         try:
