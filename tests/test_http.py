@@ -432,3 +432,37 @@ async def test_an_id_in_both_stores_is_listed_once_as_the_runtime(tmp_path: Path
         listed = (await http.get("/v1/sessions", headers=AUTH)).json()["sessions"]
         assert sorted((s["id"], s["kind"]) for s in listed) == [("chat-42", "runtime"), ("hook-7", "hook")]
         assert (await http.get("/v1/sessions/chat-42", headers=AUTH)).json()["kind"] == "runtime"
+
+
+async def test_ids_that_hold_a_slash_are_reached_percent_encoded(tmp_path: Path) -> None:
+    """A session or input id may hold '/' (C7): sent as %2F (as the console's encodeURIComponent
+    does) every route reaches it, also with the app mounted in another Starlette app. Servers
+    decode %2F before routing, which put such ids out of reach. The slash unencoded, or a NUL,
+    names no session."""
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    path = str(tmp_path / "fleet.db")
+    async with (
+        SQLiteFleet(path, node_id="worker") as worker,
+        SQLiteFleet(path, node_id="api") as host,
+        owned(worker, "team/alice") as state,
+    ):
+        api = create_app(fleet=host, token=TOKEN)
+        for prefix, asgi in (("", api), ("/steering", Starlette(routes=[Mount("/steering", app=api)]))):
+            async with client(asgi) as http:
+                url = f"{prefix}/v1/sessions/team%2Falice"
+                got = await http.get(url, headers=AUTH)
+                assert (got.status_code, got.json()["id"]) == (200, "team/alice")
+                input_id = f"fix/{len(prefix)}"
+                sent = await http.post(f"{url}/inputs", json=steer("Use b.py", input_id), headers=AUTH)
+                assert (sent.status_code, sent.json()["inputId"]) == (200, input_id)
+                final = await http.get(f"{url}/inputs/{input_id.replace('/', '%2F')}?wait=30", headers=AUTH)
+                assert (final.status_code, final.json()["disposition"]) == (200, "applied")
+                for unreachable in ("team/alice", "team%00alice"):
+                    missing = await http.get(f"{prefix}/v1/sessions/{unreachable}", headers=AUTH)
+                    assert missing.status_code == 404
+        async with client(api) as http:
+            stopped = await http.post("/v1/sessions/team%2Falice/stop", json={}, headers=AUTH)
+            assert (stopped.status_code, stopped.json()["sessionId"]) == (200, "team/alice")
+        assert state.written == ["Use b.py", "Use b.py"]

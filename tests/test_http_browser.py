@@ -120,6 +120,7 @@ def _drive(url: str, tmp_path: Path, release: Any) -> dict[str, Any]:
     try:
         wait = WebDriverWait(driver, 60, poll_frequency=0.05)
         driver.get(url + "/")
+        wait.until(lambda d: "enter the bearer token" in d.find_element(By.ID, "status").text)
         token = driver.find_element(By.ID, "token")
         assert driver.find_element(By.CSS_SELECTOR, "label[for=token]").text == "Bearer token"
         token.send_keys(TOKEN + Keys.ENTER)  # the keyboard, as a person would
@@ -127,6 +128,7 @@ def _drive(url: str, tmp_path: Path, release: Any) -> dict[str, Any]:
         assert driver.execute_script("return window.localStorage.length") == 0
         row = wait.until(lambda d: d.find_element(By.CSS_SELECTOR, "tr[data-session='chat-42']"))
         assert row.find_element(By.CSS_SELECTOR, ".generation").text == "gen-1"
+        assert driver.find_element(By.ID, "status").text == ""  # the list's old problem is gone
         assert row.find_element(By.CSS_SELECTOR, ".owner-live").text == "yes"
         assert row.find_element(By.CSS_SELECTOR, ".mode").text == "one-at-a-time"  # the owner's (C30)
         row.find_element(By.CSS_SELECTOR, "button.open").send_keys(Keys.ENTER)

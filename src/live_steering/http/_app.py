@@ -51,7 +51,7 @@ from ..fleet._store import Submission, answer_without_runtime, input_digest
 from ..hooks._store import StoreError
 from ._events import Feeds, SessionChanged, parse_cursor, sse
 from ._hook_route import HookRoute
-from ._security import BodyTimeout, BodyTooLarge, Guard, read_body, token_ok
+from ._security import BodyTimeout, BodyTooLarge, Guard, path_param, read_body, token_ok
 from ._stores import LEASE_AGE, FleetView, HookView, receipt_wire, valid_session_id
 
 #: The status of a refusal, by its pinned reason (C32); the hook relay's own two as their
@@ -234,7 +234,7 @@ class _Api:
     async def session(self, request: Request) -> Response:
         if (denied := self._unauthorised(request)) is not None:
             return denied
-        found = await self._find(request.path_params["session"])
+        found = await self._find(path_param(request, "session"))
         if found is None:
             return _error(404, "no such session")
         _kind, what = found
@@ -259,7 +259,7 @@ class _Api:
         generation_id = body.get("generation_id")
         if generation_id is not None and not isinstance(generation_id, str):
             return _error(400, "'generation_id' must be a string when given")
-        session_id = request.path_params["session"]
+        session_id = path_param(request, "session")
         steer = Input(fields["kind"], fields["text"], id=fields["id"])
         try:
             return await self._submit(session_id, steer, generation_id)
@@ -320,7 +320,7 @@ class _Api:
             if not 0 <= wait < float("inf"):
                 return _error(400, "'wait' must be a number of seconds")
             wait = min(wait, self.max_wait)
-        session_id, input_id = request.path_params["session"], request.path_params["input"]
+        session_id, input_id = path_param(request, "session"), path_param(request, "input")
         found = await self._find(session_id)
         if found is None:
             return _error(404, "no such session")
@@ -361,7 +361,7 @@ class _Api:
         generation_id = body.get("generation_id")
         if generation_id is not None and not isinstance(generation_id, str):
             return _error(400, "'generation_id' must be a string when given")
-        session_id = request.path_params["session"]
+        session_id = path_param(request, "session")
         from ._stores import stop_wire
 
         try:
@@ -385,7 +385,7 @@ class _Api:
     async def events(self, request: Request) -> Response:
         if (denied := self._unauthorised(request)) is not None:
             return denied
-        session_id = request.path_params["session"]
+        session_id = path_param(request, "session")
         found = await self._find(session_id)
         if found is None:
             return _error(404, "no such session")

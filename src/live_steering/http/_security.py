@@ -22,6 +22,7 @@ import hmac
 import ipaddress
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, Final
+from urllib.parse import unquote
 
 import anyio
 
@@ -106,6 +107,29 @@ def token_ok(expected: str | None, headers: list[tuple[bytes, bytes]]) -> bool:
     return hmac.compare_digest(given, expected.encode("utf-8"))
 
 
+#: An encoded slash (``%2F``) inside one segment of an API path, in the path the routes see: a
+#: NUL, which no id may hold (C7). Servers decode ``%2F`` to ``/`` before routing, which put an id
+#: holding a slash out of every route's reach; ``path_param`` turns it back.
+SLASH_IN_SEGMENT: Final = "\x00"
+#: The scope key that says the path was rewritten so (``path_param`` reads it).
+_SLASHES: Final = "live_steering.slashes"
+
+
+def _segmented(raw: bytes) -> str | None:
+    """``raw_path`` decoded segment by segment, each encoded slash kept as ``SLASH_IN_SEGMENT``;
+    None when a segment holds a NUL of its own (no id can: the path is left as it was)."""
+    parts = [unquote(part) for part in raw.decode("latin-1").partition("?")[0].split("/")]
+    if any(SLASH_IN_SEGMENT in part for part in parts):
+        return None
+    return "/".join(part.replace("/", SLASH_IN_SEGMENT) for part in parts)
+
+
+def path_param(request: Any, name: str) -> str:
+    """A route's path parameter as the client encoded it: an id may hold ``/``, sent as ``%2F``."""
+    value: str = request.path_params[name]
+    return value.replace(SLASH_IN_SEGMENT, "/") if request.scope.get(_SLASHES) else value
+
+
 class Guard:
     """The ASGI middleware of the module docs."""
 
@@ -132,6 +156,11 @@ class Guard:
         if root and path.startswith(root):  # mounted in another app: the path below the mount
             path = path[len(root) :]
         api = path.startswith("/v1/")
+        raw = scope.get("raw_path")
+        if api and isinstance(raw, bytes) and b"%2f" in raw.lower():
+            segmented = _segmented(raw)
+            if segmented is not None:
+                scope = {**scope, "path": segmented, _SLASHES: True}
 
         async def guarded(message: Message) -> None:
             if message["type"] == "http.response.start":

@@ -12,6 +12,7 @@
   let stream = null; // AbortController of the running event stream
   let lastEventId = null;
   let lastSessions = null;
+  let listSaid = false; // the status line says what the session list found wrong
 
   function token() { return window.sessionStorage.getItem(TOKEN_KEY) || ""; }
 
@@ -21,7 +22,11 @@
     return h;
   }
 
-  function say(text) { $("#status").textContent = text; }
+  function say(text) { $("#status").textContent = text; listSaid = false; }
+
+  // The status line shows what the session list last said went wrong (no token, no server): it is
+  // cleared by the next list that loads, so it never tells of a problem that is gone.
+  function sayOfList(text) { say(text); listSaid = true; }
 
   function api(path, options) {
     const opts = Object.assign({ cache: "no-store" }, options || {});
@@ -48,12 +53,13 @@
     try {
       response = await api("v1/sessions");
     } catch (error) {
-      say("cannot reach the server: " + error);
+      sayOfList("cannot reach the server: " + error);
       return;
     }
-    if (response.status === 401) { say("enter the bearer token to see the sessions"); return; }
-    if (!response.ok) { say("sessions: HTTP " + response.status); return; }
+    if (response.status === 401) { sayOfList("enter the bearer token to see the sessions"); return; }
+    if (!response.ok) { sayOfList("sessions: HTTP " + response.status); return; }
     const body = await response.json();
+    if (listSaid) { say(""); }
     const seen = JSON.stringify(body.sessions);
     if (seen === lastSessions) { return; } // unchanged: keep the rows (and the keyboard focus)
     lastSessions = seen;
@@ -81,7 +87,7 @@
       row.appendChild(action);
       tbody.appendChild(row);
     }
-    if (!body.sessions.length) { say("no sessions yet"); }
+    if (!body.sessions.length) { sayOfList("no sessions yet"); }
   }
 
   function showGeneration(s) {
