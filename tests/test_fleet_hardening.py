@@ -456,6 +456,43 @@ async def test_a_submit_cancelled_while_the_store_is_away_is_withdrawn_once_it_i
         await anyio.to_thread.run_sync(holder.close)
 
 
+async def test_a_withdrawal_at_the_deadline_is_tried_for_the_calls_timeout_not_the_fleets(
+    fleet_store: FleetStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A submit with its own short timeout whose withdrawal at the deadline finds the store away
+    tries it again for one more of its timeout, then raises FleetError (docs of submit). It tried
+    for the fleet's timeout instead, an hour here: the call hung long after its own deadline."""
+    session = new_session()
+    holder = fleet_store.connection()  # a live owner that decides nothing: the request stays pending
+    try:
+        assert await anyio.to_thread.run_sync(holder.take, session, "silent", 60.0) is not None
+        async with fleet_store.fleet("host", poll_interval=0.01, timeout=3600.0) as host:
+            real_call = host._call
+            away = {"on": False}
+
+            async def store_away(function: Any, *args: Any, **kwargs: Any) -> Any:
+                if away["on"] and getattr(function, "__name__", "") in ("withdraw", "request_receipt"):
+                    cause = host._errors()[0]("the store is away")
+                    raise FleetError(f"fleet store {host.location}: {cause}") from cause
+                return await real_call(function, *args, **kwargs)
+
+            monkeypatch.setattr(host, "_call", store_away)
+
+            async def away_once_pending() -> None:
+                await _pending(host, session)
+                away["on"] = True
+
+            with anyio.fail_after(BOUND):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(away_once_pending)
+                    with pytest.raises(FleetError, match="the store is away"):
+                        await host.submit(session, Input("steer", "x", id="x"), "g1", timeout=0.3)
+            away["on"] = False
+            monkeypatch.undo()
+    finally:
+        await anyio.to_thread.run_sync(holder.close)
+
+
 async def test_a_submit_cancelled_while_sqlite_is_locked_is_withdrawn_once_it_is_free(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -419,7 +419,8 @@ class Fleet(abc.ABC):
         if not isinstance(generation_id, str):
             raise TypeError(f"generation_id must be a str, got {type(generation_id).__name__}")
         generation_id = plain_str(generation_id)
-        deadline = anyio.current_time() + self._timeout(timeout)
+        budget = self._timeout(timeout)
+        deadline = anyio.current_time() + budget
         await anyio.lowlevel.checkpoint_if_cancelled()  # cancelled already: nothing is stored (C8)
         submission = Submission(session_id, input, input_digest(input), generation_id)
         started = await self._insert(submission)
@@ -429,7 +430,7 @@ class Fleet(abc.ABC):
             # yielded: every awaited submit lets the other tasks run (C8).
             await anyio.lowlevel.cancel_shielded_checkpoint()
             return started
-        decided = await self._decision(started, deadline, submission)
+        decided = await self._decision(started, deadline, budget, submission)
         if decided is not None:
             return decided
         return Receipt(False, input.id, generation_id, None, UNREACHABLE)
@@ -460,20 +461,24 @@ class Fleet(abc.ABC):
             raise TypeError(f"generation_id must be a str, got {type(generation_id).__name__}")
         if type(reason) is not StopReason:
             raise TypeError(f"reason must be a StopReason, got {reason!r}")
-        deadline = anyio.current_time() + self._timeout(timeout)
+        budget = self._timeout(timeout)
+        deadline = anyio.current_time() + budget
         stop = Submission(session_id, Input("stop", "", id=""), "", generation_id, reason.value)
         await anyio.lowlevel.checkpoint_if_cancelled()
         started = await self._insert(stop)
         if isinstance(started, Receipt):
             await anyio.lowlevel.cancel_shielded_checkpoint()  # as submit's (C8)
             return StopResult(False, session_id, generation_id, started.reason)
-        decided = await self._decision(started, deadline, stop)
+        decided = await self._decision(started, deadline, budget, stop)
         if decided is None:
             return StopResult(False, session_id, generation_id, UNREACHABLE)
         return StopResult(decided.accepted, session_id, generation_id, decided.reason)
 
-    async def _decision(self, request_no: int, deadline: float, submission: Submission) -> Receipt | None:
-        """Wait for the owner's answer to a stored request; ``None``: withdrawn at the deadline.
+    async def _decision(
+        self, request_no: int, deadline: float, budget: float, submission: Submission
+    ) -> Receipt | None:
+        """Wait for the owner's answer to a stored request; ``None``: withdrawn at the deadline
+        (a store away then: the withdrawal tried again for one more ``budget``, the call's timeout).
 
         At each poll without an answer, the owner's liveness lock is probed: an owner killed
         after the request was stored decides nothing, so the session is finalised (C23), the
@@ -511,7 +516,7 @@ class Fleet(abc.ABC):
                         raise
                     _log.warning("fleet node %r: waiting for request %d: %s", self.node_id, request_no, exc)
             with anyio.CancelScope(shield=True):
-                decided = await self._withdraw(request_no, deadline + self.timeout)
+                decided = await self._withdraw(request_no, deadline + budget)
             if decided is None:
                 self._unreachable += 1
             return decided
