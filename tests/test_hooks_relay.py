@@ -794,3 +794,51 @@ def test_a_postgres_claimant_on_another_connection_is_alive_until_it_goes(postgr
     finally:
         claimant.close()
         watcher.close()
+
+
+# -- subagents of Codex and Qwen Code ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("vendor", ["codex", "qwen-code"])
+def test_a_codex_or_qwen_subagent_never_takes_the_main_agents_instruction(
+    store: HookWhere, vendor: str
+) -> None:
+    """Their subagents' hooks carry the parent's session_id and their own agent_id (seen with the
+    real Codex 0.171.0 and Qwen Code 0.24.4): the main agent's instruction waits for the main
+    agent's hook, and ``--agent`` reaches only that subagent (a subagent took the main agent's)."""
+    payload = fixture(vendor, "PostToolUse")
+    session = session_of(vendor)
+    in_sub = {**payload, "agent_id": "sub-7f", "agent_type": "default"}
+    assert instruct(
+        session, "For the main agent", id="m1", vendor=vendor, store=store.path, dsn=store.dsn
+    ).accepted
+    assert instruct(
+        session,
+        "For the subagent",
+        id="a1",
+        vendor=vendor,
+        store=store.path,
+        dsn=store.dsn,
+        agent_id="sub-7f",
+    ).accepted
+    out, _ = hook(store, vendor, in_sub)
+    assert b"For the subagent" in out
+    assert b"For the main agent" not in out
+    out, _ = hook(store, vendor, payload)
+    assert b"For the main agent" in out
+    assert b"For the subagent" not in out
+    with store.open() as s:
+        delivered = {e["command_id"]: e["agent_id"] for e in s.events() if e["type"].endswith(".delivered")}
+    assert delivered == {"a1": "sub-7f", "m1": None}
+
+
+@pytest.mark.parametrize("vendor", [v for v, facts in _vendors.FACTS.items() if not facts.agent_id_fields])
+def test_agent_is_refused_for_a_vendor_whose_hooks_name_no_subagent(store: HookWhere, vendor: str) -> None:
+    """``--agent`` for a vendor whose hooks never say which subagent runs them would be queued for
+    ever (nothing could claim it): refused unsupported-kind, nothing queued."""
+    session = session_of(vendor)
+    refused = instruct(
+        session, "For a subagent", id="a1", vendor=vendor, store=store.path, dsn=store.dsn, agent_id="x"
+    )
+    assert (refused.accepted, refused.reason) == (False, "unsupported-kind")
+    assert "control.accepted" not in types_of(store, session)

@@ -368,6 +368,10 @@ def _kind_problem(kind: str, vendors: list[_vendors.VendorFacts], agent_id: str 
     """Why ``kind`` cannot be carried for a session of ``vendors``, or ``None`` (a detail only:
     the reason is ``_admit.decide``'s, from ``kind_ok``)."""
     if kind == STEER:
+        if agent_id is not None:
+            blind = [v.title for v in vendors if not v.agent_id_fields]
+            if blind:  # its hooks never say which agent runs them: nothing would ever claim it
+                return f"{' and '.join(blind)} hooks do not say which subagent runs them (--agent)"
         return None
     if kind == FOLLOW_UP:
         if agent_id is not None:

@@ -426,6 +426,9 @@ _CODEX = VendorFacts(
     # ours do not, so one reply carries at most 10,000 bytes.
     cap=10_000,
     cap_counts_utf8=True,
+    # A subagent's hooks (``multi_agent`` spawn_agent) carry the parent's ``session_id`` and the
+    # subagent's own ``agent_id`` (and ``agent_type``), seen with the real 0.171.0 CLI.
+    agent_id_fields=("agent_id",),
 )
 
 _QWEN_CODE = VendorFacts(
@@ -469,6 +472,10 @@ _QWEN_CODE = VendorFacts(
     # makes it run one more model turn with the reason, then fire Stop again
     # (``stop_hook_active: true``); with no reply that one ends the run.
     follow_up_moments=("Stop",),
+    # A subagent's hooks (the ``agent`` tool) carry the parent's ``session_id`` and, from 0.23.4
+    # on, the subagent's ``agent_id``, seen with the real CLIs. 0.21.2 sends no ``agent_id``: its
+    # subagents' hooks cannot be told from the main agent's (docs/hooks.md).
+    agent_id_fields=("agent_id",),
 )
 
 _VSCODE = VendorFacts(
