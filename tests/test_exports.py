@@ -221,6 +221,7 @@ SUBPACKAGE_EXPORTS: dict[str, set[str]] = {
         "Provider",
         "Reply",
         "SKIPPED_TOOL_RESULT",  # issue 22: the pinned result of a skipped tool call (C31)
+        "STOPPED_TOOL_RESULT",  # the result of a call a stopped run never started
         "TOOL_CANCELLED_RESULT",  # the result of a call a cancelled turn left unfinished
         "TOOL_FAILED_RESULT",  # the result of a call a failed turn left unfinished
         "ToolCall",

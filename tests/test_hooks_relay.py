@@ -828,7 +828,9 @@ def test_a_codex_or_qwen_subagent_never_takes_the_main_agents_instruction(
     assert b"For the main agent" in out
     assert b"For the subagent" not in out
     with store.open() as s:
-        delivered = {e["command_id"]: e["agent_id"] for e in s.events() if e["type"].endswith(".delivered")}
+        delivered = {
+            e["command_id"]: e["agent_id"] for e in s.events() if str(e["type"]).endswith(".delivered")
+        }
     assert delivered == {"a1": "sub-7f", "m1": None}
 
 

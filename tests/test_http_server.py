@@ -129,6 +129,11 @@ async def test_resume_from_an_event_the_log_no_longer_holds_is_announced(tmp_pat
             async with sse_stream(url, "/v1/sessions/chat-42/events", fine) as stream:
                 (record,) = await stream.read(1)
             assert record["event"] == "session"  # held: no reset
+            for huge in ("9" * 19, "1" + "0" * 39):  # no sequence is this long: never in the log
+                beyond = {**AUTH, "Last-Event-ID": huge}
+                async with sse_stream(url, "/v1/sessions/chat-42/events", beyond) as stream:
+                    (record,) = await stream.read(1)
+                assert (record["event"], record["data"]["reason"]) == ("reset", "not-in-log")
 
 
 async def test_hook_event_text_is_redacted_unless_asked_with_the_token(tmp_path: Path) -> None:

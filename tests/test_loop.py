@@ -14,9 +14,11 @@ import pytest
 from live_steering import Disposition, Input, LiveRuntime, Receipt
 from live_steering.loop import (
     SKIPPED_TOOL_RESULT,
+    STOPPED_TOOL_RESULT,
     AgentLoop,
     Context,
     FunctionTools,
+    LoopOutcome,
     LoopResult,
     Reply,
     ToolCall,
@@ -608,6 +610,43 @@ async def test_without_skip_tools_on_steer_the_whole_batch_runs() -> None:
         running.release()
     assert [c.id for c in tools.calls] == ["c1", "c2"]
     assert recorder.of_type("tools.skipped") == []
+
+
+@pytest.mark.parametrize("skip_tools_on_steer", [False, True])
+async def test_a_host_stop_during_a_tool_starts_no_further_tool_of_the_batch(
+    skip_tools_on_steer: bool,
+) -> None:
+    """A host's runtime.stop(gid) while the first of three tools runs (a steer pending too): that
+    tool finishes (C14), the other two never start and get STOPPED_TOOL_RESULT, no further model
+    request is made, the steer is held. They all ran: the stop also held the steer that would
+    have skipped them."""
+    runtime = LiveRuntime()
+    batch = Reply(
+        "working", (ToolCall("c1", "read", {}), ToolCall("c2", "test", {}), ToolCall("c3", "read", {}))
+    )
+    provider = ScriptedProvider([batch, "never asked"])
+    tools = ScriptedTools(TOOLS)
+    running = tools.gate("read")
+    loop = AgentLoop(runtime, provider, tools, skip_tools_on_steer=skip_tools_on_steer)
+    results: list[LoopResult] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run_into, results, loop, "fix it")
+        await running.wait_reached()
+        await steer(runtime, "rather not", "s1")
+        generation = runtime.generation
+        assert generation is not None
+        assert runtime.stop(generation["id"])
+        running.release()
+    (result,) = results
+    assert tools.calls == [ToolCall("c1", "read", {})]
+    assert (result.outcome, result.provider_calls) == (LoopOutcome.STOPPED, 1)
+    tool_entries = [e for e in loop.context.entries if e.role == "tool"]
+    assert [(e.metadata["tool_call_id"], e.text) for e in tool_entries] == [
+        ("c1", "file contents"),
+        ("c2", STOPPED_TOOL_RESULT),
+        ("c3", STOPPED_TOOL_RESULT),
+    ]
+    assert disposition(runtime, "s1") == (Disposition.HELD, "generation-stopped")
 
 
 async def test_a_pending_follow_up_skips_no_tool() -> None:

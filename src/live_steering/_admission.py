@@ -89,7 +89,7 @@ REFUSALS = frozenset(ORDER) - {REPEAT, ADMIT}
 DETAILS = {
     CLOSED: "the runtime is closed",
     UNAVAILABLE: "request-boundary delivery is off",
-    UNSUPPORTED_KIND: "only 'steer' is accepted",
+    UNSUPPORTED_KIND: "only 'steer' and 'follow_up' are accepted",
     IDENTITY_CONFLICT: "this id was accepted with other content or another generation",
     STALE_GENERATION: "not the running generation",
     FINISHING: "the generation has closed admission",

@@ -39,6 +39,7 @@ __all__ = [
     "KINDS",
     "MODE_QUOTA",
     "SKIPPED_TOOL_RESULT",
+    "STOPPED_TOOL_RESULT",
     "STEER",
     "ENDINGS",
     "ENDING_VALUE",
@@ -88,6 +89,9 @@ TOOL_CANCELLED_RESULT: Final = "Cancelled: the turn was cancelled before this to
 #: The tool result a tool call gets when the turn fails (a tool or a hook that raised, the
 #: client gone) before it returned; for the same reason as ``TOOL_CANCELLED_RESULT``.
 TOOL_FAILED_RESULT: Final = "Failed: the turn ended with an error before this tool returned a result."
+#: The result a tool call gets when the run was stopped (a host's stop, a cancellation the loop
+#: heard of) before that tool started: every tool call keeps a result, as providers require.
+STOPPED_TOOL_RESULT: Final = "Not run: the run was stopped before this tool started."
 
 
 class InputState(enum.Enum):

@@ -56,7 +56,7 @@ class Input:
     """
 
     kind: str = attrs.field(converter=_kind)
-    """What the input is. The steering capability accepts only ``"steer"``."""
+    """What the input is. The steering capability accepts ``"steer"`` and ``"follow_up"`` (C29)."""
     text: str = attrs.field(converter=_text)
     """The text written into the generation's context."""
     id: str = attrs.field(converter=_id, factory=_new_input_id, kw_only=True)

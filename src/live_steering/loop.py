@@ -24,7 +24,13 @@ from typing import Any, Final, Protocol
 import anyio
 import attrs
 
-from ._rules import FOLLOW_UP, SKIPPED_TOOL_RESULT, TOOL_CANCELLED_RESULT, TOOL_FAILED_RESULT
+from ._rules import (
+    FOLLOW_UP,
+    SKIPPED_TOOL_RESULT,
+    STOPPED_TOOL_RESULT,
+    TOOL_CANCELLED_RESULT,
+    TOOL_FAILED_RESULT,
+)
 from ._runtime import Generation, LiveRuntime
 from ._types import Disposition, HoldReason, Input, StopReason
 
@@ -38,6 +44,7 @@ __all__ = [
     "Provider",
     "Reply",
     "SKIPPED_TOOL_RESULT",
+    "STOPPED_TOOL_RESULT",
     "TOOL_CANCELLED_RESULT",
     "TOOL_FAILED_RESULT",
     "ToolCall",
@@ -323,8 +330,14 @@ class AgentLoop:
 
     async def _run_tools(self, gen: Generation, calls: Sequence[ToolCall], skipped: list[str]) -> None:
         """Run a reply's tool calls in order; with ``skip_tools_on_steer``, once a steer is pending
-        after a call returned, answer the rest with ``SKIPPED_TOOL_RESULT`` instead (C31)."""
+        after a call returned, answer the rest with ``SKIPPED_TOOL_RESULT`` instead (C31). Once
+        the generation was stopped (a host's ``runtime.stop``, the runtime's close), no further
+        call starts: each one left gets ``STOPPED_TOOL_RESULT``, and the loop ends."""
         for index, call in enumerate(calls):
+            if not gen.accepting:
+                for c in calls[index:]:
+                    self.context.add("tool", STOPPED_TOOL_RESULT, {"tool_call_id": c.id})
+                return
             result = await self.tools.run(call)
             self.context.add("tool", result, {"tool_call_id": call.id})
             rest = calls[index + 1 :]

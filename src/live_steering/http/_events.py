@@ -235,10 +235,17 @@ def sse(event: dict[str, Any], *, name: str | None = None, with_id: bool = True)
 
 
 def parse_cursor(value: str | None) -> int | None:
-    """A ``Last-Event-ID`` / ``?after=`` value: a non-negative integer, else ``None`` (ignored)."""
+    """A ``Last-Event-ID`` / ``?after=`` value: a non-negative integer, else ``None`` (ignored).
+
+    A number too long for any sequence is one the log never held, as the largest 18-digit one
+    is: the stream opens with its ``reset`` record (it replayed the whole log without one)."""
     if value is None:
         return None
     value = value.strip()
-    if not value.isascii() or not value.isdigit() or len(value) > 18:
+    if not value.isascii() or not value.isdigit():
         return None
-    return int(value)
+    return int(value) if len(value) <= 18 else _NEVER_AN_EVENT
+
+
+#: The cursor of a ``Last-Event-ID`` longer than 18 digits: beyond every event a log can hold.
+_NEVER_AN_EVENT: Final = 10**18 - 1

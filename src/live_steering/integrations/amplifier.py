@@ -33,7 +33,12 @@ import anyio
 
 from live_steering._errors import GenerationStateError
 from live_steering._extras import install_hint
-from live_steering._rules import SKIPPED_TOOL_RESULT, TOOL_CANCELLED_RESULT, TOOL_FAILED_RESULT
+from live_steering._rules import (
+    SKIPPED_TOOL_RESULT,
+    STOPPED_TOOL_RESULT,
+    TOOL_CANCELLED_RESULT,
+    TOOL_FAILED_RESULT,
+)
 from live_steering._runtime import Generation, LiveRuntime
 from live_steering._types import HoldReason, Input, StopReason
 from live_steering.integrations._bridge import EventBridge
@@ -78,9 +83,6 @@ CAPABILITY: Final = "live.steering"
 RUNTIME_CAPABILITY: Final = "live.steering.runtime"
 #: The name this module is registered under in the ``amplifier.modules`` entry-point group.
 MODULE_NAME: Final = "loop-live-steering"
-#: The result a tool call gets when the run ended (a host's stop, Amplifier's cancellation)
-#: before that tool started: every tool call keeps a result, as providers require.
-STOPPED_TOOL_RESULT: Final = "Not run: the run was stopped before this tool started."
 _CONFIG_KEYS: Final = frozenset({"runtime", "max_iterations", "default_provider", "skip_tools_on_steer"})
 #: ``orchestrator:complete``'s ``status`` by how the generation ended (its end reason).
 _STATUS: Final[dict[HoldReason | None, str]] = {
