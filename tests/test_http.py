@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 
@@ -466,3 +467,44 @@ async def test_ids_that_hold_a_slash_are_reached_percent_encoded(tmp_path: Path)
             stopped = await http.post("/v1/sessions/team%2Falice/stop", json={}, headers=AUTH)
             assert (stopped.status_code, stopped.json()["sessionId"]) == (200, "team/alice")
         assert state.written == ["Use b.py", "Use b.py"]
+
+
+async def test_a_long_poll_open_when_the_server_shuts_down_answers_the_current_receipt(
+    tmp_path: Path,
+) -> None:
+    """``?wait=30`` on a steer nobody applies, then ``close_streams()`` (``serve`` calls it as
+    SIGTERM's graceful shutdown begins): the wait answers at once with the current receipt, for a
+    runtime and for a hook session. It was cancelled by the shutdown: a 500 and a traceback."""
+    from anyio import wait_all_tasks_blocked
+
+    path = str(tmp_path / "fleet.db")
+    hooks = str(tmp_path / "hooks.db")
+    instruct("hook-1", "Use b.py", id="h-1", store=hooks)
+    async with (
+        SQLiteFleet(path, node_id="worker") as worker,
+        SQLiteFleet(path, node_id="api") as host,
+        worker.own(LiveRuntime(session_id="quiet")) as rt,
+        rt.open_generation("gen-1") as gen,
+    ):
+        await worker.flush("quiet")
+        app = create_app(fleet=host, hooks_store=hooks, token=TOKEN)
+        async with client(app) as http:
+            await http.post("/v1/sessions/quiet/inputs", json=steer("Use X", "m-1"), headers=AUTH)
+            answers: dict[str, httpx.Response] = {}
+
+            async def poll(url: str) -> None:
+                answers[url] = await http.get(f"{url}?wait=30", headers=AUTH)
+
+            urls = ("/v1/sessions/quiet/inputs/m-1", "/v1/sessions/hook-1/inputs/h-1")
+            with anyio.fail_after(20):
+                async with anyio.create_task_group() as tg:
+                    for url in urls:
+                        tg.start_soon(poll, url)
+                    await wait_all_tasks_blocked()
+                    assert answers == {}  # both are waiting
+                    app.close_streams()
+            for url in urls:
+                assert (answers[url].status_code, answers[url].json()["disposition"]) == (200, "queued")
+            again = await http.get(f"{urls[0]}?wait=30", headers=AUTH)  # after the close: at once
+            assert again.json()["disposition"] == "queued"
+        gen.stop()

@@ -328,9 +328,12 @@ class _Api:
             assert self.fleet is not None
             fleet = self.fleet
             if wait > 0:
-                with anyio.move_on_after(wait):
+
+                async def final() -> None:
                     with contextlib.suppress(UnknownInputError):
                         await fleet.wait_final(session_id, input_id)
+
+                await self.feeds.waited(wait, final)
             wire = await fleet.receipt(session_id, input_id)
         else:
             assert self.hooks is not None
@@ -341,13 +344,19 @@ class _Api:
 
     async def _hook_receipt(self, session_id: str, input_id: str, wait: float) -> dict[str, Any] | None:
         assert self.hooks is not None
-        wire = await self.hooks.receipt(session_id, input_id)
-        delay = 0.01
-        with anyio.move_on_after(wait):
-            while wire is not None and wire["disposition"] == "queued" and wait > 0:
+        hooks = self.hooks
+        wire = await hooks.receipt(session_id, input_id)
+
+        async def final() -> None:
+            nonlocal wire
+            delay = 0.01
+            while wire is not None and wire["disposition"] == "queued":
                 await anyio.sleep(delay)
                 delay = min(delay * 2, 0.25)
-                wire = await self.hooks.receipt(session_id, input_id)
+                wire = await hooks.receipt(session_id, input_id)
+
+        if wait > 0:
+            await self.feeds.waited(wait, final)
         return wire
 
     async def stop(self, request: Request) -> Response:

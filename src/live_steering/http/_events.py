@@ -166,13 +166,36 @@ class Feeds:
         self.poll_interval = poll_interval
         self._feeds: dict[tuple[str, str], Feed] = {}
         self.closed = False
+        self._closing: anyio.Event | None = None
 
     def close(self) -> None:
         """End every stream, now and from now on: each subscription returns (its response ends
-        cleanly) instead of waiting to be cancelled by a server shutting down."""
+        cleanly) instead of waiting to be cancelled by a server shutting down; every long poll
+        (``?wait=``) answers at once."""
         self.closed = True
         for feed in self._feeds.values():
             feed.close()
+        if self._closing is not None:
+            self._closing.set()
+
+    async def waited(self, seconds: float, waiting: Callable[[], Awaitable[object]]) -> None:
+        """Run ``waiting()`` for up to ``seconds``, or until ``close()``: a long poll open when
+        the server begins to shut down answers then, instead of being cancelled by it."""
+        if self.closed:
+            return
+        if self._closing is None:
+            self._closing = anyio.Event()  # made here, in the server's event loop
+        closing = self._closing
+        async with anyio.create_task_group() as tg:
+
+            async def end_on_close() -> None:
+                await closing.wait()
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(end_on_close)
+            with anyio.move_on_after(seconds):
+                await waiting()
+            tg.cancel_scope.cancel()
 
     def get(self, key: tuple[str, str]) -> Feed | None:
         return self._feeds.get(key)
