@@ -423,13 +423,17 @@ async def test_cancel_during_the_clients_file_read_leaves_a_conversation_the_nex
     ]
 
 
+@pytest.mark.parametrize("chunked", [False, True], ids=["body-ends", "chunked-body-broken"])
 async def test_a_stream_cut_short_is_an_internal_error_and_holds_the_steer(
-    server: ChatServer, agent: Agent
+    server: ChatServer, agent: Agent, chunked: bool
 ) -> None:
-    """A body that ends without [DONE] or a finish_reason: -32603 with the pinned message, the steer
-    sent meanwhile held generation-failed, the half reply not kept (issue 21)."""
+    """A body that ends without [DONE] or a finish_reason, or a chunked body broken before its
+    last chunk and the finish_reason: -32603 with the pinned message (``data.cause`` naming the
+    transport error of a broken one), the steer sent meanwhile held generation-failed, the half
+    reply not kept (issue 21)."""
     gate = Gate()
-    server.replies += [Reply(chunk("Half"), gate, done=False), Reply(chunk("Whole"), chunk(finish="stop"))]
+    cut = Reply(chunk("Half"), gate, done=False, chunked=chunked, cut=chunked)
+    server.replies += [cut, Reply(chunk("Whole"), chunk(finish="stop"))]
     sid = await agent.session()
     errors: list[acp.RequestError] = []
     async with anyio.create_task_group() as tg:
@@ -446,7 +450,8 @@ async def test_a_stream_cut_short_is_an_internal_error_and_holds_the_steer(
     error = errors[0]
     assert error.code == -32603
     assert isinstance(error.data, dict)
-    assert error.data["details"] == TRUNCATED_STREAM_MESSAGE
+    assert (error.data["details"], error.data["truncated"]) == (TRUNCATED_STREAM_MESSAGE, True)
+    assert error.data.get("cause") == ("RemoteProtocolError" if chunked else None)
     input_id = steer["_meta"]["liveSteering"]["inputId"]
     assert error.data["liveSteering"]["heldInputIds"] == [input_id]
     held = {
@@ -478,39 +483,6 @@ async def test_a_chunked_body_broken_after_the_finish_reason_is_a_whole_reply(
         {"role": "assistant", "content": "Complete answer"},
         {"role": "user", "content": "Again"},
     ]
-
-
-async def test_a_chunked_body_broken_before_the_finish_reason_is_a_truncated_stream(
-    server: ChatServer, agent: Agent
-) -> None:
-    """A chunked body cut mid-reply is the cut-stream error (not a transport error's text), the steer
-    sent meanwhile held generation-failed, the half reply not kept."""
-    gate = Gate()
-    server.replies += [
-        Reply(chunk("Half an"), gate, done=False, chunked=True, cut=True),
-        Reply(chunk("Whole"), chunk(finish="stop")),
-    ]
-    sid = await agent.session()
-    errors: list[acp.RequestError] = []
-    async with anyio.create_task_group() as tg:
-
-        async def prompt() -> None:
-            with pytest.raises(acp.RequestError) as caught:
-                await agent.conn.prompt(session_id=sid, prompt=[acp.text_block("Answer")])
-            errors.append(caught.value)
-
-        tg.start_soon(prompt)
-        await gate.wait_reached()
-        steer = await agent.steer(sid, "Shorter")
-        gate.release()
-    error = errors[0]
-    assert error.code == -32603
-    assert isinstance(error.data, dict)
-    assert (error.data["details"], error.data["truncated"]) == (TRUNCATED_STREAM_MESSAGE, True)
-    assert error.data["cause"] == "RemoteProtocolError"
-    assert error.data["liveSteering"]["heldInputIds"] == [steer["_meta"]["liveSteering"]["inputId"]]
-    await agent.conn.prompt(session_id=sid, prompt=[acp.text_block("Again")])
-    assert [m["role"] for m in server.requests[1]["messages"]] == ["system", "user", "user"]
 
 
 @pytest.mark.parametrize(("finish", "stop_reason"), [("length", "max_tokens"), ("content_filter", "refusal")])
