@@ -559,16 +559,19 @@ async def test_a_stopped_run_discards_its_follow_up() -> None:
     assert disposition(runtime, "f1") == (Disposition.HELD, "generation-stopped")
 
 
+#: A reply asking for three tool calls, the first one gated by ``ScriptedTools.gate("read")``.
+BATCH_OF_THREE = Reply(
+    "working", (ToolCall("c1", "read", {}), ToolCall("c2", "test", {}), ToolCall("c3", "read", {}))
+)
+
+
 async def test_skip_tools_on_steer_answers_the_rest_of_the_batch() -> None:
     """C31: a steer arriving while the first of three tools runs: the other two are not run, each
     gets the pinned skipped result, tools.skipped names them and the steer, and the steer is in
     the next request after every tool result."""
     runtime = LiveRuntime()
     recorder = EventRecorder.attach(runtime)
-    batch = Reply(
-        "working", (ToolCall("c1", "read", {}), ToolCall("c2", "test", {}), ToolCall("c3", "read", {}))
-    )
-    provider = ScriptedProvider([batch, "changed course"])
+    provider = ScriptedProvider([BATCH_OF_THREE, "changed course"])
     tools = ScriptedTools(TOOLS)
     running = tools.gate("read")
     loop = AgentLoop(runtime, provider, tools, skip_tools_on_steer=True)
@@ -621,10 +624,7 @@ async def test_a_host_stop_during_a_tool_starts_no_further_tool_of_the_batch(
     request is made, the steer is held. They all ran: the stop also held the steer that would
     have skipped them."""
     runtime = LiveRuntime()
-    batch = Reply(
-        "working", (ToolCall("c1", "read", {}), ToolCall("c2", "test", {}), ToolCall("c3", "read", {}))
-    )
-    provider = ScriptedProvider([batch, "never asked"])
+    provider = ScriptedProvider([BATCH_OF_THREE, "never asked"])
     tools = ScriptedTools(TOOLS)
     running = tools.gate("read")
     loop = AgentLoop(runtime, provider, tools, skip_tools_on_steer=skip_tools_on_steer)
