@@ -1307,6 +1307,23 @@ def test_start_boundary_publishes_an_owed_acceptance_before_taking_its_input() -
     rig.check()
 
 
+@pytest.mark.parametrize("kind", ["steer", "follow_up"])
+def test_reads_that_show_an_owed_admission_publish_its_acceptance_first(kind: str) -> None:
+    """An admission whose steering.accepted is owed: a read that shows it (the pending steers,
+    the pending follow-ups) publishes the acceptance first, so no reader sees an input the
+    stream has not announced."""
+    rig = Rig()
+    gen = rig.start()
+    assert rig.core.decide(Input(kind, "then the docs", id="a"), "g1") is None  # its event owed
+    assert rig.types()[-1] == "generation.started"
+    if kind == "steer":
+        assert rig.core.steers_pending(gen) == ["a"]
+    else:
+        assert rig.core.follow_ups_pending == 1
+    assert rig.types()[-1] == "steering.accepted"
+    rig.check()
+
+
 def test_one_at_a_time_start_boundary_counts_and_a_confirm_with_input_left_does_not_end() -> None:
     rig = Rig(steering_mode="one-at-a-time")
     gen = rig.start()

@@ -15,6 +15,8 @@ from live_steering import Disposition, Input, LiveRuntime, Receipt
 from live_steering.loop import (
     SKIPPED_TOOL_RESULT,
     STOPPED_TOOL_RESULT,
+    TOOL_CANCELLED_RESULT,
+    TOOL_FAILED_RESULT,
     AgentLoop,
     Context,
     FunctionTools,
@@ -647,6 +649,43 @@ async def test_a_host_stop_during_a_tool_starts_no_further_tool_of_the_batch(
         ("c3", STOPPED_TOOL_RESULT),
     ]
     assert disposition(runtime, "s1") == (Disposition.HELD, "generation-stopped")
+
+
+@pytest.mark.parametrize("how", ["loop.stop", "caller-cancel", "tool-raises"])
+async def test_every_tool_call_keeps_a_result_when_the_run_ends_mid_tool(how: str) -> None:
+    """C31: a run that ends while a tool of a batch runs (stop(), a caller's cancel, a tool that
+    raised) still answers every call of the batch: the context outlives the run, and the next
+    run's request must carry a result for each tool call, or providers refuse it."""
+
+    def broken(call: ToolCall) -> str:
+        raise OSError("disk gone")
+
+    runtime = LiveRuntime()
+    provider = ScriptedProvider([BATCH_OF_THREE, "second answer"])
+    tools = ScriptedTools({**TOOLS, "read": broken} if how == "tool-raises" else TOOLS)
+    loop = AgentLoop(runtime, provider, tools)
+    if how == "tool-raises":
+        with pytest.raises(OSError, match="disk gone"):
+            await loop.run("first")
+    else:
+        running = tools.gate("read")
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(loop.run, "first")
+            await running.wait_reached()
+            if how == "loop.stop":
+                loop.stop()
+            else:
+                tg.cancel_scope.cancel()
+    first_result = TOOL_FAILED_RESULT if how == "tool-raises" else TOOL_CANCELLED_RESULT
+    second = await loop.run("second")
+    assert second.outcome == LoopOutcome.FINISHED
+    request = provider.requests[1]
+    assert [(e.metadata.get("tool_call_id"), e.text) for e in request if e.role == "tool"] == [
+        ("c1", first_result),
+        ("c2", STOPPED_TOOL_RESULT),
+        ("c3", STOPPED_TOOL_RESULT),
+    ]
+    assert tools.calls == [ToolCall("c1", "read", {})]
 
 
 async def test_a_pending_follow_up_skips_no_tool() -> None:

@@ -31,7 +31,7 @@ from ._rules import (
     TOOL_CANCELLED_RESULT,
     TOOL_FAILED_RESULT,
 )
-from ._runtime import Generation, LiveRuntime
+from ._runtime import Generation, LiveRuntime, _only_cancellation
 from ._types import Disposition, HoldReason, Input, StopReason
 
 __all__ = [
@@ -190,7 +190,10 @@ class AgentLoop:
     generation itself, with no new prompt; its first boundary writes them. ``stop()`` (from
     any task) ends the running generation: the provider or tool call in flight is cancelled,
     pending steers and follow-ups are held, and ``run`` returns with outcome ``"stopped"``.
-    A context write in progress is never cancelled by ``stop()``.
+    A context write in progress is never cancelled by ``stop()``. A run that ends inside a
+    tool call (``stop()``, a cancel, a tool that raised) still answers every call of the
+    batch (``TOOL_CANCELLED_RESULT`` / ``TOOL_FAILED_RESULT``, then ``STOPPED_TOOL_RESULT``):
+    the context outlives the run, and providers refuse a tool call without a result.
 
     ``skip_tools_on_steer=True`` (C31): after a tool call returns, if a steer is pending,
     the rest of the model's tool batch is not run; each skipped call gets the result
@@ -338,7 +341,17 @@ class AgentLoop:
                 for c in calls[index:]:
                     self.context.add("tool", STOPPED_TOOL_RESULT, {"tool_call_id": c.id})
                 return
-            result = await self.tools.run(call)
+            try:
+                result = await self.tools.run(call)
+            except BaseException as exc:
+                # Whatever ends the run here (stop(), a caller's cancel, a tool that raised), every
+                # call of the batch keeps a result: the context outlives the run, and providers
+                # refuse a later request carrying a tool call without one (C31).
+                ended = TOOL_CANCELLED_RESULT if _only_cancellation(exc) else TOOL_FAILED_RESULT
+                self.context.add("tool", ended, {"tool_call_id": call.id})
+                for c in calls[index + 1 :]:
+                    self.context.add("tool", STOPPED_TOOL_RESULT, {"tool_call_id": c.id})
+                raise
             self.context.add("tool", result, {"tool_call_id": call.id})
             rest = calls[index + 1 :]
             if self.skip_tools_on_steer and rest and gen.steers_pending:
