@@ -1081,6 +1081,43 @@ async def test_a_host_stop_while_the_request_is_prepared_sends_no_request() -> N
     rig.history.check(require_final=True).assert_ok()
 
 
+@pytest.mark.parametrize("how", ["stop", "aclose"])
+@pytest.mark.anyio
+async def test_a_stop_or_close_while_a_steer_is_written_sends_no_request(how: str) -> None:
+    """A host stop or the runtime's close while the boundary writes a steer: the write completes
+    (applied), and the run ends there with no further provider call (C17), status cancelled."""
+    tool, tool_gate = gated_tool()
+    rig = Rig(Provider([tool_call(), text("unused")]), {"run_tests": tool})
+    await rig.mount()
+    writing = Gate()
+    write = rig.context.add_message.side_effect
+
+    async def gated_steer_write(message: dict[str, Any]) -> None:
+        if message["content"] == STEER:
+            await writing.passage()
+        await write(message)
+
+    rig.context.add_message.side_effect = gated_steer_write
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(rig.execute)
+        await tool_gate.wait_reached()
+        gen_id = rig.generation_id()
+        await rig.steer()
+        tool_gate.release()
+        await writing.wait_reached()
+        if how == "stop":
+            assert rig.runtime.stop(gen_id) is True
+        else:
+            await rig.runtime.aclose()
+        writing.release()
+    assert len(rig.provider.requests) == 1
+    assert [m["content"] for m in rig.steers_in_context()] == [STEER]
+    assert rig.runtime.receipt("s1").disposition == "applied"  # type: ignore[union-attr]
+    assert rig.history.events[-1]["type"] == "generation.stopped"
+    assert rig.hooks.get_events("orchestrator:complete")[-1][1]["status"] == "cancelled"
+    rig.history.check(require_final=True).assert_ok()
+
+
 @pytest.mark.parametrize(
     ("answer", "runs"),
     [(None, False), ("Deny", False), ("Allow", True)],

@@ -445,8 +445,10 @@ def test_call_budget_must_be_positive() -> None:
         AgentLoop(LiveRuntime(), ScriptedProvider([]), ScriptedTools({}), call_budget=0)
 
 
-async def test_stop_never_cancels_a_write_in_progress() -> None:
-    """C14/C17: AgentLoop.stop() during a write lets it complete (applied); the steers behind it are held."""
+@pytest.mark.parametrize("how", ["loop.stop", "aclose"])
+async def test_stop_never_cancels_a_write_in_progress(how: str) -> None:
+    """C14/C17: AgentLoop.stop() (or the runtime's close) during a write lets it complete
+    (applied); the steers behind it are held, and the loop returns stopped with no request."""
     runtime = LiveRuntime()
     context = RecordingContext()
     provider = ScriptedProvider([tool_reply("reading"), "done"])
@@ -461,8 +463,12 @@ async def test_stop_never_cancels_a_write_in_progress() -> None:
         await steer(runtime, "two", "s2")
         in_flight.release()
         await first_write.wait_reached()
-        loop.stop()
-        assert disposition(runtime, "s2") == (Disposition.HELD, "generation-stopped")
+        if how == "loop.stop":
+            loop.stop()
+        else:
+            await runtime.aclose()
+        reason = "generation-stopped" if how == "loop.stop" else "runtime-closed"
+        assert disposition(runtime, "s2") == (Disposition.HELD, reason)
         first_write.release()
     assert disposition(runtime, "s1") == (Disposition.APPLIED, None)
     assert context.steer_ids() == ["s1"]

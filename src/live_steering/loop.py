@@ -24,6 +24,7 @@ from typing import Any, Final, Protocol
 import anyio
 import attrs
 
+from ._errors import RuntimeClosedError
 from ._rules import (
     FOLLOW_UP,
     SKIPPED_TOOL_RESULT,
@@ -298,8 +299,14 @@ class AgentLoop:
                     if calls == self.call_budget:
                         gen.stop(StopReason.BUDGET_EXHAUSTED)
                         break
-                    # The request boundary: before every provider request.
-                    await gen.boundary(self.context.add_steer)
+                    # The request boundary: before every provider request. A close that landed
+                    # while it wrote ends this loop as a close during a tool does: stopped.
+                    try:
+                        await gen.boundary(self.context.add_steer)
+                    except RuntimeClosedError:
+                        if gen.accepting:
+                            raise
+                        break
                     if not gen.accepting:
                         break
                     calls += 1

@@ -31,7 +31,7 @@ from typing import Any, Final
 
 import anyio
 
-from live_steering._errors import GenerationStateError
+from live_steering._errors import GenerationStateError, RuntimeClosedError
 from live_steering._extras import install_hint
 from live_steering._rules import (
     SKIPPED_TOOL_RESULT,
@@ -307,7 +307,12 @@ class LiveSteeringOrchestrator:
             if not gen.accepting:  # stopped here, by a host, or the runtime was closed
                 return None
             if gen.pending:  # nothing pending: the boundary would write nothing
-                await gen.boundary(write)
+                try:
+                    await gen.boundary(write)
+                except RuntimeClosedError:
+                    if gen.accepting:
+                        raise
+                    return None  # closed while it wrote: as a close found above, no request
             if events:
                 await self._flush(hooks)  # before the request: what the host caused meanwhile
             asked = await self._ask(
