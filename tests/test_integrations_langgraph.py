@@ -405,6 +405,30 @@ async def test_a_spent_recursion_limit_holds_budget_exhausted() -> None:
     rig.history.check(require_final=True).assert_ok()
 
 
+async def test_a_steer_at_a_boundary_with_no_step_left_for_the_model_is_held_not_applied() -> None:
+    """recursion_limit 4: hook 1, agent 2, tools 3, hook 4, and the model's step 5 is past it. A
+    steer sent during the tool is held budget-exhausted at the hook of step 4, not written into
+    an update that LangGraph's GraphRecursionError then discards with the run."""
+    rig = Rig(calls("c1"), answers("unused"))
+    gate = rig.gate_tool()
+
+    async def drive() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(rig.run, {"recursion_limit": 4})
+            await gate.wait_reached()
+            await rig.steer()
+            gate.release()
+
+    with pytest.raises(ExceptionGroup) as caught:
+        await drive()
+    assert caught.group_contains(GraphRecursionError)
+    assert len(rig.model.requests) == 1
+    assert rig.receipt("s1") == ("held", "budget-exhausted")
+    last = rig.history.events[-1]
+    assert (last["input_ids"], last["accepted_input_ids"]) == ([], ["s1"])
+    rig.history.check(require_final=True).assert_ok()
+
+
 async def test_a_recursion_limit_spent_with_a_steer_pending_holds_it_budget_exhausted() -> None:
     """A hand-written graph (no remaining_steps): the limit hit with a steer pending holds it, not failed."""
     runtime = LiveRuntime()

@@ -101,6 +101,8 @@ class _Run:
         """The graph's state as the last boundary saw it (returned when a stop ends the run)."""
         self.first_step: int | None = None
         self.last_step: int | None = None
+        self.limit: int | None = None
+        """The ``recursion_limit`` of the invocation running (``None``: the caller set none)."""
         """LangGraph's ``langgraph_step`` of the hook's first and last call in this invocation."""
         self.token: Token[_Run | None] | None = None
         self.boundaries = 0
@@ -122,10 +124,17 @@ class _Run:
         self.returned.clear()
         self.batch_skipped.clear()
 
-    def new_segment(self) -> None:
-        """A new invocation of the graph starts (its steps and boundaries are counted afresh)."""
+    def new_segment(self, limit: int | None) -> None:
+        """A new invocation of the graph starts (its steps and boundaries are counted afresh),
+        with ``limit`` steps (its ``recursion_limit``; ``None``: LangGraph's default)."""
         self.first_step = self.last_step = None
         self.boundaries = 0
+        self.limit = limit
+
+    def model_step_left(self) -> bool:
+        """False when the step after this boundary's (the model node's) is past the invocation's
+        ``recursion_limit``: LangGraph raises ``GraphRecursionError`` before the model runs."""
+        return self.limit is None or self.steps_used() <= self.limit
 
     def steps_used(self) -> int:
         """Supersteps this invocation used, as the hook saw them: through its last call, and the model's."""
@@ -241,6 +250,11 @@ class LiveSteering:
         if not gen.accepting:
             raise _RunEnded(run)  # stopped (host or engine) or the runtime closed: no further model call
         if not gen.pending:  # nothing pending: the boundary would write nothing
+            return []
+        if not run.model_step_left():
+            # The model's step is past the limit: LangGraph raises GraphRecursionError before
+            # any model call could carry what is pending, so it is held, never written (C17).
+            gen.stop(StopReason.BUDGET_EXHAUSTED)
             return []
         written: list[BaseMessage] = []
 
@@ -369,7 +383,7 @@ class LiveSteering:
             run = self._enter(gen)
             try:
                 while True:
-                    run.new_segment()
+                    run.new_segment(left)
                     try:
                         result = await graph.ainvoke(input, _segment(config, left), **kwargs)
                     except _RunEnded as ended:
@@ -483,7 +497,7 @@ class LiveSteering:
                 run = self._enter(gen)
                 try:
                     while True:
-                        run.new_segment()
+                        run.new_segment(left)
                         stream = graph.astream(input, _segment(config, left), **kwargs)
                         try:
                             async for chunk in stream:
