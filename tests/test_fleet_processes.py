@@ -164,6 +164,65 @@ async def test_a_host_answers_soon_after_its_owner_is_killed(
         await owner.kill()
 
 
+def _pending_requests(store: FleetStore, session: str) -> int:
+    """Requests of ``session`` stored and not yet decided or withdrawn (read from the store)."""
+    conn = store.connection()
+    try:
+        conn.begin()
+        (count,) = conn.execute(
+            "SELECT count(*) FROM ls_requests WHERE session_id = ? AND state = 'pending'", (session,)
+        ).fetchone()
+        conn.commit()
+        return int(count)
+    finally:
+        conn.close()
+
+
+async def test_a_submit_whose_dead_owner_another_node_recovered_is_answered_at_the_next_poll(
+    fleet_store: FleetStore, anyio_backend: str
+) -> None:
+    """A submit stored for an owner that then dies, when another node recovers the session before
+    the host's next poll (its wait_final, a receipts --recover, the HTTP ?wait=): the lease is
+    freed, so no owner is left to decide it, and the host answers as with no owner at that poll,
+    not ``unreachable`` at its deadline."""
+    session = new_session()
+    owner = await spawn(fleet_store, "owner", session, "--node", "w1", backend=anyio_backend)
+    try:
+        await owner.next("owning")
+        answers: list[Any] = []
+        answered = anyio.Event()
+        async with (
+            fleet_store.fleet("host", poll_interval=2.0) as host,
+            fleet_store.fleet("other") as other,
+            anyio.create_task_group() as tg,
+        ):
+            owner.signal(signal.SIGSTOP)  # alive (its lock held), deciding nothing
+
+            async def submit() -> None:
+                answers.append(await host.submit(session, Input("steer", "z", id="z"), "g1", timeout=60))
+                answered.set()
+
+            tg.start_soon(submit)
+            with anyio.fail_after(BOUND):  # stored: the request is pending in the store
+                while not await anyio.to_thread.run_sync(_pending_requests, fleet_store, session):  # noqa: ASYNC110 - another process's store
+                    await anyio.sleep(0.01)
+            await owner.kill()
+            with anyio.fail_after(BOUND):  # the server frees the dead owner's lock: poll, bounded
+                while not await other.recover(session):  # noqa: ASYNC110 - the server drives it
+                    await anyio.sleep(0.01)
+            lease = await host.lease(session)
+            assert lease is not None
+            assert lease.node_id is None  # recovered: nobody owns it
+            with anyio.fail_after(40):  # the deadline is 60 s: the answer comes at a poll (2 s)
+                await answered.wait()
+        (z,) = answers
+        assert (z.accepted, z.reason) == (False, "stale-generation")
+        async with fleet_store.fleet("reader") as reader:
+            assert await reader.receipt(session, "z") is None  # withdrawn, never decided
+    finally:
+        await owner.kill()
+
+
 async def test_three_processes_one_id_one_admission(fleet_store: FleetStore, anyio_backend: str) -> None:
     """3 processes x 100 tasks, one new id: 1 admission, 300 equal receipts; differing text: conflicts."""
     session = new_session()

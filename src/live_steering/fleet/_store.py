@@ -607,10 +607,15 @@ class StoreConnection(abc.ABC):
         return lease
 
     def owner_died(self, session_id: str) -> bool:
-        """True if the lease is unexpired but its owner's process is gone (see ``probed_lease``);
-        an owner that is only stopped or slow keeps its lock and is not reported."""
+        """True if the lease is unexpired but its owner's process is gone (see ``probed_lease``),
+        or the lease was freed meanwhile (another node's recovery: no owner is left to decide a
+        stored request); an owner that is only stopped or slow keeps its lock and is not reported."""
         lease = self.read_lease(session_id)
-        return lease is not None and lease.live and self._owner_gone(session_id)
+        if lease is None:
+            return False
+        if lease.node_id is None:
+            return True
+        return lease.live and self._owner_gone(session_id)
 
     def _owner_gone(self, session_id: str) -> bool:
         if self.holds_session_lock(session_id) or not self.try_session_lock(session_id):
