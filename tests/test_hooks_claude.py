@@ -38,6 +38,12 @@ def store(tmp_path: pathlib.Path) -> str:
     return str(tmp_path / "hooks.db")
 
 
+def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
 def delivered(store: str, command_id: str, vendor: str = "claude-code") -> list[dict[str, object]]:
     with SqliteHookStore(store) as s:
         return [
@@ -382,6 +388,7 @@ def test_write_without_a_path_uses_the_vendors_user_config(
     tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
     assert main(["hooks", "install", "claude-code", "--client-version", "2.1.197", "--write"]) == 0
     written = tmp_path / ".claude" / "settings.json"
     assert "SessionEnd" in json.loads(written.read_text())["hooks"]
@@ -414,6 +421,90 @@ def test_write_refuses_a_file_that_is_not_utf8_in_one_line(
     assert "is not UTF-8" in err
     assert "Traceback" not in err
     assert settings.read_bytes() == b'{"model": "\xff"}'
+
+
+INSTALL_197 = ["hooks", "install", "claude-code", "--client-version", "2.1.197", "--write"]
+
+
+def test_write_merges_a_file_holding_a_lone_surrogate_escape(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``"\\ud83d"`` alone is valid JSON (Claude Code's JSON.parse reads it) that UTF-8 cannot
+    encode: the merge writes it back as the same escape, keeps the user's other text as it was
+    (non-ASCII unescaped), and backs up the original."""
+    settings = tmp_path / "settings.json"
+    original = b'{"statusLine": {"type": "command", "command": "echo \\ud83d caf\xc3\xa9"}}'
+    settings.write_bytes(original)
+    code, out, err = cli(capsys, *INSTALL_197, str(settings))
+    assert (code, err) == (0, "")
+    assert f"the previous file is in {settings}.bak" in out
+    text = settings.read_text(encoding="utf-8")
+    assert '"echo \\ud83d café"' in text
+    config = json.loads(text)
+    assert config["statusLine"]["command"] == "echo \ud83d caf\u00e9"
+    assert "SessionEnd" in config["hooks"]
+    assert (tmp_path / "settings.json.bak").read_bytes() == original
+    assert (
+        "already has these claude-code hooks; nothing was changed"
+        in cli(capsys, *INSTALL_197, str(settings))[1]
+    )
+
+
+def test_a_write_that_fails_leaves_the_file_and_makes_no_backup(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The new file cannot be written (the disk is full): one line, exit 1, the file unchanged and
+    no ``.bak`` beside it (the copy is made only once the new file is written)."""
+    settings = tmp_path / "settings.json"
+    settings.write_text('{"model": "opus"}', encoding="utf-8")
+
+    def full(*args: object, **kwargs: object) -> object:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    code, out, err = cli(capsys, *INSTALL_197, str(settings))
+    assert (code, out) == (1, "")
+    assert err == "live-steering hooks install: [Errno 28] No space left on device\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["settings.json"]
+    assert settings.read_text(encoding="utf-8") == '{"model": "opus"}'
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_write_refuses_a_file_holding_nan_or_infinity(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], constant: str
+) -> None:
+    """``NaN``/``Infinity`` are not JSON (Claude Code cannot read the file) though Python's json
+    reads them: refused as not JSON, exit 1, nothing changed, no backup."""
+    settings = tmp_path / "settings.json"
+    original = f'{{"cleanupPeriodDays": {constant}}}'
+    settings.write_text(original, encoding="utf-8")
+    code, out, err = cli(capsys, *INSTALL_197, str(settings))
+    assert (code, out) == (1, "")
+    assert err == (
+        f"live-steering hooks install: {settings} is not JSON ({constant} is not a JSON value); "
+        "nothing was changed\n"
+    )
+    assert settings.read_text(encoding="utf-8") == original
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["settings.json"]
+
+
+def test_write_merges_a_file_saved_with_a_bom_and_writes_it_without(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A UTF-8 byte order mark (Windows editors save one; Claude Code reads past it) is read past:
+    the merge keeps the user's settings and writes plain UTF-8, without a BOM (RFC 8259 §8.1), the
+    original, BOM included, in the backup."""
+    settings = tmp_path / "settings.json"
+    original = b'\xef\xbb\xbf{"model": "opus"}'
+    settings.write_bytes(original)
+    code, _, err = cli(capsys, *INSTALL_197, str(settings))
+    assert (code, err) == (0, "")
+    data = settings.read_bytes()
+    assert data.startswith(b"{")
+    config = json.loads(data)
+    assert config["model"] == "opus"
+    assert "SessionEnd" in config["hooks"]
+    assert (tmp_path / "settings.json.bak").read_bytes() == original
 
 
 # -- 5. hooks events pages; every command fails in one line -----------------------------------
@@ -592,6 +683,7 @@ def test_install_write_says_what_it_wired_on_stdout(
 @pytest.mark.parametrize(
     ("vendor", "version", "where", "home_var"),
     [
+        ("claude-code", "2.1.332", ".claude/settings.json", "CLAUDE_CONFIG_DIR"),
         ("codex", "0.171.0", ".codex/hooks.json", "CODEX_HOME"),
         ("qwen-code", "0.24.4", ".qwen/settings.json", None),
         ("hermes", "0.19.0", ".hermes/config.yaml", "HERMES_HOME"),
@@ -606,11 +698,12 @@ def test_write_without_a_path_uses_each_vendors_documented_user_config(
     where: str,
     home_var: str | None,
 ) -> None:
-    """``--write`` alone: ``~/.codex/hooks.json``, ``~/.qwen/settings.json``, ``~/.hermes/config.yaml``
-    (docs/hooks.md); with ``$CODEX_HOME`` / ``$HERMES_HOME`` set, the file in that folder, the one
-    the vendor reads (and ``hooks doctor`` checks)."""
+    """``--write`` alone: ``~/.claude/settings.json``, ``~/.codex/hooks.json``, ``~/.qwen/settings.json``,
+    ``~/.hermes/config.yaml`` (docs/hooks.md); with ``$CLAUDE_CONFIG_DIR`` / ``$CODEX_HOME`` /
+    ``$HERMES_HOME`` set, the file in that folder, the one the vendor reads (and ``hooks doctor``
+    checks)."""
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    for name in ("CODEX_HOME", "HERMES_HOME"):
+    for name in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "HERMES_HOME"):
         monkeypatch.delenv(name, raising=False)
     command = ["hooks", "install", vendor, "--vendor-version", version, "--write"]
     assert main(command) == 0

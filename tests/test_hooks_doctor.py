@@ -216,8 +216,10 @@ def test_doctor_reads_an_http_install_and_checks_its_server(
     tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An ``--http`` install (Claude Code: no SessionStart, which it runs no HTTP hook at) is a
-    config doctor accepts: it checks that something listens at the URL instead of a command
-    and a store, and fails (exit 1) when nothing does."""
+    config doctor accepts: it checks the server at the URL instead of a command and a store, and
+    fails (exit 1) when nothing listens. A listener that gives no HTTP answer to the probe (here a
+    bare socket) cannot be judged: a ``--`` line, not a failure (the server's own answers are
+    test_doctor_probes_an_http_install_with_its_token's)."""
     import socket
 
     bin_dir = tmp_path / "bin"
@@ -238,7 +240,10 @@ def test_doctor_reads_an_http_install_and_checks_its_server(
         code, out, _ = cli(capsys, "hooks", "doctor", "claude-code", "--config", str(settings))
     assert code == 0, out
     assert "ok    config:" in out
-    assert f"ok    server: 127.0.0.1:{port} accepts connections" in out
+    assert (
+        f"--    server: 127.0.0.1:{port} accepts connections but does not answer as `live-steering serve`"
+        in out
+    )
     assert "store:" not in out  # the server's own
     code, out, _ = cli(capsys, "hooks", "doctor", "claude-code", "--config", str(settings))
     assert code == 1, out
@@ -472,3 +477,154 @@ def test_doctor_and_install_name_a_version_between_verified_ones(
     (line,) = [line for line in out.splitlines() if "version:" in line]
     assert line.strip().startswith("FAIL  version:")
     assert "not a version verified 0.21.2, 0.23.4, 0.24.4" in line
+
+
+# -- doctor: what makes the vendor run no hook at all ------------------------------------------
+
+
+def test_doctor_and_install_follow_claude_config_dir(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Claude Code reads ``$CLAUDE_CONFIG_DIR/settings.json`` when the variable is set (its CLI's
+    user-settings folder is ``CLAUDE_CONFIG_DIR ?? ~/.claude``): `hooks install claude-code --write`
+    writes there, and `hooks doctor` (with or without VENDOR) checks that file, not ~/.claude."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude-config"))
+    for name in ("CODEX_HOME", "HERMES_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LIVE_STEERING_CLAUDE", fake_cli(tmp_path, "claude", "2.1.332 (Claude Code)"))
+    store = str(tmp_path / "h.db")
+    code, out, err = cli(capsys, "hooks", "install", "claude-code", "--write", "--store", store)
+    assert code == 0, err
+    settings = tmp_path / "claude-config" / "settings.json"
+    assert f"wrote the claude-code hooks into {settings}" in out
+    assert "hook claude-code" in settings.read_text(encoding="utf-8")
+    assert not (tmp_path / "home" / ".claude").exists()
+    assert _doctor.config_path("claude-code") == str(settings)
+    for argv in (["hooks", "doctor", "claude-code"], ["hooks", "doctor"]):
+        code, out, _ = cli(capsys, *argv)
+        assert code == 0, out
+        assert f"ok    config: {settings} wires" in out
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", "")  # empty: unset, as for $CODEX_HOME
+    assert _doctor.config_path("claude-code") == str(tmp_path / "home" / ".claude" / "settings.json")
+
+
+@pytest.mark.parametrize(
+    ("vendor", "env", "version_line", "version"),
+    [
+        ("claude-code", "LIVE_STEERING_CLAUDE", "2.1.332 (Claude Code)", (2, 1, 332)),
+        ("qwen-code", "LIVE_STEERING_QWEN", "0.24.4", (0, 24, 4)),
+    ],
+)
+def test_doctor_fails_a_config_that_disables_all_hooks(
+    tmp_path: pathlib.Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    vendor: str,
+    env: str,
+    version_line: str,
+    version: tuple[int, int, int],
+) -> None:
+    """``"disableAllHooks": true`` (Claude Code's and Qwen Code's switch for every hook): the
+    vendor runs none of ours, so `config` fails and names the setting; false passes."""
+    monkeypatch.setenv(env, fake_cli(tmp_path, vendor, version_line))
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"disableAllHooks": True}), encoding="utf-8")
+    _install.merge_into(str(settings), vendor, str(tmp_path / "h.db"), version=version)
+    code, out, _ = cli(capsys, "hooks", "doctor", vendor, "--config", str(settings))
+    assert code == 1, out
+    (line,) = [line for line in out.splitlines() if "config:" in line]
+    assert line.strip().startswith("FAIL  config:")
+    assert '"disableAllHooks": true' in line
+    assert "runs no hook" in line
+    config = json.loads(settings.read_text(encoding="utf-8"))
+    config["disableAllHooks"] = False
+    settings.write_text(json.dumps(config), encoding="utf-8")
+    code, out, _ = cli(capsys, "hooks", "doctor", vendor, "--config", str(settings))
+    assert code == 0, out
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_doctor_fails_a_config_holding_nan_or_infinity(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, constant: str
+) -> None:
+    """``NaN``/``Infinity`` are not JSON (Claude Code cannot read such a file, and so runs no hook
+    from it) though Python's json reads them: `config` fails as not JSON."""
+    monkeypatch.setenv("LIVE_STEERING_CLAUDE", fake_cli(tmp_path, "claude", "2.1.332 (Claude Code)"))
+    block = _install.config_block("claude-code", str(tmp_path / "h.db"), version=(2, 1, 332))
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps(block)[:-1] + f', "cleanupPeriodDays": {constant}}}', encoding="utf-8")
+    code, out, _ = cli(capsys, "hooks", "doctor", "claude-code", "--config", str(settings))
+    assert code == 1, out
+    assert f"FAIL  config: {settings} is not JSON ({constant} is not a JSON value)" in out
+
+
+def test_doctor_reads_a_config_saved_with_a_bom(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A settings file with a UTF-8 byte order mark (as Windows editors save it), which Claude Code
+    reads: doctor reads past the BOM and passes it."""
+    monkeypatch.setenv("LIVE_STEERING_CLAUDE", fake_cli(tmp_path, "claude", "2.1.332 (Claude Code)"))
+    block = _install.config_block("claude-code", str(tmp_path / "h.db"), version=(2, 1, 332))
+    settings = tmp_path / "settings.json"
+    settings.write_bytes(b"\xef\xbb\xbf" + json.dumps(block).encode())
+    code, out, _ = cli(capsys, "hooks", "doctor", "claude-code", "--config", str(settings))
+    assert code == 0, out
+    assert f"ok    config: {settings} wires" in out
+
+
+async def test_doctor_probes_an_http_install_with_its_token(
+    anyio_backend: str,
+    tmp_path: pathlib.Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An ``--http --token-env TK`` install against a running ``serve --token-env``: `server` fails
+    when $TK is unset or empty, and when the server answers 401 to the hooks' token; it passes with
+    the right token. The probe (the hook route, a body that is not JSON: 415 once the token is
+    taken) records nothing. An install without the token the server wants fails (401), and one at
+    a URL where the server has no hook route fails (404)."""
+    pytest.importorskip("starlette")
+    import anyio.to_thread
+
+    from http_helpers import serving
+    from live_steering.http import create_app
+
+    monkeypatch.setenv("LIVE_STEERING_CLAUDE", fake_cli(tmp_path, "claude", "2.1.332 (Claude Code)"))
+    store = str(tmp_path / "h.db")
+    settings = str(tmp_path / "settings.json")
+
+    async def run(*argv: str) -> tuple[int, str, str]:
+        return await anyio.to_thread.run_sync(lambda: cli(capsys, *argv))
+
+    async with serving(create_app(hooks_store=store, token="right-token")) as url:
+        port = url.rpartition(":")[2]
+        install = ["hooks", "install", "claude-code", "--write", settings]
+        assert (await run(*install, "--http", url, "--token-env", "TK"))[0] == 0
+        doctor = ["hooks", "doctor", "claude-code", "--config", settings]
+        for unset in (None, ""):
+            if unset is None:
+                monkeypatch.delenv("TK", raising=False)
+            else:
+                monkeypatch.setenv("TK", unset)
+            code, out, _ = await run(*doctor)
+            assert code == 1, out
+            assert "FAIL  server: the hooks send Authorization: Bearer ${TK}, but $TK is not set here" in out
+        monkeypatch.setenv("TK", "wrong-token")
+        code, out, _ = await run(*doctor)
+        assert code == 1, out
+        assert f"FAIL  server: {url}/v1/hooks/claude-code refuses the token in $TK (401)" in out
+        monkeypatch.setenv("TK", "right-token")
+        code, out, _ = await run(*doctor)
+        assert code == 0, out
+        assert f"ok    server: 127.0.0.1:{port} answers the hook route and takes the token in $TK" in out
+        assert (await run(*install, "--http", url))[0] == 0  # no --token-env: the server wants one
+        code, out, _ = await run(*doctor)
+        assert code == 1, out
+        assert f"FAIL  server: {url}/v1/hooks/claude-code refuses a hook without a token (401)" in out
+        assert (await run(*install, "--http", url + "/elsewhere", "--token-env", "TK"))[0] == 0
+        code, out, _ = await run(*doctor)
+        assert code == 1, out
+        assert f"FAIL  server: {url}/elsewhere/v1/hooks/claude-code answers 404" in out
+    with SqliteHookStore(store) as s:  # the probes changed nothing
+        assert (s.events(), s.sessions()) == ([], [])

@@ -284,8 +284,68 @@ def test_inspecting_a_store_that_does_not_exist_says_so_and_creates_nothing(
     assert list(tmp_path.iterdir()) == []
     if command != "sessions":  # the one without --session
         code, _, err = cli(capsys, "hooks", command, "--store", str(typo), "--session", "\udcff")
-        assert code == 1
+        assert code == 2  # a usage error, answered before the store is looked for
         assert "--session: not encodable as UTF-8" in err
+
+
+@pytest.mark.parametrize("command", ["events", "recover"])
+@pytest.mark.parametrize("session", ["", "\udcff", "x" * 129])
+def test_a_session_no_id_can_match_is_a_usage_error(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], command: str, session: str
+) -> None:
+    """`hooks events|recover --session S` with S outside the id rules (empty, not UTF-8, too long):
+    one line, exit 2, nothing on stdout, as `instruct` and `receipts` answer such an id
+    (docs/hooks.md: exit 2 for a usage error), with the store there or not."""
+    store = str(tmp_path / "hooks.db")
+    SqliteHookStore(store).close()
+    for where in (["--store", store], ["--store", str(tmp_path / "typo.db")]):
+        code, out, err = cli(capsys, "hooks", command, "--session", session, *where)
+        assert (code, out) == (2, "")
+        assert err.startswith(f"live-steering hooks {command}: --session: ")
+        assert err.count("\n") == 1
+
+
+def test_follow_waits_for_the_default_store_and_then_follows_it(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`hooks events --follow` before any hook or instruct made the default store: it waits (polling
+    as the follow loop does) instead of exiting, and prints the first event once an instruct makes
+    the store. Each poll is the fake sleep below: the first makes the store, the next interrupts."""
+    from live_steering._cli import hooks as hooks_cli
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.delenv("LIVE_STEERING_STORE", raising=False)
+    monkeypatch.delenv("LIVE_STEERING_STORE_DSN", raising=False)
+    polls: list[bool] = []
+
+    class FakeTime:
+        @staticmethod
+        def sleep(seconds: float) -> None:
+            assert seconds == hooks_cli.FOLLOW_INTERVAL
+            polls.append((tmp_path / "state" / "live-steering" / "hooks.db").exists())
+            if len(polls) == 1:
+                assert main(["instruct", "s-1", "hello", "--vendor", "claude-code", "--id", "during"]) == 0
+                capsys.readouterr()  # the receipt
+            else:
+                raise KeyboardInterrupt  # Ctrl-C: --follow exits 0
+
+    monkeypatch.setattr(hooks_cli, "time", FakeTime)
+    code, out, err = cli(capsys, "hooks", "events", "--follow", "--json")
+    assert (code, err) == (0, "")
+    assert polls == [False, True]  # waited for the store, then followed it
+    assert [(e["type"], e["cause"]) for e in map(json.loads, out.splitlines())] == [
+        ("control.accepted", "during")
+    ]
+    # interrupted before any store appears: exit 0, nothing printed, no store made
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "other"))
+    polls.clear()
+    polls.append(True)  # the next poll interrupts
+    assert cli(capsys, "hooks", "events", "--follow") == (0, "", "")
+    assert not (tmp_path / "other").exists()
+    # --limit with --follow is a usage error before anything is waited for
+    code, _, err = cli(capsys, "hooks", "events", "--follow", "--limit", "3")
+    assert code == 2
+    assert "without --follow" in err
 
 
 def test_instruct_to_a_store_in_a_folder_that_does_not_exist_queues_nothing(

@@ -1,14 +1,16 @@
 """``live-steering hooks events|install|recover``: watch the audit stream, wire a vendor, recover.
 
 * ``hooks events [--session S] [--follow] [--json] [--show-text]``: the store's
-  audit events, oldest first; ``--follow`` keeps printing new ones until interrupted.
+  audit events, oldest first; ``--follow`` keeps printing new ones until interrupted
+  (before any hook made the default store, it waits for the store).
   Instruction text reads ``[redacted]`` unless ``--show-text``.
 * ``hooks install VENDOR [--write PATH]``: print the vendor's hook config (every
   eligible moment plus its session-end moment), with ``--store`` (or ``--dsn``) baked in;
   ``--write`` merges it into PATH (the user's other hooks stay; the first backup goes to
   ``PATH.bak``, later ones to ``PATH.bak.1``, ...; an unchanged file is left alone).
 * ``hooks doctor [VENDOR] [--config PATH]``: is the vendor wired to this installation (config,
-  command, store, version, Codex's trust)? Exit 1 when a check fails.
+  command, store, version, Codex's trust; an ``--http`` install's server and token)? Exit 1
+  when a check fails.
 * ``hooks sessions [--json]``: the sessions the store has seen (the ids to instruct).
 * ``hooks recover [--session S]``: finalise ``unknown`` what dead hook processes left
   ``delivering``.
@@ -211,21 +213,29 @@ def _sequence(text: str) -> int:
 NO_STORE_YET = ""
 
 
+def _session_problem(args: argparse.Namespace, command: str) -> bool:
+    """A ``--session`` outside the id rules: a usage error (one line; the caller exits 2), as
+    ``instruct`` and ``receipts`` answer such an id. True when it printed one."""
+    from ..hooks._vendors import session_id_problem
+
+    session = getattr(args, "session", None)
+    if session is None or (problem := session_id_problem(session)) is None:
+        return False
+    print(f"live-steering hooks {command}: --session: {problem}", file=sys.stderr)
+    return True
+
+
 def _inspected(args: argparse.Namespace) -> str | None:
     """Why an inspecting command (events, sessions, recover) does not open its store, or ``None``.
 
     They never create one: a ``--store`` (or ``$LIVE_STEERING_STORE``) that does not exist is
     said to be missing, so a mistyped path is not answered with an empty listing; the default
     store not made yet (no hook has run on this machine) is ``NO_STORE_YET``, which each
-    command answers as an empty store. A ``--session`` outside the id rules is refused too.
+    command answers as an empty store (``events --follow`` waits for it).
     """
     from ..hooks._open import DSN_ENV
     from ..hooks._store import STORE_ENV, default_store_path
-    from ..hooks._vendors import session_id_problem
 
-    session = getattr(args, "session", None)
-    if session is not None and (problem := session_id_problem(session)) is not None:
-        return f"--session: {problem}"
     if args.dsn is not None or (args.store is None and os.environ.get(DSN_ENV)):
         return None
     path = args.store if args.store is not None else default_store_path()
@@ -237,23 +247,40 @@ def _inspected(args: argparse.Namespace) -> str | None:
     return None
 
 
+def _store_made(args: argparse.Namespace) -> bool:
+    """``events --follow`` before any hook made the default store: wait for it (polling, as the
+    follow loop reads), then follow it. False when interrupted first."""
+    try:
+        while _inspected(args) == NO_STORE_YET:
+            time.sleep(FOLLOW_INTERVAL)
+    except KeyboardInterrupt:
+        return False
+    return True
+
+
 def run_events(args: argparse.Namespace) -> int:
     from ..hooks._open import open_store
     from ..hooks._store import StoreError
 
+    if args.limit is not None and (args.limit < 1 or args.follow):
+        print("live-steering hooks events: --limit takes N >= 1, without --follow", file=sys.stderr)
+        return 2
+    if _session_problem(args, "events"):
+        return 2
     if (problem := _inspected(args)) is not None:
-        if problem == NO_STORE_YET:
+        if problem == NO_STORE_YET and not args.follow:
             return 0  # no hook has run here yet: no events
-        print(f"live-steering hooks events: {problem}", file=sys.stderr)
-        return 1
+        if problem == NO_STORE_YET:
+            if not _store_made(args):
+                return 0  # interrupted before the first hook or instruct made it
+            problem = _inspected(args)
+        if problem is not None:
+            print(f"live-steering hooks events: {problem}", file=sys.stderr)
+            return 1
     try:
         store = open_store(args.store, dsn=args.dsn)
     except StoreError as exc:
         print(f"live-steering hooks events: {exc}", file=sys.stderr)
-        return 2
-    if args.limit is not None and (args.limit < 1 or args.follow):
-        print("live-steering hooks events: --limit takes N >= 1, without --follow", file=sys.stderr)
-        store.close()
         return 2
     after = args.after
     printed = 0
@@ -509,6 +536,8 @@ def run_recover(args: argparse.Namespace) -> int:
     from ..hooks._open import open_store
     from ..hooks._store import StoreError
 
+    if _session_problem(args, "recover"):
+        return 2
     if (problem := _inspected(args)) is not None:
         if problem == NO_STORE_YET:
             print(

@@ -4,8 +4,10 @@ A few checks, one line each, every one saying what to do when it fails: the vend
 file names ``live-steering hook VENDOR`` at the moments the installed version needs; the
 command it names is this installation's; the store it names can be written; the installed
 vendor version is one the version tables (``_versions.py``) verify; and for Codex, whether
-Codex trusts the hooks (``hooks/list``, ``_codex.py``) and how to trust them. Read-only but
-for the store check, which opens (and so creates) the store the hooks would use.
+Codex trusts the hooks (``hooks/list``, ``_codex.py``) and how to trust them; for an
+``--http`` install, that its server answers and takes the hooks' token (``_server_check``).
+Read-only but for the store check, which opens (and so creates) the store the hooks would use
+(the server probe is refused by the route before it reads anything).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import os
 import re
 import shlex
 import socket
+import unicodedata
 import urllib.parse
 from collections.abc import Iterator
 
@@ -40,7 +43,15 @@ class Check:
 
 
 def config_path(vendor: str) -> str:
-    """The user-level config file the vendor reads hooks from (``$CODEX_HOME``, ``$HERMES_HOME`` honoured)."""
+    """The user-level config file the vendor reads hooks from (``$CLAUDE_CONFIG_DIR``,
+    ``$CODEX_HOME``, ``$HERMES_HOME`` honoured).
+
+    Claude Code reads ``$CLAUDE_CONFIG_DIR/settings.json`` when the variable is set (its CLI:
+    ``(process.env.CLAUDE_CONFIG_DIR ?? path.join(os.homedir(), ".claude")).normalize("NFC")``
+    is the user settings' folder), else ``~/.claude/settings.json``.
+    """
+    if vendor == "claude-code" and os.environ.get("CLAUDE_CONFIG_DIR"):
+        return os.path.join(unicodedata.normalize("NFC", os.environ["CLAUDE_CONFIG_DIR"]), "settings.json")
     if vendor == "codex" and os.environ.get("CODEX_HOME"):
         return os.path.join(os.environ["CODEX_HOME"], "hooks.json")
     if vendor == "hermes":
@@ -48,10 +59,30 @@ def config_path(vendor: str) -> str:
     return os.path.expanduser(_install.CONFIG_FILES[vendor])
 
 
-def _commands_json(text: str, urls: dict[str, list[str]] | None = None) -> dict[str, list[str]]:
-    """Moment -> our hook commands in a JSON hooks config; our HTTP hooks' URLs go in ``urls``."""
+#: ``Authorization: Bearer ${VAR}`` in an HTTP hook's headers (``$VAR`` too): the variable named.
+_BEARER_VAR = re.compile(r"\s*Bearer\s+\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))\s*")
+
+
+def _token_env(hook: dict[str, object]) -> str | None:
+    """The variable an HTTP hook's ``Authorization: Bearer ${VAR}`` header names, or ``None``."""
+    headers = hook.get("headers")
+    value = (
+        next((v for k, v in headers.items() if k.lower() == "authorization"), None)
+        if isinstance(headers, dict)
+        else None
+    )
+    match = _BEARER_VAR.fullmatch(value) if isinstance(value, str) else None
+    return (match[1] or match[2]) if match else None
+
+
+def _commands_json(
+    config: object,
+    urls: dict[str, list[str]] | None = None,
+    probes: set[tuple[str, str | None]] | None = None,
+) -> dict[str, list[str]]:
+    """Moment -> our hook commands in a parsed JSON hooks config; our HTTP hooks' URLs go in
+    ``urls``, and each with the variable its bearer header names (``None``: none) in ``probes``."""
     found: dict[str, list[str]] = {}
-    config = json.loads(text) if text.strip() else {}
     hooks = config.get("hooks", {}) if isinstance(config, dict) else {}
     if not isinstance(hooks, dict):
         return found
@@ -65,21 +96,25 @@ def _commands_json(text: str, urls: dict[str, list[str]] | None = None) -> dict[
                     found.setdefault(moment, []).append(command)
                 elif urls is not None and isinstance(url, str) and "/v1/hooks/" in url:
                     urls.setdefault(moment, []).append(url)
+                    if probes is not None:
+                        probes.add((url, _token_env(hook)))
     return found
 
 
-def _json_object(text: str) -> bool:
-    """True for an empty file or one holding a JSON object (what ``hooks install`` merges into)."""
-    if not text.strip():
-        return True
-    try:
-        return isinstance(json.loads(text), dict)
-    except (ValueError, RecursionError):
-        return True  # said already: not JSON, or nested too deeply
+#: ``disableAllHooks``: a top-level setting of Claude Code and Qwen Code that turns every hook
+#: off (Claude Code 2.1.197: "Disable all hooks and statusLine execution"; Qwen Code 0.21.2 and
+#: later, docs/features/hooks.md: "turn off all hooks, including user hooks").
+DISABLE_ALL_HOOKS = {"claude-code": "disableAllHooks", "qwen-code": "disableAllHooks"}
 
 
-def _server_check(url: str) -> Check:
-    """Whether something listens where an HTTP hook posts (a TCP connect, bounded)."""
+def _server_check(url: str, token_env: str | None = None) -> Check:
+    """Whether the server an HTTP hook posts to takes it: something listens (a TCP connect,
+    bounded), the hooks' ``$VAR`` is set, and an authenticated probe is not refused.
+
+    The probe is the hook route's own: ``POST`` to the hook's URL with its bearer token and a
+    body that is not JSON. ``live-steering serve`` checks the token first (401) and then the
+    content type (415), before it reads the body or opens its store: a 415 says the token is
+    taken, and nothing was recorded or changed."""
     parsed = urllib.parse.urlsplit(url)
     try:
         port = parsed.port or (443 if parsed.scheme == "https" else 80)
@@ -96,9 +131,71 @@ def _server_check(url: str) -> Check:
             f"nothing answers at {host}:{port} ({exc.strerror or exc}): start `live-steering serve "
             "--hooks-store PATH` there, or the vendor's HTTP hooks do nothing",
         )
+    token = None
+    if token_env is not None:
+        token = os.environ.get(token_env, "")
+        if not token:
+            return Check(
+                False,
+                "server",
+                f"the hooks send Authorization: Bearer ${{{token_env}}}, but ${token_env} is not set here: "
+                f"every hook gets 401 from `serve --token-env`; set {token_env} to the server's token "
+                "where the agent runs",
+            )
+    status, detail = _probe(parsed, host, port, token)
+    if status == 401:
+        fix = (
+            f"set {token_env} to the token the server was started with (`serve --token-env`)"
+            if token_env is not None
+            else "install again with `--http URL --token-env VAR`, VAR holding the server's token"
+        )
+        sent = f"the token in ${token_env}" if token_env is not None else "a hook without a token"
+        return Check(False, "server", f"{url} refuses {sent} (401): every hook is refused; {fix}")
+    if status in (404, 421):
+        return Check(
+            False,
+            "server",
+            f"{url} answers {status} ({detail}): no hook is taken there; start `live-steering serve "
+            "--hooks-store PATH` at the hooks' URL (and a --token-env for a non-loopback name)",
+        )
+    if status != 415:
+        return Check(
+            None,
+            "server",
+            f"{host}:{port} accepts connections but does not answer as `live-steering serve` ({detail}); "
+            "cannot tell whether it takes the hooks",
+        )
+    taken = f" and takes the token in ${token_env}" if token_env is not None else ""
     return Check(
-        True, "server", f"{host}:{port} accepts connections (the server's store is the one it serves)"
+        True,
+        "server",
+        f"{host}:{port} answers the hook route{taken} (the server's store is the one it serves)",
     )
+
+
+def _probe(
+    parsed: urllib.parse.SplitResult, host: str, port: int, token: str | None
+) -> tuple[int | None, str]:
+    """The status (``None``: no HTTP answer) and a few words, for ``_server_check``'s probe."""
+    import http.client
+
+    connection: http.client.HTTPConnection
+    if parsed.scheme == "https":
+        connection = http.client.HTTPSConnection(host, port, timeout=2)
+    else:
+        connection = http.client.HTTPConnection(host, port, timeout=2)
+    headers = {"Content-Type": "text/plain", "Content-Length": "0"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    path = parsed.path + (f"?{parsed.query}" if parsed.query else "")
+    try:
+        connection.request("POST", path or "/", body=b"", headers=headers)
+        response = connection.getresponse()
+        return response.status, f"{response.status} {response.reason}".strip()
+    except (OSError, http.client.HTTPException) as exc:
+        return None, f"no HTTP answer: {exc.__class__.__name__}: {exc}"
+    finally:
+        connection.close()
 
 
 def _commands_hermes(text: str) -> dict[str, list[str]]:
@@ -250,7 +347,7 @@ def diagnose(vendor: str, *, path: str | None = None) -> Iterator[Check]:
     if vendor in _versions.TABLES:
         version, how = _versions.detect(vendor)
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8-sig") as f:  # a BOM is read past, as the vendors do
             text = f.read()
     except OSError as exc:
         yield Check(
@@ -266,13 +363,22 @@ def diagnose(vendor: str, *, path: str | None = None) -> Iterator[Check]:
         text = None
     wired: dict[str, list[str]] = {}
     urls: dict[str, list[str]] = {}
+    probes: set[tuple[str, str | None]] = set()
     if text is not None:
+        config: object = {}
         try:
-            wired = _commands_hermes(text) if vendor == "hermes" else _commands_json(text, urls)
+            if vendor == "hermes":
+                wired = _commands_hermes(text)
+            else:
+                config = _install.loads(text) if text.strip() else {}
+                wired = _commands_json(config, urls, probes)
         except ValueError as exc:
             yield Check(False, "config", f"{path} is not JSON ({exc})")
+            config = None
         except RecursionError:
             yield Check(False, "config", f"{path} is JSON nested too deeply to read")
+            config = None
+        switch = DISABLE_ALL_HOOKS.get(vendor)
         http = bool(urls) and not wired
         if http:  # installed with --http: the vendor posts to a server, no command runs here
             wired = {m: [] for m in urls}
@@ -286,12 +392,19 @@ def diagnose(vendor: str, *, path: str | None = None) -> Iterator[Check]:
         plugin = _hermes_plugin(path, text) if vendor == "hermes" and not wired else None
         if plugin is not None:
             yield plugin
-        elif vendor != "hermes" and not wired and not _json_object(text):
+        elif vendor != "hermes" and not wired and config is not None and not isinstance(config, dict):
             yield Check(
                 False,
                 "config",
                 f"{path} holds no JSON object (hooks install merges only into one): "
                 "fix it, or replace it with {}",
+            )
+        elif switch is not None and isinstance(config, dict) and config.get(switch) is True:
+            yield Check(
+                False,
+                "config",
+                f'{path} sets "{switch}": true: {_vendors.FACTS[vendor].title} runs no hook at all, '
+                f"live-steering's included; remove the setting (or set it to false)",
             )
         elif not wired:
             yield Check(
@@ -314,8 +427,8 @@ def diagnose(vendor: str, *, path: str | None = None) -> Iterator[Check]:
     commands = sorted({c for cs in wired.values() for c in cs})
     for command in commands:
         yield _resolves_here(command)
-    for url in sorted({u for us in urls.values() for u in us}):
-        yield _server_check(url)
+    for url, token_env in sorted(probes, key=lambda p: (p[0], p[1] or "")):
+        yield _server_check(url, token_env)
     if not (urls and not commands):  # an --http install: the server opens its own store
         if not commands:
             yield Check(None, "command", "nothing wired to check")

@@ -5,11 +5,12 @@ prints: every eligible moment of the vendor plus its session-end moment, each
 running the hook command with ``--store`` baked in. ``merge_into(path, ...)``
 writes it into an existing config file: the user's other hooks stay, earlier
 live-steering entries are removed one by one (a matcher group the user shares with
-them keeps the user's hooks; so installing twice changes nothing), the old file is
-copied to ``PATH.bak`` first (or ``PATH.bak.N`` when an earlier backup exists, which
-is never overwritten), and the new one replaces the real file (through symlinks) in
-its own directory, atomically, with its mode kept. File formats are cited in
-docs/hooks.md.
+them keeps the user's hooks; so installing twice changes nothing), the new file is
+written and synced beside the real file (through symlinks), then the old file is copied
+to ``PATH.bak`` (or ``PATH.bak.N`` when an earlier backup exists, which is never
+overwritten), and the new one replaces it, atomically, with its mode kept. JSON is read
+strictly (no ``NaN``), past a BOM; a lone surrogate escape is written back escaped. File
+formats are cited in docs/hooks.md.
 """
 
 from __future__ import annotations
@@ -61,6 +62,27 @@ MARKERS = (
 
 class InstallError(LiveSteeringError, ValueError):
     """The config file cannot be merged safely (not JSON, not an object, YAML with hooks already)."""
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def loads(text: str) -> Any:
+    """``text`` as JSON, strictly: ``NaN``, ``Infinity`` and ``-Infinity``, which Python's ``json``
+    reads but JSON (and the vendors' parsers) does not, are a ``ValueError``."""
+    return json.loads(text, parse_constant=_no_constant)
+
+
+#: A UTF-16 surrogate on its own: ``"\ud83d"`` is valid JSON, read as one, but UTF-8 cannot encode it.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def dumps(config: object) -> str:
+    """``config`` as the settings file ``merge_into`` writes: indented, non-ASCII kept as is, a
+    lone surrogate (only a string can hold one) written as its ``\\uXXXX`` escape, as it was read."""
+    text = json.dumps(config, indent=2, ensure_ascii=False) + "\n"
+    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
 
 
 #: Moments a vendor never runs an HTTP hook at: Claude Code 2.1.197 and 2.1.332 skip them
@@ -226,8 +248,13 @@ def _backup(path: str) -> str | None:
     return backup
 
 
-def _replace(path: str, text: str) -> None:
-    """Write ``text`` to the file ``path`` names (symlinks followed), atomically, keeping its mode."""
+def _replace(path: str, text: str, *, backup: bool = False) -> str | None:
+    """Write ``text`` to the file ``path`` names (symlinks followed), atomically, keeping its mode.
+
+    ``backup``: copy the previous file first (``_backup``), once the new one is written and
+    synced beside it, so a write that cannot succeed leaves no copy behind. Returns the copy.
+    """
+    data = text.encode("utf-8")  # before anything is made: unencodable text changes nothing
     target = os.path.realpath(path)
     directory = os.path.dirname(target)
     os.makedirs(directory, exist_ok=True)
@@ -241,9 +268,10 @@ def _replace(path: str, text: str) -> None:
         os.umask(umask)
         mode = 0o666 & ~umask
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(target)}.", suffix=".tmp")
+    saved = None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             if owner is not None and owner != (os.geteuid(), os.getegid()):
                 # root editing another user's settings: the file stays theirs (chown after
@@ -256,6 +284,8 @@ def _replace(path: str, text: str) -> None:
                     # not root: only our own groups are ours to give; the file is ours then
             os.fchmod(f.fileno(), mode)
             os.fsync(f.fileno())
+        if backup:
+            saved = _backup(path)
         os.replace(tmp, target)
     except BaseException:
         if os.path.exists(tmp):
@@ -264,13 +294,14 @@ def _replace(path: str, text: str) -> None:
     try:
         dir_fd = os.open(directory, os.O_RDONLY)
     except OSError:
-        return
+        return saved
     try:
         os.fsync(dir_fd)
     except OSError:
         pass
     finally:
         os.close(dir_fd)
+    return saved
 
 
 class Merged:
@@ -377,7 +408,8 @@ def merge_into(
     existing = ""
     if os.path.exists(target):
         try:
-            with open(target, encoding="utf-8") as f:
+            # utf-8-sig: a BOM (as Windows editors save) is read past, as the vendors read it
+            with open(target, encoding="utf-8-sig") as f:
                 existing = f.read()
         except UnicodeDecodeError as exc:
             raise InstallError(
@@ -387,7 +419,7 @@ def merge_into(
         merged_text = _merge_hermes(path, existing, block)
     else:
         try:
-            config = json.loads(existing) if existing.strip() else {}
+            config = loads(existing) if existing.strip() else {}
         except ValueError as exc:
             raise InstallError(f"{path} is not JSON ({exc}); nothing was changed") from exc
         except RecursionError:
@@ -407,11 +439,10 @@ def merge_into(
                 del hooks[moment]
         for moment, entries in block["hooks"].items():
             hooks[moment] = hooks.get(moment, []) + entries
-        merged_text = json.dumps(config, indent=2, ensure_ascii=False) + "\n"
+        merged_text = dumps(config)
     if merged_text == existing:
         return Merged(target, None, False)
-    backup = _backup(path)
-    _replace(path, merged_text)
+    backup = _replace(path, merged_text, backup=True)
     return Merged(target, backup, True)
 
 
@@ -487,7 +518,6 @@ def write_hermes_plugin(directory: str, store: str | None) -> list[str]:
             with open(path, encoding="utf-8") as f:
                 if f.read() == text:
                     continue  # already this plugin: nothing to copy or write
-        _backup(path)
-        _replace(path, text)
+        _replace(path, text, backup=True)
         written.append(path)
     return written
