@@ -189,6 +189,49 @@ def test_serve_runs_and_stops_gracefully(tmp_path: Path, backend: str, signum: i
     assert all(line.startswith("live-steering serve: ") for line in errors.splitlines()), errors
 
 
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_serve_answers_a_body_still_arriving_at_sigterm(tmp_path: Path, backend: str) -> None:
+    """A POST whose body is still arriving when SIGTERM comes (to the API and to the hook route)
+    is answered 503 within the server's graceful wait, as JSON on the API, with nothing
+    submitted; the server prints no traceback (uvicorn answered 500 and logged one)."""
+    store = make_fleet_store(tmp_path / "fleet.db")
+    hooks = str(tmp_path / "hooks.db")
+    instruct("hook-7", "Use X", id="cmd-1", store=hooks)
+    command = [*SERVE, "--store", store, "--hooks-store", hooks, "--port", "0", "--backend", backend]
+    with (
+        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc,
+        stopped(proc),
+    ):
+        url = listening(proc)
+        host, port = url.removeprefix("http://").rstrip("/").rsplit(":", 1)
+        uploads = []
+        for path in ("/v1/sessions/hook-7/inputs", "/v1/hooks/claude-code"):
+            upload = socket.create_connection((host, int(port)), timeout=60)
+            head = (
+                f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+                'Content-Length: 100\r\n\r\n{"kind": '
+            )
+            upload.sendall(head.encode("ascii"))  # the rest of the body never comes
+            uploads.append(upload)
+        with urllib.request.urlopen(url + "v1/sessions", timeout=60) as answer:  # the uploads are read
+            assert answer.status == 200
+        proc.send_signal(signal.SIGTERM)
+        answers = []
+        for upload in uploads:
+            with upload, upload.makefile("rb") as reply:
+                status = reply.readline().split()[1]
+                answers.append((status, reply.read()))
+        assert proc.wait(timeout=60) == 0
+        assert proc.stderr is not None
+        errors = proc.stderr.read()
+    (api_status, api_body), (hook_status, _) = answers
+    assert (api_status, hook_status) == (b"503", b"503")
+    assert b"shutting down" in api_body
+    assert b'"error"' in api_body  # the API's JSON error shape, not a server's plain 500
+    assert "Traceback" not in errors
+    assert all(line.startswith("live-steering serve: ") for line in errors.splitlines()), errors
+
+
 BURST = 300
 
 

@@ -51,7 +51,7 @@ from ..fleet._store import Submission, answer_without_runtime, input_digest
 from ..hooks._store import StoreError
 from ._events import Feeds, SessionChanged, parse_cursor, sse
 from ._hook_route import HookRoute
-from ._security import BodyTimeout, BodyTooLarge, Guard, path_param, read_body, token_ok
+from ._security import BodyReads, BodyTimeout, BodyTooLarge, Guard, path_param, read_body, token_ok
 from ._stores import LEASE_AGE, FleetView, HookView, receipt_wire, valid_session_id
 
 #: The status of a refusal, by its pinned reason (C32); the hook relay's own two as their
@@ -167,6 +167,7 @@ class _Api:
         self.max_wait = max_wait
         self.heartbeat = heartbeat
         self.feeds = Feeds(poll_interval)
+        self.body_reads = BodyReads()
 
     # -- shared steps --------------------------------------------------------------------------
 
@@ -184,10 +185,14 @@ class _Api:
         if content_type != "application/json":
             return _error(415, "send the body as Content-Type: application/json")
         try:
-            raw = await read_body(request.receive, self.max_body, BODY_DEADLINE)
+            raw = await read_body(request.receive, self.max_body, BODY_DEADLINE, self.body_reads)
         except BodyTooLarge:
             return _error(413, f"the body is over {self.max_body:,} bytes")
         except BodyTimeout:
+            if self.body_reads.closing:  # cut short by a shutdown: nothing was submitted
+                return _error(
+                    503, "the server is shutting down: its body did not arrive before; send it again"
+                )
             return _error(408, "the body did not arrive in time")
         if not raw.strip():
             return {}
@@ -559,7 +564,13 @@ def create_app(
         Route("/v1/sessions/{session}/events", _answers_store_away(api.events), methods=["GET"]),
     ]
     if hooks is not None:
-        routes.append(Route("/v1/hooks/{vendor}", HookRoute(hooks.path, hooks.dsn, token), methods=["POST"]))
+        routes.append(
+            Route(
+                "/v1/hooks/{vendor}",
+                HookRoute(hooks.path, hooks.dsn, token, api.body_reads),
+                methods=["POST"],
+            )
+        )
     if console:
         routes += [Route(path, api.static(*_STATIC[path]), methods=["GET"]) for path in _STATIC]
     middleware = []
@@ -573,4 +584,4 @@ def create_app(
             )
         )
     app = Starlette(routes=routes, middleware=middleware)
-    return Guard(app, token=token, close_streams=api.feeds.close)
+    return Guard(app, token=token, close_streams=api.feeds.close, body_reads=api.body_reads)

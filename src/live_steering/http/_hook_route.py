@@ -40,7 +40,7 @@ import anyio.to_thread
 from ..hooks._command import MAX_STDIN_BYTES, run_hook
 from ..hooks._open import open_store
 from ..hooks._store import HOOK_BUSY_TIMEOUT, HookStore
-from ._security import BodyTimeout, BodyTooLarge, Receive, Scope, Send, plain, read_body, token_ok
+from ._security import BodyReads, BodyTimeout, BodyTooLarge, Receive, Scope, Send, plain, read_body, token_ok
 
 _log = logging.getLogger("live_steering.http")
 
@@ -89,10 +89,13 @@ async def _respond(send: Send, status: int, body: bytes) -> None:
 class HookRoute:
     """The ASGI endpoint (a class, so Starlette hands it the raw request)."""
 
-    def __init__(self, path: str | None, dsn: str | None, token: str | None) -> None:
+    def __init__(
+        self, path: str | None, dsn: str | None, token: str | None, body_reads: BodyReads | None = None
+    ) -> None:
         self.path = path
         self.dsn = dsn
         self.token = token
+        self.body_reads = body_reads
         self._limiter = anyio.CapacityLimiter(8)
         self._local = threading.local()  # this worker thread's (key, open store)
 
@@ -146,7 +149,7 @@ class HookRoute:
             await plain(send, 415, b"send the hook JSON as Content-Type: application/json\n")
             return
         try:
-            body = await read_body(receive, MAX_STDIN_BYTES, BODY_DEADLINE)
+            body = await read_body(receive, MAX_STDIN_BYTES, BODY_DEADLINE, self.body_reads)
         except BodyTooLarge:
             # the command's own answer to too much stdin: recorded (stdin-too-large), no reply
             body = b" " * (MAX_STDIN_BYTES + 1)
@@ -154,7 +157,8 @@ class HookRoute:
             await plain(send, 413, b"")
             return
         except BodyTimeout:
-            await plain(send, 408, b"")
+            closing = self.body_reads is not None and self.body_reads.closing
+            await plain(send, 503 if closing else 408, b"")  # 503: cut short by a shutdown
             return
         reply = _Reply(send)
         await self._run(vendor, body, reply)

@@ -70,23 +70,55 @@ class BodyTimeout(LiveSteeringError):
     """A request body did not arrive within its deadline (answered 408)."""
 
 
-async def read_body(receive: Receive, limit: int, deadline: float) -> bytes:
+#: Seconds a request body still being read when the server begins to shut down may take: under
+#: the servers' graceful wait (``serve``'s 3 s), so its request is answered (503) before that
+#: wait runs out and cancels it (uvicorn would answer 500 and print a traceback).
+BODY_GRACE_AT_SHUTDOWN: Final = 2.0
+
+
+class BodyReads:
+    """The request bodies being read now, so that a shutdown can bound them (``close``)."""
+
+    def __init__(self) -> None:
+        self._scopes: set[anyio.CancelScope] = set()
+        self.closing = False
+
+    def close(self, grace: float = BODY_GRACE_AT_SHUTDOWN) -> None:
+        """The server begins to shut down: every body read in flight, and any started from now
+        on, ends within ``grace`` seconds (``BodyTimeout``; its route then answers 503)."""
+        self.closing = True
+        if self._scopes:
+            cut = anyio.current_time() + grace  # called in the server's event loop
+            for scope in self._scopes:
+                scope.deadline = min(scope.deadline, cut)
+
+
+async def read_body(receive: Receive, limit: int, deadline: float, reads: BodyReads | None = None) -> bytes:
     """The request body, at most ``limit`` bytes (``BodyTooLarge`` past it, before reading the
-    rest), within ``deadline`` seconds for the whole of it (``BodyTimeout``)."""
+    rest), within ``deadline`` seconds for the whole of it (``BodyTimeout``; sooner once
+    ``reads`` closed, see ``BodyReads.close``)."""
     chunks: list[bytes] = []
     size = 0
+    if reads is not None and reads.closing:
+        deadline = min(deadline, BODY_GRACE_AT_SHUTDOWN)
     with anyio.move_on_after(deadline) as scope:
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                break
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > limit:
-                raise BodyTooLarge
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
+        if reads is not None:
+            reads._scopes.add(scope)
+        try:
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    break
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > limit:
+                    raise BodyTooLarge
+                chunks.append(chunk)
+                if not message.get("more_body", False):
+                    break
+        finally:
+            if reads is not None:
+                reads._scopes.discard(scope)
     if scope.cancelled_caught:
         raise BodyTimeout
     return b"".join(chunks)
@@ -134,18 +166,28 @@ class Guard:
     """The ASGI middleware of the module docs."""
 
     def __init__(
-        self, app: ASGIApp, *, token: str | None, close_streams: Callable[[], None] | None = None
+        self,
+        app: ASGIApp,
+        *,
+        token: str | None,
+        close_streams: Callable[[], None] | None = None,
+        body_reads: BodyReads | None = None,
     ) -> None:
         self.app = app
         self.token = token
         self._close_streams = close_streams
+        self._body_reads = body_reads
 
     def close_streams(self) -> None:
         """End every open event stream cleanly, and any opened from now on: call it when the
         server begins to shut down (``live-steering serve`` does), so that its graceful wait
-        sees the streams finish instead of cancelling them when it runs out."""
+        sees the streams finish instead of cancelling them when it runs out. A request body still
+        being read then gets ``BODY_GRACE_AT_SHUTDOWN`` seconds more, and its request is answered
+        (503) if it does not arrive in them."""
         if self._close_streams is not None:
             self._close_streams()
+        if self._body_reads is not None:
+            self._body_reads.close()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
