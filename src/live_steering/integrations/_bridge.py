@@ -18,13 +18,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 from .._errors import LiveSteeringError
+from .._rules import STOPPED_TOOL_RESULT  # one text for every integration and the reference loop
 from .._runtime import LiveRuntime
 
 __all__ = ["STOPPED_TOOL_RESULT", "EventBridge", "RunStopped"]
 
-#: The result a tool call gets when the generation was stopped before it started: the
-#: framework's transcript keeps a result for every tool call, as providers require.
-STOPPED_TOOL_RESULT: Final = "Skipped: the run was stopped before this tool ran."
 
 
 class RunStopped(LiveSteeringError):

@@ -36,7 +36,7 @@ import anyio
 
 from .._errors import GenerationStateError, GenerationStopped, LiveSteeringError
 from .._extras import install_hint
-from .._rules import SKIPPED_TOOL_RESULT
+from .._rules import SKIPPED_TOOL_RESULT, STOPPED_TOOL_RESULT
 from .._runtime import Generation, LiveRuntime
 from .._types import HoldReason, Input, StopReason
 from ..loop import LoopOutcome
@@ -65,9 +65,6 @@ __all__ = [
 #: (``input_id``, ``target_generation_id``, ``delivery``, ``kind``). langchain-core's conversion to
 #: provider messages (``convert_to_openai_messages``) leaves ``additional_kwargs`` out.
 METADATA_KEY: Final = "live_steering"
-#: The result a tool call gets when the run was stopped before it started: the tool is not run,
-#: and the transcript stays valid for every provider (every tool call has a result).
-STOPPED_TOOL_RESULT: Final = "Not run: the run was stopped before this tool started."
 
 _Execute = Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
 """What ``awrap_tool_call`` is handed: runs the tool call."""
