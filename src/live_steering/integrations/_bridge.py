@@ -24,7 +24,6 @@ from .._runtime import LiveRuntime
 __all__ = ["STOPPED_TOOL_RESULT", "EventBridge", "RunStopped"]
 
 
-
 class RunStopped(LiveSteeringError):
     """A framework's run ended because its generation was stopped (C17).
 
