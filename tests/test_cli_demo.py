@@ -461,3 +461,19 @@ def test_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]
         main(["--version"])
     assert exit_info.value.code == 0
     assert capsys.readouterr().out == f"live-steering {version('live-steering')}\n"
+
+
+def test_python_dash_m_runs_the_same_command() -> None:
+    """``python -m live_steering`` is the ``live-steering`` command: same version line, same
+    usage errors (exit 2), for an environment whose scripts are not on PATH."""
+    from importlib.metadata import version
+
+    done = subprocess.run(
+        [sys.executable, "-m", "live_steering", "--version"], capture_output=True, text=True, timeout=120
+    )
+    assert (done.returncode, done.stdout) == (0, f"live-steering {version('live-steering')}\n")
+    bad = subprocess.run(
+        [sys.executable, "-m", "live_steering", "--bogus"], capture_output=True, text=True, timeout=120
+    )
+    assert bad.returncode == 2
+    assert "unrecognized arguments: --bogus" in bad.stderr
