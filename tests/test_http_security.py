@@ -142,6 +142,37 @@ async def test_paths_outside_the_package_are_never_served(tmp_path: Path) -> Non
         assert "<title>live-steering console</title>" in page.text
 
 
+@pytest.mark.parametrize("mounted", [False, True])
+async def test_unknown_api_routes_and_methods_answer_json(tmp_path: Path, mounted: bool) -> None:
+    """No route under /v1/ (404) or a route asked with another method (405, with its Allow):
+    a JSON {"error"} like every other API answer, with the API's headers, mounted or not; a
+    console path that does not exist stays a plain 404."""
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    app = hooks_app(tmp_path)
+    prefix = "/steering" if mounted else ""
+    outer = Starlette(routes=[Mount(prefix, app=app)]) if mounted else app  # type: ignore[arg-type]
+    async with client(outer) as http:
+        for method, url, status in [
+            ("GET", "/v1/nope", 404),
+            ("GET", "/v1/sessions/hook-7/nope", 404),
+            ("DELETE", "/v1/sessions", 405),
+            ("PUT", "/v1/sessions/hook-7/stop", 405),
+            ("GET", "/v1/sessions/hook-7/inputs", 405),
+        ]:
+            response = await http.request(method, prefix + url, headers=AUTH)
+            assert response.status_code == status, (method, url)
+            assert response.headers["content-type"] == "application/json", (method, url)
+            assert set(response.json()) == {"error"}
+            assert response.headers["x-content-type-options"] == "nosniff"
+            if status == 405:
+                assert method not in response.headers["allow"]
+        page = await http.get(prefix + "/nope")
+        assert page.status_code == 404
+        assert page.headers["content-type"].startswith("text/plain")
+
+
 async def test_headers_cors_and_loopback_host_names(tmp_path: Path) -> None:
     """nosniff everywhere, no-store on the API, a CSP on the console, no CORS header unless
     configured; with no token, a non-loopback Host is refused 421 (DNS rebinding)."""

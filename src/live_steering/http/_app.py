@@ -40,7 +40,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse as _StarletteJSON
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from .._errors import UnknownInputError
@@ -116,6 +116,25 @@ class _ClosingStream(StreamingResponse):
 
 def _error(status: int, message: str, **headers: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status, headers=headers or None)
+
+
+async def _no_route(request: Request, exc: Exception) -> Response:
+    """Starlette's 404 (no route) and 405 (a route, another method): JSON ``{"error"}`` under
+    ``/v1/``, as every other answer of the API, so a host that parses every body can; plain
+    text elsewhere (the console's paths)."""
+    status = getattr(exc, "status_code", 404)
+    headers = dict(getattr(exc, "headers", None) or {})  # a 405's Allow
+    path = request.url.path.removeprefix(request.scope.get("root_path", "") or "")
+    if not path.startswith("/v1/"):
+        return PlainTextResponse(_HTTP_PHRASES.get(status, "Not Found"), status_code=status, headers=headers)
+    if status == 405:
+        message = f"{request.method} is not a method of {path} (it takes {headers.get('Allow', 'another')})"
+    else:
+        message = f"no route {path} in this API (see docs/http.md for the routes)"
+    return _error(status, message, **headers)
+
+
+_HTTP_PHRASES: Final = {404: "Not Found", 405: "Method Not Allowed"}
 
 
 def _store_away(request: Request, exc: Exception) -> None:
@@ -583,5 +602,9 @@ def create_app(
                 allow_headers=["Authorization", "Content-Type", "Last-Event-ID"],
             )
         )
-    app = Starlette(routes=routes, middleware=middleware)
+    app = Starlette(
+        routes=routes,
+        middleware=middleware,
+        exception_handlers={404: _no_route, 405: _no_route},
+    )
     return Guard(app, token=token, close_streams=api.feeds.close, body_reads=api.body_reads)
