@@ -7,7 +7,9 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 
 from http_helpers import AUTH, TOKEN, client
@@ -171,6 +173,66 @@ async def test_unknown_api_routes_and_methods_answer_json(tmp_path: Path, mounte
         page = await http.get(prefix + "/nope")
         assert page.status_code == 404
         assert page.headers["content-type"].startswith("text/plain")
+
+
+@pytest.mark.parametrize("gone", [True, False])
+async def test_a_hook_reply_to_a_vendor_gone_is_not_confirmed_delivered(tmp_path: Path, gone: bool) -> None:
+    """The vendor's HTTP hook gave up (its timeout) while the store was busy: the server reports
+    the client gone, so the relay does not send the instruction into the void and call it
+    delivered; the claim is abandoned (unknown, reply-not-written), as for a broken stdout. A
+    vendor still there gets it, delivered."""
+    path = str(tmp_path / "hooks.db")
+    moment = json.loads((FIXTURES / "PostToolUse.json").read_text(encoding="utf-8"))
+    session = moment["session_id"]
+    assert instruct(session, "Use X", id="cmd-1", vendor="claude-code", store=path).accepted
+    app: Any = create_app(hooks_store=path, token=TOKEN)
+    body = json.dumps(moment).encode("utf-8")
+    incoming = [{"type": "http.request", "body": body, "more_body": False}]
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        if incoming:
+            return incoming.pop(0)
+        if gone:
+            return {"type": "http.disconnect"}  # what uvicorn answers once the client closed
+        await anyio.sleep_forever()  # still connected: nothing more to receive
+        raise AssertionError("unreachable")
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/v1/hooks/claude-code",
+        "raw_path": b"/v1/hooks/claude-code",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [
+            (b"host", b"127.0.0.1"),
+            (b"content-type", b"application/json"),
+            (b"authorization", f"Bearer {TOKEN}".encode("ascii")),
+        ],
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8765),
+    }
+    await app(scope, receive, send)
+    replied = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    store = open_store(path)
+    try:
+        receipt = store.receipt(session, "cmd-1")
+    finally:
+        store.close()
+    assert receipt is not None
+    if gone:
+        assert b"Use X" not in replied
+        assert (receipt.disposition, receipt.reason) == ("unknown", "reply-not-written")
+    else:
+        assert b"Use X" in replied
+        assert receipt.disposition == "applied"
 
 
 async def test_headers_cors_and_loopback_host_names(tmp_path: Path) -> None:

@@ -9,10 +9,12 @@ same store, the same claim, the same audit events, the same failures recorded.
 
 The one order that matters (C26b) is kept across the network: the command confirms a
 delivery only after its reply is written and flushed. Here ``flush`` sends the response
-and returns once the server took it; a client gone by then makes ``flush`` raise, and
-the command abandons the claim (``unknown``, ``reply-not-written``), as it does when its
-stdout breaks. An instruction is never confirmed delivered on a reply that was not sent,
-and never claimed twice.
+and returns once the server took it. A server's ``send`` says nothing of a client already
+gone (uvicorn drops the bytes), so ``flush`` first asks the server whether the client
+disconnected (the vendor gave up at its hook timeout while the store was busy); then it
+raises without sending, and the command abandons the claim (``unknown``,
+``reply-not-written``), as it does when its stdout breaks. An instruction is never confirmed
+delivered on a reply that was not sent, and never claimed twice.
 
 Whatever fails on this side (the store locked, missing, damaged) the command writes
 nothing and returns: the vendor gets ``200`` and an empty body, and its agent goes on.
@@ -51,9 +53,10 @@ BODY_DEADLINE = 30.0
 class _Reply(io.RawIOBase):
     """The command's stdout: ``write`` collects the reply, ``flush`` sends it as the response."""
 
-    def __init__(self, send: Send) -> None:
+    def __init__(self, send: Send, receive: Receive | None = None) -> None:
         super().__init__()
         self._send = send
+        self._receive = receive
         self._data = bytearray()
         self.sent = False
 
@@ -69,7 +72,23 @@ class _Reply(io.RawIOBase):
             return
         self.sent = True
         body = bytes(self._data)
+        if self._receive is not None and anyio.from_thread.run(_client_gone, self._receive):
+            # The vendor gave up (its hook timeout) while the store was busy: a reply sent now
+            # reaches nobody, and the server's send would not say so. Raised as a stdout that
+            # failed, so the claim is abandoned (reply-not-written), never confirmed delivered.
+            raise ConnectionError("the vendor closed the connection before the reply was sent")
         anyio.from_thread.run(_respond, self._send, 200, body)
+
+
+async def _client_gone(receive: Receive) -> bool:
+    """Whether the server already reported the client gone (``http.disconnect``), without waiting:
+    uvicorn answers at once once it saw the connection close; a server whose ``receive`` would
+    wait (or checkpoints first, as hypercorn on trio does) answers "not gone"."""
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        message = await receive()
+        return bool(message["type"] == "http.disconnect")
+    return False
 
 
 async def _respond(send: Send, status: int, body: bytes) -> None:
@@ -160,7 +179,7 @@ class HookRoute:
             closing = self.body_reads is not None and self.body_reads.closing
             await plain(send, 503 if closing else 408, b"")  # 503: cut short by a shutdown
             return
-        reply = _Reply(send)
+        reply = _Reply(send, receive)
         await self._run(vendor, body, reply)
         if not reply.sent:
             await _respond(send, 200, b"")
