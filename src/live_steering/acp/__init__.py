@@ -367,6 +367,13 @@ def _version() -> str:
     return __version__
 
 
+def _only_connection_lost(exc: BaseException) -> bool:
+    """True for a lost connection (``ConnectionError``, a broken pipe), also grouped."""
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.split((ConnectionError, BrokenPipeError))[1] is None
+    return isinstance(exc, (ConnectionError, BrokenPipeError))
+
+
 async def serve_stdio(agent: SteeringAgent) -> None:
     """Serve one ACP client on this process's stdin/stdout until it disconnects (asyncio only).
 
@@ -403,4 +410,11 @@ async def serve_stdio(agent: SteeringAgent) -> None:
             tg.cancel_scope.cancel()
             with anyio.CancelScope(shield=True):
                 await agent.aclose()
-                await conn.close()
+                try:
+                    await conn.close()
+                except Exception as exc:
+                    # A client that died while the agent waited on it (a file read, a permission)
+                    # closed stdout too: the SDK's last write fails, and its close re-raises that.
+                    # Nobody is left to tell; any other error is a failure of its own.
+                    if not _only_connection_lost(exc):
+                        raise
