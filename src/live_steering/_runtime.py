@@ -768,9 +768,7 @@ class Generation:
         announced to it, on its own, right before it is handed to the writer.
 
         Raises the stop signal ``GenerationStopped`` once the generation was stopped
-        (leaving the block absorbs it), also when the stop landed while this boundary
-        wrote: the inputs written by then stay applied, and no model request follows
-        (``RuntimeClosedError`` likewise after ``aclose()``); ``TypeError`` for a writer that cannot be
+        (leaving the block absorbs it), ``TypeError`` for a writer that cannot be
         called as ``writer(input, metadata)`` (before any input is taken), and
         ``GenerationStateError`` for a misuse (two boundaries at once, a boundary
         after the decision to finish, the block left while this boundary wrote).
@@ -831,8 +829,6 @@ class Generation:
                 if not state.boundary_active:
                     # nothing pending: the boundary ended at this last confirmed write (no
                     # ``next_write`` answering None, no ``end_boundary``: boundary_single)
-                    if state.phase is not OPEN:  # stopped or closed while the writer ran
-                        raise core.boundary_refusal(state)
                     return applied
                 record = core.next_write(state)
                 if record is None:
@@ -840,11 +836,6 @@ class Generation:
         finally:
             if state.boundary_active:  # not ended by the core already
                 core.end_boundary(state)
-        if state.phase is not OPEN:
-            # A stop or a close landed while this boundary wrote (or its barrier ran): what was
-            # written stays applied, and the loop ends here as at its next boundary (C17), not
-            # after one more model request.
-            raise core.boundary_refusal(state)
         return applied
 
     async def wait_for_input(self) -> bool:
