@@ -21,6 +21,7 @@ from live_steering import (
     LiveRuntime,
     Receipt,
 )
+from live_steering.testing import EventRecorder
 
 pytestmark = [
     pytest.mark.anyio,
@@ -311,3 +312,16 @@ async def test_a_wing_cannot_publish_tools_skipped() -> None:
     async with runtime, runtime.open_generation("g1"):
         with pytest.raises(ValueError, match="the core owns that event type"):
             internals(runtime).publish("tools.skipped", {})
+
+
+async def test_pending_follow_ups_publishes_an_owed_acceptance_first() -> None:
+    """runtime.pending_follow_ups shows an admission only once its steering.accepted is out
+    (an awaited submit leaves it owed while it yields; another task may read meanwhile)."""
+    runtime = LiveRuntime()
+    recorder = EventRecorder.attach(runtime)  # a listener: sees what is published, settles nothing
+    async with runtime.open_generation("g1"):
+        assert runtime._core.decide(Input("follow_up", "then the docs", id="f1"), "g1") is None  # owed
+        assert recorder.types()[-1] == "generation.started"
+        assert runtime.pending_follow_ups == 1
+        assert recorder.types()[-1] == "steering.accepted"
+        assert runtime.statistics().follow_ups == 1

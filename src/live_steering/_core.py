@@ -1392,8 +1392,6 @@ class SteeringCore:
     @property
     def follow_ups_pending(self) -> int:
         """Follow-ups waiting for their anchor to finish or for the next generation (C29). O(1)."""
-        if self._owed is not None:
-            self.settle()  # a read that shows an admission finds its acceptance out
         gen = self.current
         return len(self._carried) + (0 if gen is None else len(gen.follow_ups))
 

@@ -207,7 +207,10 @@ class LiveRuntime:
         generation, for after it, and those of the generation that finished last, waiting for
         the next one. A loop that finds any after a generation finished starts the next one
         (no new prompt needed: its first boundary writes them). O(1)."""
-        return self._core.follow_ups_pending
+        core = self._core
+        if core._owed is not None:
+            core.settle()  # a read that shows an admission finds its acceptance out first
+        return core.follow_ups_pending
 
     async def submit_steering(self, input: Input, generation_id: str) -> Receipt:
         """Submit a steer anchored to a generation; the receipt says what happened (C3-C12).
