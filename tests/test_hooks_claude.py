@@ -585,6 +585,8 @@ _HEAVY = (
     "uuid",
     "contextlib",
     "importlib.metadata",
+    "urllib",  # with ipaddress, 2 ms of a hook's start (round 39); only the HTTP options read URLs
+    "ipaddress",
 )
 
 

@@ -16,7 +16,6 @@ non-string, ``ValueError`` for a bad one).
 
 from __future__ import annotations
 
-import urllib.parse
 
 # The hook command imports this module on its hot path, where even ``typing`` costs:
 # with postponed annotations, ``Final`` is needed by the type checker only.
@@ -159,6 +158,8 @@ def origin_problem(origin: object) -> str | None:
         return f"an origin is a string, got {type(origin).__name__}"
     if origin == "*":
         return None
+    import urllib.parse  # here, not at the top: the hook command imports this module (ipaddress, 2 ms)
+
     try:
         parts = urllib.parse.urlsplit(origin)
         parts.port  # noqa: B018 - raises for a port that is not a number
