@@ -509,13 +509,15 @@ def test_doctor_and_install_follow_claude_config_dir(
     assert _doctor.config_path("claude-code") == str(tmp_path / "home" / ".claude" / "settings.json")
 
 
-@pytest.mark.parametrize(
-    ("vendor", "env", "version_line", "version"),
-    [
-        ("claude-code", "LIVE_STEERING_CLAUDE", "2.1.332 (Claude Code)", (2, 1, 332)),
-        ("qwen-code", "LIVE_STEERING_QWEN", "0.24.4", (0, 24, 4)),
-    ],
-)
+#: The vendors with a ``disableAllHooks`` switch: name, the variable naming its CLI, the CLI's
+#: ``--version`` line, the version.
+SWITCHED = [
+    ("claude-code", "LIVE_STEERING_CLAUDE", "2.1.332 (Claude Code)", (2, 1, 332)),
+    ("qwen-code", "LIVE_STEERING_QWEN", "0.24.4", (0, 24, 4)),
+]
+
+
+@pytest.mark.parametrize(("vendor", "env", "version_line", "version"), SWITCHED)
 def test_doctor_fails_a_config_that_disables_all_hooks(
     tmp_path: pathlib.Path,
     capsys: pytest.CaptureFixture[str],
@@ -542,6 +544,36 @@ def test_doctor_fails_a_config_that_disables_all_hooks(
     settings.write_text(json.dumps(config), encoding="utf-8")
     code, out, _ = cli(capsys, "hooks", "doctor", vendor, "--config", str(settings))
     assert code == 0, out
+
+
+@pytest.mark.parametrize(("vendor", "env", "version_line"), [row[:3] for row in SWITCHED])
+def test_install_warns_when_the_config_disables_all_hooks(
+    tmp_path: pathlib.Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    vendor: str,
+    env: str,
+    version_line: str,
+) -> None:
+    """`install --write` into a file with ``"disableAllHooks": true`` still writes the hooks (the
+    person may turn the switch off later) and exits 0, but says on stderr that none of them runs,
+    each time, also when the hooks were already there; without the switch it says nothing."""
+    monkeypatch.setenv(env, fake_cli(tmp_path, vendor, version_line))
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"disableAllHooks": True}), encoding="utf-8")
+    argv = ("hooks", "install", vendor, "--store", str(tmp_path / "h.db"), "--write", str(settings))
+    for _ in range(2):  # written, then already there: warned both times
+        code, _, err = cli(capsys, *argv)
+        assert code == 0, err
+        assert f'warning: {settings} sets "disableAllHooks": true, so none of these hooks runs' in err
+    config = json.loads(settings.read_text(encoding="utf-8"))
+    assert config["disableAllHooks"] is True  # the person's setting is theirs: never changed
+    assert config["hooks"]
+    config["disableAllHooks"] = False
+    settings.write_text(json.dumps(config), encoding="utf-8")
+    code, _, err = cli(capsys, *argv)
+    assert code == 0, err
+    assert "disableAllHooks" not in err
 
 
 @pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])

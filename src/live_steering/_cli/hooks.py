@@ -470,6 +470,12 @@ def run_install(args: argparse.Namespace) -> int:
         print(f"wrote the {args.vendor} hooks into {where}{saved}")
     for note in notes:
         print(note)
+    if merged.disabled_by is not None:  # written, and still off: say so where a person looks
+        print(
+            f'live-steering hooks install: warning: {args.write} sets "{merged.disabled_by}": true, '
+            "so none of these hooks runs; remove the setting (or set it to false)",
+            file=sys.stderr,
+        )
     return 0
 
 

@@ -101,10 +101,7 @@ def _commands_json(
     return found
 
 
-#: ``disableAllHooks``: a top-level setting of Claude Code and Qwen Code that turns every hook
-#: off (Claude Code 2.1.197: "Disable all hooks and statusLine execution"; Qwen Code 0.21.2 and
-#: later, docs/features/hooks.md: "turn off all hooks, including user hooks").
-DISABLE_ALL_HOOKS = {"claude-code": "disableAllHooks", "qwen-code": "disableAllHooks"}
+DISABLE_ALL_HOOKS = _install.DISABLE_ALL_HOOKS
 
 
 def _server_check(url: str, token_env: str | None = None) -> Check:

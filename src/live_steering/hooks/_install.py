@@ -22,7 +22,7 @@ import shlex
 import shutil
 import sys
 import tempfile
-from typing import Any
+from typing import Any, Final
 
 from .._errors import LiveSteeringError
 from . import _vendors, _versions
@@ -304,18 +304,27 @@ def _replace(path: str, text: str, *, backup: bool = False) -> str | None:
     return saved
 
 
+#: ``disableAllHooks``: a top-level setting of Claude Code and Qwen Code that turns every hook
+#: off (Claude Code 2.1.197: "Disable all hooks and statusLine execution"; Qwen Code 0.21.2 and
+#: later, docs/features/hooks.md: "turn off all hooks, including user hooks").
+DISABLE_ALL_HOOKS: Final = {"claude-code": "disableAllHooks", "qwen-code": "disableAllHooks"}
+
+
 class Merged:
-    """What ``merge_into`` did: the file it wrote, the backup it made, whether anything changed."""
+    """What ``merge_into`` did: the file it wrote, the backup it made, whether anything changed,
+    and the vendor's switch for every hook if the file turns them all off."""
 
-    __slots__ = ("backup", "changed", "path")
+    __slots__ = ("backup", "changed", "disabled_by", "path")
 
-    def __init__(self, path: str, backup: str | None, changed: bool) -> None:
+    def __init__(self, path: str, backup: str | None, changed: bool, disabled_by: str | None = None) -> None:
         self.path = path
         """The real file written (``PATH`` with its symlinks resolved)."""
         self.backup = backup
         """The copy of the previous file (``PATH.bak`` or ``PATH.bak.N``), or ``None``."""
         self.changed = changed
         """False when the file already held exactly this config: nothing was written or copied."""
+        self.disabled_by = disabled_by
+        """``"disableAllHooks"`` when the file sets it true: the vendor runs none of the hooks."""
 
     def __repr__(self) -> str:
         return f"Merged({self.path!r}, backup={self.backup!r}, changed={self.changed!r})"
@@ -406,6 +415,7 @@ def merge_into(
     block = config_block(vendor, store, dsn, version=version, http=http, token_env=token_env)
     target = os.path.realpath(path)
     existing = ""
+    disabled_by: str | None = None
     if os.path.exists(target):
         try:
             # utf-8-sig: a BOM (as Windows editors save) is read past, as the vendors read it
@@ -440,10 +450,13 @@ def merge_into(
         for moment, entries in block["hooks"].items():
             hooks[moment] = hooks.get(moment, []) + entries
         merged_text = dumps(config)
+        switch = DISABLE_ALL_HOOKS.get(vendor)
+        if switch is not None and config.get(switch) is True:
+            disabled_by = switch
     if merged_text == existing:
-        return Merged(target, None, False)
+        return Merged(target, None, False, disabled_by)
     backup = _replace(path, merged_text, backup=True)
-    return Merged(target, backup, True)
+    return Merged(target, backup, True, disabled_by)
 
 
 _HERMES_PROFILE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
