@@ -932,3 +932,50 @@ async def test_bad_arguments_are_refused_before_a_generation_opens(
             pass
     assert rig.history.events == []
     assert rig.model.calls == ()
+
+
+@pytest.mark.parametrize("when", ["before", "at"])
+async def test_nest_handoff_history_is_a_rewrite(when: str) -> None:
+    """The SDK's ``nest_handoff_history`` folds the history into a summary at a handoff, built from
+    its own items: a steer written before the handoff has no place in it, so the run fails with
+    ``SteeringHistoryError`` rather than send the receiving agent a history without it; a steer
+    pending at the handoff is written into the receiving agent's history, once per call."""
+    rig = Rig()
+
+    @function_tool
+    async def lookup() -> str:
+        """Look something up."""
+        if when == "before":
+            await rig.steer()
+        return "looked up"
+
+    model_b = ScriptedModel([answer("B checked.", "mc")])
+    agent_b: Agent[Any] = Agent(name="b", model=model_b)
+    to_b = handoff(agent_b)
+
+    async def hand_off(_call: ModelCall) -> list[Any]:
+        if when == "at":
+            await rig.steer()
+        return [function_call(to_b.tool_name, {}, call_id="h1")]
+
+    model_a = ScriptedModel([[function_call("lookup", {}, call_id="ca")], ModelStep.respond(hand_off)])
+    agent_a: Agent[Any] = Agent(name="a", model=model_a, tools=[lookup], handoffs=[to_b])
+    config = RunConfig(tracing_disabled=True, nest_handoff_history=True)
+
+    def users(call: ModelCall) -> list[Any]:
+        return [i.get("content") for i in call.input if isinstance(i, dict) and i.get("role") == "user"]
+
+    if when == "before":
+        with pytest.raises(SteeringHistoryError, match="nest_handoff_history"):
+            await rig.steering.run(agent_a, PROMPT, run_config=config)
+        assert users(model_a.calls[-1]).count(STEER) == 1  # the first agent's model read it
+        assert rig.receipt("s1") == ("applied", None)
+        assert not model_b.calls  # no call went out with a history that lost it
+        assert rig.history.events[-1]["type"] == "generation.failed"
+    else:
+        result = await rig.steering.run(agent_a, PROMPT, run_config=config)
+        assert result.final_output == "B checked."
+        assert result.last_agent is agent_b
+        assert [users(call).count(STEER) for call in model_b.calls] == [1]
+        assert rig.receipt("s1") == ("applied", None)
+    rig.history.check(require_final=True).assert_ok()

@@ -133,7 +133,8 @@ class _Segment:
             if entry.position > len(items) or (entry.position and items[entry.position - 1] != entry.before):
                 raise SteeringHistoryError(
                     f"the run's history changed under steer {entry.metadata['input_id']!r} "
-                    "(a handoff input filter?): its place in the conversation is unknown"
+                    "(a handoff's input_filter or nest_handoff_history?): its place in the "
+                    "conversation is unknown"
                 )
             spliced.extend(items[start : entry.position])
             spliced.append(dict(entry.item))
