@@ -5,8 +5,9 @@ request the agent makes is answered by the next scripted reply, which may stream
 SSE chunks, stop at a gate until the test releases it, call a tool, answer
 4xx/5xx, send malformed JSON or never answer. The ACP client is the SDK's own
 (``acp.spawn_agent_process``) and serves ``fs/read_text_file`` and
-``session/request_permission``. The SDK is asyncio-only, so these tests run on
-asyncio; a gate, not a sleep, decides when a steer arrives.
+``session/request_permission``; where the client must die, raw lines stand in for it. The
+SDK is asyncio-only, so these tests run on asyncio; a gate, not a sleep, decides when a steer
+arrives.
 """
 
 from __future__ import annotations
@@ -56,6 +57,9 @@ pytestmark = pytest.mark.anyio
 #: trips to the agent process, which a loaded machine stretches, and a short timeout raced them.
 IMPATIENT = 5
 KEY = "sk-test-secret-4f1c"
+#: Seconds the agent may take to exit once its client is gone: a bound against a hang on a loaded
+#: 2-core machine, never a measurement.
+EXIT_WAIT = 30
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -421,6 +425,100 @@ async def test_cancel_during_the_clients_file_read_leaves_a_conversation_the_nex
         {"role": "tool", "tool_call_id": "call-9", "content": TOOL_CANCELLED_RESULT},
         {"role": "user", "content": "Say hello"},
     ]
+
+
+class _StdoutPipe:
+    """The agent's stdout as a pipe of the test's own (``os.pipe``), read line by line: the client's
+    end of it really closes (closing anyio's process stdout only stops reading it)."""
+
+    def __init__(self) -> None:
+        self.read_end, self.write_end = os.pipe()
+        self._buffer = b""
+        self._open = True
+
+    async def message(self, predicate: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+        """The agent's next message that ``predicate`` holds for."""
+        while True:
+            while b"\n" not in self._buffer:
+                await anyio.wait_readable(self.read_end)
+                data = os.read(self.read_end, 65_536)
+                assert data, "the agent closed its stdout"
+                self._buffer += data
+            line, _, self._buffer = self._buffer.partition(b"\n")
+            message = json.loads(line)
+            if predicate(message):
+                return cast("dict[str, Any]", message)
+
+    def close(self) -> None:
+        if self._open:
+            self._open = False
+            os.close(self.read_end)
+
+
+async def _drain(stream: anyio.abc.ByteReceiveStream, into: list[bytes]) -> None:
+    async for data in stream:
+        into.append(data)
+
+
+@pytest.mark.parametrize(
+    ("path", "method"),
+    [
+        pytest.param("notes.txt", "fs/read_text_file", id="file-read"),
+        pytest.param("/etc/passwd", "session/request_permission", id="permission"),
+    ],
+)
+async def test_an_editor_that_dies_while_the_agent_waits_on_it_ends_the_agent_exit_0(
+    server: ChatServer, path: str, method: str
+) -> None:
+    """The editor closes its ends of stdin and stdout while the agent's request to it is pending
+    (the file read; outside the project, the permission asked first): the agent exits 0, no
+    traceback. Its last writes fail on the closed stdout, and the SDK's close re-raised that (exit 2,
+    an ExceptionGroup). Raw lines: the SDK's client cannot die with a request unanswered."""
+    arguments = json.dumps({"path": path})
+    call = [{"index": 0, "id": "c1", "function": {"name": "read_file", "arguments": arguments}}]
+    server.replies.append(Reply(chunk(calls=call), chunk(finish="tool_calls")))
+    env = {**os.environ, "LIVE_STEERING_TEST_KEY": KEY}
+    stdout = _StdoutPipe()
+    try:
+        process = await anyio.open_process(_agent_command(server.port), stdout=stdout.write_end, env=env)
+    finally:
+        os.close(stdout.write_end)
+    errors: list[bytes] = []
+    async with process, anyio.create_task_group() as tg:
+        assert process.stdin is not None
+        assert process.stderr is not None
+        tg.start_soon(_drain, process.stderr, errors)
+        try:
+            stdin = process.stdin
+
+            async def send(request_id: int, name: str, params: dict[str, Any]) -> None:
+                line = {"jsonrpc": "2.0", "id": request_id, "method": name, "params": params}
+                await stdin.send(json.dumps(line).encode() + b"\n")
+
+            with anyio.fail_after(WAIT):
+                capabilities = {"fs": {"readTextFile": True}}
+                await send(1, "initialize", {"protocolVersion": 1, "clientCapabilities": capabilities})
+                await send(2, "session/new", {"cwd": "/project", "mcpServers": []})
+                new = await stdout.message(lambda m: m.get("id") == 2 and "method" not in m)
+                sid = new["result"]["sessionId"]
+                prompt = [{"type": "text", "text": "Read it"}]
+                await send(3, "session/prompt", {"sessionId": sid, "prompt": prompt})
+                pending = await stdout.message(lambda m: m.get("method") == method and "id" in m)
+            assert pending["params"]["sessionId"] == sid
+            # The editor dies with the request unanswered: stdout first, so no later write lands.
+            stdout.close()
+            await stdin.aclose()
+            with anyio.fail_after(EXIT_WAIT):
+                returncode = await process.wait()
+        finally:
+            stdout.close()
+            if process.returncode is None:
+                process.kill()
+    said = b"".join(errors).decode("utf-8", "replace")
+    assert returncode == 0, said
+    assert "Traceback" not in said, said
+    assert "ExceptionGroup" not in said, said
+    assert KEY not in said
 
 
 @pytest.mark.parametrize("chunked", [False, True], ids=["body-ends", "chunked-body-broken"])
