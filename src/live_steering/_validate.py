@@ -16,7 +16,6 @@ non-string, ``ValueError`` for a bad one).
 
 from __future__ import annotations
 
-
 # The hook command imports this module on its hot path, where even ``typing`` costs:
 # with postponed annotations, ``Final`` is needed by the type checker only.
 TYPE_CHECKING = False
