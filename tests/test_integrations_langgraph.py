@@ -662,6 +662,10 @@ async def test_the_hook_outside_ainvoke_says_how_to_run_the_graph() -> None:
     rig = Rig(answers("Done."))
     with pytest.raises(SteeringNotWiredError, match=r"steering\.ainvoke"):
         await rig.agent.ainvoke({"messages": [("user", PROMPT)]})
+    # LangChain's event stream has no steered counterpart: the same refusal, at the first hook
+    with pytest.raises(SteeringNotWiredError, match=r"steering\.ainvoke"):
+        async for _event in rig.agent.astream_events({"messages": [("user", PROMPT)]}, version="v2"):
+            pass
 
 
 async def test_one_run_at_a_time_per_runtime() -> None:
@@ -1225,3 +1229,192 @@ async def test_a_stop_at_drain_in_a_hook_of_your_own_returns_the_state_it_was_gi
     assert len(model.requests) == 1
     assert [type(m).__name__ for m in result["messages"]] == ["HumanMessage", "AIMessage", "ToolMessage"]
     assert steering.outcome == "stopped"
+
+
+async def _prep(state: State) -> None:
+    """A node that changes nothing: a step of its own before the steered loop."""
+    return None
+
+
+def prep_then_hook_graph(
+    steering: LiveSteering, model: ScriptedModel, tools: list[BaseTool] | None = None
+) -> Any:
+    """The hand-written ReAct loop with a node before the hook: START -> prep -> steer -> model."""
+
+    async def call_model(state: State) -> dict[str, list[BaseMessage]]:
+        return {"messages": [await model.ainvoke(state["messages"])]}
+
+    builder = StateGraph(State)
+    builder.add_node("prep", _prep)
+    builder.add_node("steer", steering.node)
+    builder.add_node("model", call_model)
+    builder.add_node("tools", steering.tool_node(tools or [quick_tool()]))
+    builder.add_edge(START, "prep")
+    builder.add_edge("prep", "steer")
+    builder.add_edge("steer", "model")
+    builder.add_conditional_edges("model", tools_condition, {"tools": "tools", END: END})
+    builder.add_edge("tools", "steer")
+    return builder.compile()
+
+
+def parent_of(agent: Any) -> Any:
+    """A parent graph running ``agent`` after two nodes of its own: START -> prep1 -> prep2 -> agent."""
+    builder = StateGraph(State)
+    builder.add_node("prep1", _prep)
+    builder.add_node("prep2", _prep)
+    builder.add_node("agent", agent)
+    builder.add_edge(START, "prep1")
+    builder.add_edge("prep1", "prep2")
+    builder.add_edge("prep2", "agent")
+    builder.add_edge("agent", END)
+    return builder.compile()
+
+
+async def steer_during_the_final_answer(
+    steering: LiveSteering, history: History, model: ScriptedModel, graph: Any, limit: int
+) -> list[Any]:
+    """Runs ``graph`` with ``recursion_limit=limit`` and sends ``s1`` while the model writes its
+    second reply (the final answer, held at a gate); what ``ainvoke`` returned."""
+    gate = model.gates[1] = Gate()
+    results: list[Any] = []
+
+    async def run() -> None:
+        config: RunnableConfig = {"recursion_limit": limit}
+        results.append(await steering.ainvoke(graph, {"messages": [("user", PROMPT)]}, config))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        await gate.wait_reached()
+        generation = steering.runtime.generation
+        assert generation is not None
+        await history.submit(Input("steer", STEER, id="s1"), generation["id"])
+        gate.release()
+    return results
+
+
+def assert_held_without_continuing(steering: LiveSteering, history: History, model: ScriptedModel) -> None:
+    """``s1`` held budget-exhausted before any continuation, in no model request."""
+    assert len(model.requests) == 2
+    assert not any(steers_in(request) for request in model.requests)
+    receipt = steering.runtime.receipt("s1")
+    assert receipt is not None
+    assert (receipt.disposition, receipt.reason) == ("held", "budget-exhausted")
+    types = [e["type"] for e in history.events]
+    assert "generation.continued" not in types
+    assert (types[-1], history.events[-1]["reason"]) == ("generation.stopped", "budget-exhausted")
+    assert steering.outcome == "budget-exhausted"
+    history.check(require_final=True).assert_ok()
+
+
+async def test_a_node_before_the_hook_counts_in_the_steps_a_continuation_needs() -> None:
+    """START -> prep -> steer -> model, recursion_limit 7: prep 1, steer 2, model 3, tools 4, steer
+    5, the final answer at 6 leaves one step, and a continuation needs three (prep, steer, model).
+    A steer sent during the final answer is held budget-exhausted with no continuation, not
+    written into a run that LangGraph ends with GraphRecursionError before the model."""
+    runtime = LiveRuntime()
+    history = History.attach(runtime)
+    steering = LiveSteering(runtime)
+    model = ScriptedModel(responses=[calls("c1"), answers("Done."), answers("unused")])
+    graph = prep_then_hook_graph(steering, model)
+    results = await steer_during_the_final_answer(steering, history, model, graph, 7)
+    assert_held_without_continuing(steering, history, model)
+    assert results[0]["messages"][-1].content == "Done."
+
+
+async def test_a_node_before_the_hook_leaves_a_boundary_no_step_for_the_model() -> None:
+    """The same graph at recursion_limit 5: steer 5 is the limit's last step, the model's step 6 past
+    it. A steer sent during the tool is held at that boundary, not applied."""
+    runtime = LiveRuntime()
+    history = History.attach(runtime)
+    steering = LiveSteering(runtime)
+    model = ScriptedModel(responses=[calls("c1"), answers("unused")])
+    gate = Gate()
+
+    @tool
+    async def run_tests() -> str:
+        """Run the test suite."""
+        await gate.passage()
+        return "12 passed"
+
+    graph = prep_then_hook_graph(steering, model, tools=[run_tests])
+
+    async def drive() -> None:
+        async with anyio.create_task_group() as tg:
+            config: RunnableConfig = {"recursion_limit": 5}
+            tg.start_soon(steering.ainvoke, graph, {"messages": [("user", PROMPT)]}, config)
+            await gate.wait_reached()
+            generation = runtime.generation
+            assert generation is not None
+            await history.submit(Input("steer", STEER, id="s1"), generation["id"])
+            gate.release()
+
+    with pytest.raises(ExceptionGroup) as caught:
+        await drive()
+    assert caught.group_contains(GraphRecursionError)
+    assert len(model.requests) == 1
+    receipt = runtime.receipt("s1")
+    assert receipt is not None
+    assert (receipt.disposition, receipt.reason) == ("held", "budget-exhausted")
+    assert [e["type"] for e in history.events if e["type"].startswith("steering.")] == [
+        "steering.accepted",
+        "steering.held",
+    ]
+    history.check(require_final=True).assert_ok()
+
+
+@pytest.mark.parametrize("agent", ["hand-written", "prebuilt"])
+async def test_in_a_subgraph_a_continuation_short_of_the_parents_steps_holds_the_steer(agent: str) -> None:
+    """The steered loop as the node of a parent graph (START -> prep1 -> prep2 -> agent),
+    recursion_limit 7: inside it hook 1, model 2, tools 3, hook 4, the final answer at 5 leaves
+    two, enough for the subgraph's own hook and model, so it continues; but the parent needs
+    three (prep1, prep2, agent) and LangGraph gives a subgraph's nodes only the subgraph's own
+    step count, so the hook cannot see that. The continuation then ends in GraphRecursionError
+    before the hook: the steer is held budget-exhausted, in no model request, never applied."""
+    runtime = LiveRuntime()
+    history = History.attach(runtime)
+    steering = LiveSteering(runtime)
+    model = ScriptedModel(responses=[calls("c1"), answers("Done."), answers("unused")])
+    if agent == "prebuilt":
+        inner = react_agent(model, steering.tool_node([quick_tool()]), steering)
+    else:
+        inner = hand_written_graph(steering, model, [quick_tool()])
+    with pytest.raises(ExceptionGroup) as caught:
+        await steer_during_the_final_answer(steering, history, model, parent_of(inner), 7)
+    assert caught.group_contains(GraphRecursionError)
+    assert len(model.requests) == 2
+    assert not any(steers_in(request) for request in model.requests)
+    receipt = runtime.receipt("s1")
+    assert receipt is not None
+    assert (receipt.disposition, receipt.reason) == ("held", "budget-exhausted")
+    types = [e["type"] for e in history.events]
+    assert types.index("generation.continued") < types.index("steering.held")
+    assert "steering.applied" not in types
+    assert (types[-1], history.events[-1]["error"]) == ("generation.failed", "GraphRecursionError")
+    history.check(require_final=True).assert_ok()
+
+
+@pytest.mark.parametrize("agent", ["prebuilt", "prebuilt-in-a-parent"])
+async def test_a_continuation_with_the_steps_it_needs_carries_the_steer(agent: str) -> None:
+    """With one step more than the continuation needs (prebuilt: hook 1, agent 2, tools 3, hook 4,
+    final answer 5 at recursion_limit 8 leaves three; in the parent of two nodes, 9 leaves four
+    for prep1, prep2, agent), it continues, the next model request carries the steer, and the
+    run finishes."""
+    runtime = LiveRuntime()
+    history = History.attach(runtime)
+    steering = LiveSteering(runtime)
+    model = ScriptedModel(responses=[calls("c1"), answers("Done."), answers("Done, only that test.")])
+    graph = react_agent(model, steering.tool_node([quick_tool()]), steering)
+    limit = 8
+    if agent == "prebuilt-in-a-parent":
+        graph, limit = parent_of(graph), 9
+    results = await steer_during_the_final_answer(steering, history, model, graph, limit)
+    assert len(model.requests) == 3
+    assert steers_in(model.requests[2]) == [STEER]
+    receipt = runtime.receipt("s1")
+    assert receipt is not None
+    assert receipt.disposition == "applied"
+    types = [e["type"] for e in history.events]
+    assert types.index("generation.continued") < types.index("steering.applied")
+    assert types[-1] == "generation.finished"
+    assert results[0]["messages"][-1].content == "Done, only that test."
+    history.check(require_final=True).assert_ok()

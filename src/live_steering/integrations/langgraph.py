@@ -75,6 +75,16 @@ _STREAM_MODES: Final = frozenset({"values", "updates", "checkpoints", "tasks", "
 _NOT_RUN_STEPS: Final = 2
 """Supersteps a further model call needs at least: the hook's node and the model's."""
 
+_FRESH_BASE: Final = 0
+"""The base of a loop that starts from no checkpoint. LangGraph's loop starts at ``step =
+checkpoint["step"] + 1`` (``-2`` with none: ``step = -1``) and stops at ``stop = step +
+recursion_limit + 1``, raising ``GraphRecursionError`` at the first superstep past ``stop``:
+the base is ``stop - recursion_limit`` (the saved step ``+ 2``), and a node at ``langgraph_step``
+``base + k`` uses ``k`` of the ``recursion_limit`` supersteps."""
+
+_NS_SEP: Final = "|"
+"""What separates a subgraph's part of ``langgraph_checkpoint_ns`` from its parent's."""
+
 _OUTCOMES: Final[dict[HoldReason | None, LoopOutcome]] = {
     None: LoopOutcome.FINISHED,
     HoldReason.BUDGET_EXHAUSTED: LoopOutcome.BUDGET_EXHAUSTED,
@@ -96,11 +106,14 @@ class _Run:
         self.gen = gen
         self.state: Any = None
         """The graph's state as the last boundary saw it (returned when a stop ends the run)."""
+        self.base = _FRESH_BASE
+        """The base of the invocation's own loop: ``_FRESH_BASE``, or a checkpointed thread's step ``+ 2``."""
         self.first_step: int | None = None
         self.last_step: int | None = None
-        self.limit: int | None = None
-        """The ``recursion_limit`` of the invocation running (``None``: the caller set none)."""
-        """LangGraph's ``langgraph_step`` of the hook's first and last call in this invocation."""
+        """The hook's first and last call in this invocation: its ``langgraph_step`` less the base
+        of the loop it ran in, the supersteps of that loop's ``recursion_limit`` used through it."""
+        self.step_limit: int | None = None
+        """The ``recursion_limit`` of the loop the hook's last call ran in (``None``: LangGraph's default)."""
         self.token: Token[_Run | None] | None = None
         self.boundaries = 0
         """Calls of the hook (or ``drain``) in this invocation."""
@@ -121,23 +134,32 @@ class _Run:
         self.returned.clear()
         self.batch_skipped.clear()
 
-    def new_segment(self, limit: int | None) -> None:
+    def new_segment(self, base: int) -> None:
         """A new invocation of the graph starts (its steps and boundaries are counted afresh),
-        with ``limit`` steps (its ``recursion_limit``; ``None``: LangGraph's default)."""
-        self.first_step = self.last_step = None
+        on a loop whose base is ``base``."""
+        self.first_step = self.last_step = self.step_limit = None
         self.boundaries = 0
-        self.limit = limit
+        self.base = base
 
     def model_step_left(self) -> bool:
-        """False when the step after this boundary's (the model node's) is past the invocation's
-        ``recursion_limit``: LangGraph raises ``GraphRecursionError`` before the model runs."""
-        return self.limit is None or self.steps_used() <= self.limit
+        """False when the step after this boundary's (the model node's) is past the ``recursion_limit``
+        of the loop the hook runs in: LangGraph raises ``GraphRecursionError`` before the model runs."""
+        return self.step_limit is None or self.last_step is None or self.last_step + 1 <= self.step_limit
 
     def steps_used(self) -> int:
-        """Supersteps this invocation used, as the hook saw them: through its last call, and the model's."""
-        if self.first_step is None or self.last_step is None:
+        """Supersteps of the loop the hook runs in used through the model call after its last call.
+        In a subgraph, that is the subgraph's loop: its parent's steps are not in the hook's view
+        (LangGraph counts each loop's steps apart, each against the same ``recursion_limit``)."""
+        if self.last_step is None:
             return 0
-        return self.last_step - self.first_step + _NOT_RUN_STEPS
+        return self.last_step + 1
+
+    def steps_to_model(self) -> int:
+        """Supersteps the next invocation (from ``START`` again) needs for its first model call:
+        as many as this one took to reach it in the hook's loop (nodes before the hook counted)."""
+        if self.first_step is None:
+            return _NOT_RUN_STEPS
+        return max(_NOT_RUN_STEPS, self.first_step + 1)
 
 
 class _RunEnded(LiveSteeringError):
@@ -380,7 +402,7 @@ class LiveSteering:
             run = self._enter(gen)
             try:
                 while True:
-                    run.new_segment(left)
+                    run.new_segment(await self._base(graph, config))
                     try:
                         result = await graph.ainvoke(input, _segment(config, left), **kwargs)
                     except _RunEnded as ended:
@@ -443,8 +465,9 @@ class LiveSteering:
                 gen.stop()
             return False, left
         # The checkpoint: a steer pending now continues the same generation (C16), unless the
-        # steps left cannot carry one more model call (C17).
-        may_call = left is None or left >= _NOT_RUN_STEPS
+        # steps left cannot carry the next run to its first model call (C17): through as many
+        # nodes before the hook as this run had, the hook's, and the model's.
+        may_call = left is None or left >= run.steps_to_model()
         return gen.continue_after_checkpoint(may_call=may_call), left
 
     async def astream(
@@ -494,7 +517,7 @@ class LiveSteering:
                 run = self._enter(gen)
                 try:
                     while True:
-                        run.new_segment(left)
+                        run.new_segment(await self._base(graph, config))
                         stream = graph.astream(input, _segment(config, left), **kwargs)
                         try:
                             async for chunk in stream:
@@ -535,6 +558,16 @@ class LiveSteering:
         return {self.messages_key: []} if _checkpointed(graph, config) else result
 
     @staticmethod
+    async def _base(graph: Any, config: RunnableConfig) -> int:
+        """The base of the next invocation's loop: a checkpointed thread's loop starts from its
+        latest checkpoint's step, any other from none (``_FRESH_BASE``)."""
+        if not _checkpointed(graph, config):
+            return _FRESH_BASE
+        snapshot = await graph.aget_state(config)
+        step = (snapshot.metadata or {}).get("step")
+        return _FRESH_BASE if not isinstance(step, int) else step + 2
+
+    @staticmethod
     async def _paused(graph: Any, config: RunnableConfig, result: Any) -> bool:
         """True if the run is paused for a human: ``interrupt()`` (``__interrupt__`` in the output),
         or a static ``interrupt_before/after`` (the thread's next nodes, read from its checkpoint)."""
@@ -568,12 +601,23 @@ class LiveSteering:
 
 
 def _record(run: _Run, state: Any, config: RunnableConfig | None) -> None:
-    """What a boundary learns of the graph: its state now, and LangGraph's step number."""
-    step = config.get("metadata", {}).get("langgraph_step") if isinstance(config, Mapping) else None
-    if isinstance(step, int):
-        if run.first_step is None:
-            run.first_step = step
-        run.last_step = step
+    """What a boundary learns of the graph: its state now, and where it is in its loop's steps.
+
+    LangGraph puts the superstep in ``config["metadata"]["langgraph_step"]`` and the loop's
+    limit in ``config["recursion_limit"]``; a subgraph (``langgraph_checkpoint_ns`` with a
+    parent part) runs a loop of its own, with steps counted from its own start."""
+    if isinstance(config, Mapping):
+        metadata = config.get("metadata") or {}
+        step = metadata.get("langgraph_step")
+        if isinstance(step, int):
+            namespace = metadata.get("langgraph_checkpoint_ns")
+            nested = isinstance(namespace, str) and _NS_SEP in namespace
+            step -= _FRESH_BASE if nested else run.base
+            if run.first_step is None:
+                run.first_step = step
+            run.last_step = step
+            limit = config.get("recursion_limit")
+            run.step_limit = limit if isinstance(limit, int) else None
     if state is not None:
         run.state = state
 
