@@ -576,6 +576,39 @@ def test_install_warns_when_the_config_disables_all_hooks(
     assert "disableAllHooks" not in err
 
 
+def test_qwen_code_settings_with_comments_are_read_as_qwen_code_reads_them(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Qwen Code reads its settings with ``//`` and ``/* */`` comments stripped (0.24.4's bundled
+    loader): doctor reads such a file too (it used to fail it as not JSON), and `install --write`
+    refuses it in one line, unchanged, rather than drop the comments; a string holding ``//`` is
+    not a comment. Claude Code reads strict JSON: there a comment is still not JSON."""
+    monkeypatch.setenv("LIVE_STEERING_QWEN", fake_cli(tmp_path, "qwen", "0.24.4"))
+    settings = tmp_path / "settings.json"
+    _install.merge_into(str(settings), "qwen-code", str(tmp_path / "h.db"), version=(0, 24, 4))
+    wired = settings.read_text(encoding="utf-8")
+    commented = wired.replace("{", '{\n  // my theme, "dark" // as before\n  "theme": "a//b", /* kept */', 1)
+    settings.write_text(commented, encoding="utf-8")
+    code, out, _ = cli(capsys, "hooks", "doctor", "qwen-code", "--config", str(settings))
+    assert code == 0, out
+    assert f"ok    config: {settings} wires" in out
+    argv = ("hooks", "install", "qwen-code", "--store", str(tmp_path / "h.db"), "--write", str(settings))
+    code, out, err = cli(capsys, *argv)
+    assert code == 1
+    assert err.count("\n") == 1
+    assert (
+        f"{settings} has comments, which Qwen Code reads but a merge would drop; nothing was changed" in err
+    )
+    assert settings.read_text(encoding="utf-8") == commented
+    assert not list(tmp_path.glob("settings.json.bak*"))
+    monkeypatch.setenv("LIVE_STEERING_CLAUDE", fake_cli(tmp_path, "claude", "2.1.332 (Claude Code)"))
+    claude = tmp_path / "claude.json"
+    claude.write_text('{\n  // a comment\n  "hooks": {}\n}\n', encoding="utf-8")
+    code, _, err = cli(capsys, "hooks", "install", "claude-code", "--write", str(claude))
+    assert code == 1
+    assert f"{claude} is not JSON" in err
+
+
 @pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
 def test_doctor_fails_a_config_holding_nan_or_infinity(
     tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, constant: str

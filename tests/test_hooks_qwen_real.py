@@ -156,6 +156,41 @@ def test_instruction_queued_mid_run_reaches_the_next_request_once_at_post_tool_b
     assert failures(events) == []
 
 
+def test_settings_with_comments_run_the_hooks_and_doctor_reads_them(tmp_path: pathlib.Path) -> None:
+    """Qwen Code reads a settings file with ``//`` and ``/* */`` comments: the hooks written into
+    it still run and deliver (so doctor, which reads it the same way, passes it), and a second
+    `install --write` refuses it in one line instead of dropping the comments."""
+    text = "STEER-qwen-commented: use the corrected path"
+    session = str(uuid.uuid4())
+    box: dict[str, Any] = {}
+
+    def on_request(index: int, body: dict[str, Any]) -> None:
+        if index == 0:
+            box["receipt"] = box["qwen"].instruct(session, text, "mid-c")
+
+    with FakeOpenAI([shell("echo hi"), Turn("all done")], on_request=on_request) as fake:
+        qwen = box["qwen"] = Qwen(tmp_path, fake)
+        qwen.install()
+        wired = qwen.settings.read_text(encoding="utf-8")
+        qwen.settings.write_text(
+            wired.replace("{", "{\n  // wired by live-steering\n  /* keep this */", 1), encoding="utf-8"
+        )
+        doctor = qwen.cli("hooks", "doctor", "qwen-code")
+        assert f"ok    config: {qwen.settings} wires" in doctor.stdout, doctor.stdout
+        again = qwen.cli(
+            "hooks", "install", "qwen-code", "--write", str(qwen.settings), "--store", qwen.store
+        )
+        assert again.returncode == 1
+        assert "has comments" in again.stderr
+        qwen.run("run echo hi", "--session-id", session)
+    assert fake.errors == []
+    reached_once_at(fake, text, 1)
+    events = qwen.events()
+    (event,) = delivered(events, "mid-c")
+    assert event["moment"] == "PostToolBatch"
+    assert failures(events) == []
+
+
 def test_http_hooks_through_a_running_server_deliver_mid_run_once(tmp_path: pathlib.Path) -> None:
     """``hooks install qwen-code --http URL --token-env VAR`` against a running ``live-steering serve
     --token-env VAR``: Qwen Code POSTs each hook with the bearer token; an instruction queued while

@@ -367,7 +367,7 @@ def diagnose(vendor: str, *, path: str | None = None) -> Iterator[Check]:
             if vendor == "hermes":
                 wired = _commands_hermes(text)
             else:
-                config = _install.loads(text) if text.strip() else {}
+                config = _install.read_config(vendor, text) if text.strip() else {}
                 wired = _commands_json(config, urls, probes)
         except ValueError as exc:
             yield Check(False, "config", f"{path} is not JSON ({exc})")

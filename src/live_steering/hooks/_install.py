@@ -74,6 +74,35 @@ def loads(text: str) -> Any:
     return json.loads(text, parse_constant=_no_constant)
 
 
+#: Vendors that read their settings file with comments (``//`` and ``/* */``) allowed: Qwen Code
+#: 0.24.4 parses it as ``JSON.parse(stripJsonComments(stripUtf8Bom(content)))`` (the
+#: ``strip-json-comments`` package, in its bundled settings loader); Claude Code reads strict JSON.
+COMMENTED_JSON: Final = frozenset({"qwen-code"})
+
+#: What ``strip_comments`` steps over: a string (escapes included), a line comment, a block comment.
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|//[^\n]*|/\*(?:[^*]|\*(?!/))*(?:\*/|$)', re.DOTALL)
+
+
+def strip_comments(text: str) -> str:
+    """``text`` with its ``//`` and ``/* */`` comments outside strings turned into spaces (newlines
+    kept, so a parse error's line and column still point into the file), as ``strip-json-comments``
+    does for the vendors that allow them."""
+
+    def blank(match: re.Match[str]) -> str:
+        token = match[0]
+        if token[0] == '"':
+            return token
+        return re.sub(r"[^\n]", " ", token)
+
+    return _JSON_TOKEN.sub(blank, text)
+
+
+def read_config(vendor: str, text: str) -> Any:
+    """A vendor's JSON settings ``text`` as the vendor reads it: strict JSON (``loads``), comments
+    allowed for the vendors of ``COMMENTED_JSON``."""
+    return loads(strip_comments(text) if vendor in COMMENTED_JSON else text)
+
+
 #: A UTF-16 surrogate on its own: ``"\ud83d"`` is valid JSON, read as one, but UTF-8 cannot encode it.
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -429,13 +458,19 @@ def merge_into(
         merged_text = _merge_hermes(path, existing, block)
     else:
         try:
-            config = loads(existing) if existing.strip() else {}
+            config = read_config(vendor, existing) if existing.strip() else {}
         except ValueError as exc:
             raise InstallError(f"{path} is not JSON ({exc}); nothing was changed") from exc
         except RecursionError:
             raise InstallError(f"{path} is JSON nested too deeply to read; nothing was changed") from None
         if not isinstance(config, dict) or not isinstance(config.get("hooks", {}), dict):
             raise InstallError(f"{path}: expected a JSON object with a 'hooks' object; nothing was changed")
+        if vendor in COMMENTED_JSON and strip_comments(existing) != existing:
+            raise InstallError(
+                f"{path} has comments, which {_vendors.FACTS[vendor].title} reads but a merge would "
+                f"drop; nothing was changed: add the block `hooks install {vendor}` prints by hand, "
+                "or remove the comments and run this again"
+            )
         hooks = config.setdefault("hooks", {})
         for moment, current in list(hooks.items()):
             if not isinstance(current, list):
