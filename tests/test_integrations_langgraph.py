@@ -27,6 +27,7 @@ from langgraph.errors import GraphRecursionError
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.prebuilt import create_react_agent, tools_condition
+from langgraph.types import Command, interrupt
 from langgraph.warnings import LangGraphDeprecatedSinceV10
 from pydantic import Field
 
@@ -1417,4 +1418,106 @@ async def test_a_continuation_with_the_steps_it_needs_carries_the_steer(agent: s
     assert types.index("generation.continued") < types.index("steering.applied")
     assert types[-1] == "generation.finished"
     assert results[0]["messages"][-1].content == "Done, only that test."
+    history.check(require_final=True).assert_ok()
+
+
+def checkpointed_parent_of(agent: Any) -> Any:
+    """A checkpointed parent graph running ``agent`` as its only node: START -> agent -> END."""
+    builder = StateGraph(State)
+    builder.add_node("agent", agent)
+    builder.add_edge(START, "agent")
+    builder.add_edge("agent", END)
+    return builder.compile(checkpointer=InMemorySaver())
+
+
+async def test_a_persistent_subgraph_past_its_first_turn_still_has_its_steps() -> None:
+    """A steered agent compiled with ``checkpointer=True`` (a subgraph that keeps its own state
+    across turns) in a checkpointed parent, recursion_limit 6, a steer sent during the tool each
+    turn: from the second turn the subgraph's loop starts from its saved step (``langgraph_step``
+    past 6), yet it has used only four of its six steps; each steer is applied and carried by the
+    next model request (they were held budget-exhausted when the raw step was compared)."""
+    runtime = LiveRuntime()
+    history = History.attach(runtime)
+    steering = LiveSteering(runtime)
+    gates: list[Gate] = []
+
+    @tool
+    async def run_tests() -> str:
+        """Run the test suite."""
+        await gates[-1].passage()
+        return "12 passed"
+
+    model = ScriptedModel(responses=[m for t in range(3) for m in (calls(f"c{t}"), answers(f"done {t}"))])
+    graph = checkpointed_parent_of(
+        react_agent(model, steering.tool_node([run_tests]), steering, checkpointer=True)
+    )
+    config: RunnableConfig = {"configurable": {"thread_id": "t"}, "recursion_limit": 6}
+    for turn in range(3):
+        gate = Gate()
+        gates.append(gate)
+        results: list[Any] = []
+
+        async def run(turn: int = turn, results: list[Any] = results) -> None:
+            results.append(await steering.ainvoke(graph, {"messages": [("user", f"turn {turn}")]}, config))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            await gate.wait_reached()
+            generation = runtime.generation
+            assert generation is not None
+            await history.submit(Input("steer", f"steer {turn}", id=f"s{turn}"), generation["id"])
+            gate.release()
+        receipt = runtime.receipt(f"s{turn}")
+        assert receipt is not None
+        assert (receipt.disposition, receipt.reason) == ("applied", None)
+        assert f"steer {turn}" in steers_in(model.requests[-1])
+        assert results[0]["messages"][-1].content == f"done {turn}"
+        assert steering.outcome == "finished"
+    history.check(require_final=True).assert_ok()
+
+
+async def test_a_resume_inside_a_subgraph_counts_from_the_resumed_step() -> None:
+    """The prebuilt agent as a subgraph of a checkpointed parent, recursion_limit 10; its tool asks
+    a human (``interrupt()``) on its third call. The resume continues the subgraph's loop from its
+    saved step: a steer sent during the resumed tool is applied and carried by the next request,
+    since that loop has used three of its ten steps."""
+    runtime = LiveRuntime()
+    history = History.attach(runtime)
+    steering = LiveSteering(runtime)
+    gate = Gate()
+    ran: list[int] = []
+
+    @tool
+    async def run_tests() -> str:
+        """Run the test suite."""
+        ran.append(1)
+        if len(ran) >= 3:
+            answer = interrupt("may I run the slow suite?")
+            await gate.passage()
+            return f"ran ({answer})"
+        return "12 passed"
+
+    model = ScriptedModel(responses=[calls("c1"), calls("c2"), calls("c3"), answers("done")])
+    graph = checkpointed_parent_of(react_agent(model, steering.tool_node([run_tests]), steering))
+    config: RunnableConfig = {"configurable": {"thread_id": "t"}, "recursion_limit": 10}
+    await steering.ainvoke(graph, {"messages": [("user", PROMPT)]}, config)
+    assert (await graph.aget_state(config)).next == ("agent",)  # paused for the human
+    results: list[Any] = []
+
+    async def resume() -> None:
+        results.append(await steering.ainvoke(graph, Command(resume="yes"), config))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(resume)
+        await gate.wait_reached()
+        generation = runtime.generation
+        assert generation is not None
+        await history.submit(Input("steer", STEER, id="s1"), generation["id"])
+        gate.release()
+    receipt = runtime.receipt("s1")
+    assert receipt is not None
+    assert (receipt.disposition, receipt.reason) == ("applied", None)
+    assert steers_in(model.requests[-1]) == [STEER]
+    assert results[0]["messages"][-1].content == "done"
+    assert steering.outcome == "finished"
     history.check(require_final=True).assert_ok()

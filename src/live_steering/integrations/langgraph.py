@@ -113,6 +113,8 @@ class _Run:
         """The hook's first and last call in this invocation: its ``langgraph_step`` less the base
         of the loop it ran in, the supersteps of that loop's ``recursion_limit`` used through it."""
         self.step_limit: int | None = None
+        self.nested_first: int | None = None
+        """In a subgraph, the ``langgraph_step`` of the hook's first call in this invocation."""
         """The ``recursion_limit`` of the loop the hook's last call ran in (``None``: LangGraph's default)."""
         self.token: Token[_Run | None] | None = None
         self.boundaries = 0
@@ -137,7 +139,7 @@ class _Run:
     def new_segment(self, base: int) -> None:
         """A new invocation of the graph starts (its steps and boundaries are counted afresh),
         on a loop whose base is ``base``."""
-        self.first_step = self.last_step = self.step_limit = None
+        self.first_step = self.last_step = self.step_limit = self.nested_first = None
         self.boundaries = 0
         self.base = base
 
@@ -605,14 +607,21 @@ def _record(run: _Run, state: Any, config: RunnableConfig | None) -> None:
 
     LangGraph puts the superstep in ``config["metadata"]["langgraph_step"]`` and the loop's
     limit in ``config["recursion_limit"]``; a subgraph (``langgraph_checkpoint_ns`` with a
-    parent part) runs a loop of its own, with steps counted from its own start."""
+    parent part) runs a loop of its own, counted here from the hook's first call in it."""
     if isinstance(config, Mapping):
         metadata = config.get("metadata") or {}
         step = metadata.get("langgraph_step")
         if isinstance(step, int):
             namespace = metadata.get("langgraph_checkpoint_ns")
-            nested = isinstance(namespace, str) and _NS_SEP in namespace
-            step -= _FRESH_BASE if nested else run.base
+            if isinstance(namespace, str) and _NS_SEP in namespace:
+                # A subgraph's loop may start past step 1 (a persistent subgraph, a resume inside
+                # it) from a checkpoint of its own: counted from the hook's first call in it, as
+                # that loop's first step, the hook's steps are never overstated.
+                if run.nested_first is None:
+                    run.nested_first = step
+                step -= run.nested_first - 1
+            else:
+                step -= run.base
             if run.first_step is None:
                 run.first_step = step
             run.last_step = step
