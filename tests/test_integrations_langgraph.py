@@ -166,6 +166,15 @@ class Rig:
         gate = self.tool_gates[index] = Gate()
         return gate
 
+    async def steer_during_the_tool(self, config: Any = None) -> None:
+        """Run with ``config``, sending ``s1`` while the first tool call runs (held at a gate)."""
+        gate = self.gate_tool()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.run, config)
+            await gate.wait_reached()
+            await self.steer()
+            gate.release()
+
     def gate_model(self, index: int) -> Gate:
         gate = self.model.gates[index] = Gate()
         return gate
@@ -390,17 +399,8 @@ async def test_a_model_error_fails_the_generation_and_holds() -> None:
 async def test_a_spent_recursion_limit_holds_budget_exhausted() -> None:
     """GraphRecursionError with a steer pending holds it budget-exhausted, and is raised as LangGraph's."""
     rig = Rig(calls("c1"), calls("c2"), calls("c3"), answers("unused"))
-    gate = rig.gate_tool()
-
-    async def drive() -> None:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(rig.run, {"recursion_limit": 7})
-            await gate.wait_reached()
-            await rig.steer()
-            gate.release()
-
     with pytest.raises(ExceptionGroup) as caught:
-        await drive()
+        await rig.steer_during_the_tool({"recursion_limit": 7})
     assert caught.group_contains(GraphRecursionError)
     assert rig.receipt("s1") == ("applied", None)  # written at the second call, before the limit
     rig.history.check(require_final=True).assert_ok()
@@ -411,17 +411,8 @@ async def test_a_steer_at_a_boundary_with_no_step_left_for_the_model_is_held_not
     steer sent during the tool is held budget-exhausted at the hook of step 4, not written into
     an update that LangGraph's GraphRecursionError then discards with the run."""
     rig = Rig(calls("c1"), answers("unused"))
-    gate = rig.gate_tool()
-
-    async def drive() -> None:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(rig.run, {"recursion_limit": 4})
-            await gate.wait_reached()
-            await rig.steer()
-            gate.release()
-
     with pytest.raises(ExceptionGroup) as caught:
-        await drive()
+        await rig.steer_during_the_tool({"recursion_limit": 4})
     assert caught.group_contains(GraphRecursionError)
     assert len(rig.model.requests) == 1
     assert rig.receipt("s1") == ("held", "budget-exhausted")
