@@ -113,9 +113,9 @@ class _Run:
         """The hook's first and last call in this invocation: its ``langgraph_step`` less the base
         of the loop it ran in, the supersteps of that loop's ``recursion_limit`` used through it."""
         self.step_limit: int | None = None
+        """The ``recursion_limit`` of the loop the hook's last call ran in (``None``: LangGraph's default)."""
         self.nested_first: int | None = None
         """In a subgraph, the ``langgraph_step`` of the hook's first call in this invocation."""
-        """The ``recursion_limit`` of the loop the hook's last call ran in (``None``: LangGraph's default)."""
         self.token: Token[_Run | None] | None = None
         self.boundaries = 0
         """Calls of the hook (or ``drain``) in this invocation."""
