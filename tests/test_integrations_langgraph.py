@@ -128,6 +128,18 @@ def hand_written_graph(steering: LiveSteering, model: ScriptedModel, tools: list
     return builder.compile()
 
 
+def gated_tool(gate: Gate) -> BaseTool:
+    """A ``run_tests`` tool that waits at ``gate`` before it answers."""
+
+    @tool
+    async def run_tests() -> str:
+        """Run the test suite."""
+        await gate.passage()
+        return "12 passed"
+
+    return run_tests
+
+
 def quick_tool() -> BaseTool:
     @tool
     async def run_tests() -> str:
@@ -596,13 +608,7 @@ async def test_a_hand_written_state_graph_with_the_steering_node() -> None:
     steering = LiveSteering(runtime)
     model = ScriptedModel(responses=[calls("c1"), answers("Fixed it.")])
     gate = Gate()
-
-    @tool
-    async def run_tests() -> str:
-        """Run the test suite."""
-        await gate.passage()
-        return "12 passed"
-
+    run_tests = gated_tool(gate)
     graph = hand_written_graph(steering, model, [run_tests])
     results: list[Any] = []
 
@@ -1321,13 +1327,7 @@ async def test_a_node_before_the_hook_leaves_a_boundary_no_step_for_the_model() 
     steering = LiveSteering(runtime)
     model = ScriptedModel(responses=[calls("c1"), answers("unused")])
     gate = Gate()
-
-    @tool
-    async def run_tests() -> str:
-        """Run the test suite."""
-        await gate.passage()
-        return "12 passed"
-
+    run_tests = gated_tool(gate)
     graph = prep_then_hook_graph(steering, model, tools=[run_tests])
 
     async def drive() -> None:
