@@ -71,13 +71,13 @@ class _Reply(io.RawIOBase):
         if self.sent or not self._data:
             return
         self.sent = True
-        body = bytes(self._data)
-        if self._receive is not None and anyio.from_thread.run(_client_gone, self._receive):
+        # One trip to the event loop for both the check and the send (each trip and its way
+        # back cost about 0.1 ms on a busy machine, on the reply's path).
+        if not anyio.from_thread.run(_respond_unless_gone, self._send, self._receive, bytes(self._data)):
             # The vendor gave up (its hook timeout) while the store was busy: a reply sent now
             # reaches nobody, and the server's send would not say so. Raised as a stdout that
             # failed, so the claim is abandoned (reply-not-written), never confirmed delivered.
             raise ConnectionError("the vendor closed the connection before the reply was sent")
-        anyio.from_thread.run(_respond, self._send, 200, body)
 
 
 async def _client_gone(receive: Receive) -> bool:
@@ -89,6 +89,14 @@ async def _client_gone(receive: Receive) -> bool:
         message = await receive()
         return bool(message["type"] == "http.disconnect")
     return False
+
+
+async def _respond_unless_gone(send: Send, receive: Receive | None, body: bytes) -> bool:
+    """Send ``body`` as a ``200`` unless the client is already gone; whether it was sent."""
+    if receive is not None and await _client_gone(receive):
+        return False
+    await _respond(send, 200, body)
+    return True
 
 
 async def _respond(send: Send, status: int, body: bytes) -> None:
