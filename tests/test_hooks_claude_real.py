@@ -389,6 +389,8 @@ def test_an_instruction_for_an_unknown_session_reaches_no_one(tmp_path: pathlib.
         assert receipt.state == "queued"
         sessions = {s["session_id"]: s for s in store.sessions()}
     assert sessions[claude.session]["vendor"] == "claude-code"
+    # `hooks sessions` tells the typo from the session the CLI ran
+    assert (sessions[claude.session]["seen"], sessions[typo]["seen"]) == (True, False)
     no_failures(claude.events())
 
 

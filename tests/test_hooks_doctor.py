@@ -158,6 +158,46 @@ def test_instruct_to_a_session_no_hook_ran_for_says_so_and_require_seen_refuses(
     assert (code, json.loads(out)["seen"], err) == (0, True, "")
 
 
+def test_hooks_sessions_marks_a_session_no_hook_ran_for(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The typo note sends the user to `hooks sessions`: there the typo's line says no hook ran for
+    it (``"seen": false`` with --json), and the real session's line says nothing of the kind."""
+    store = str(tmp_path / "h.db")
+    assert hook(store, "claude-code", {"session_id": "s-7a13", "hook_event_name": "SessionStart"}) == b""
+    code, _, err = cli(capsys, "instruct", "s-7a31", "hi", "--vendor", "claude-code", "--store", store)
+    assert code == 0
+    assert "see `live-steering hooks sessions`" in err
+    code, out, _ = cli(capsys, "hooks", "sessions", "--store", store)
+    lines = dict(line.split("  ", 1) for line in out.splitlines())
+    assert code == 0
+    assert lines["s-7a13"] == "claude-code  epoch 1  live  0 queued"
+    assert lines["s-7a31"] == (
+        "claude-code  epoch 1  live  1 queued  (no hook has run: named only by instruct, a typo?)"
+    )
+    code, out, _ = cli(capsys, "hooks", "sessions", "--store", store, "--json")
+    assert {row["session_id"]: row["seen"] for row in map(json.loads, out.splitlines())} == {
+        "s-7a13": True,
+        "s-7a31": False,
+    }
+
+
+def test_instruct_json_to_an_ended_session_still_prints_the_resume_hint(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Refused session-ended: stdout is the receipt alone (one JSON object), stderr the --resume hint,
+    with --json as without it."""
+    store = str(tmp_path / "h.db")
+    for moment in ("SessionStart", "SessionEnd"):
+        assert hook(store, "claude-code", {"session_id": "done", "hook_event_name": moment}) == b""
+    for json_flag in ([], ["--json"]):
+        code, out, err = cli(capsys, "instruct", "done", "hi", "--id", "c1", "--store", store, *json_flag)
+        assert code == 1
+        assert err == "hint: --resume queues it for the session's next run\n"
+        if json_flag:
+            assert json.loads(out)["reason"] == "session-ended"
+
+
 def test_a_hook_that_skips_still_marks_the_session_seen(tmp_path: pathlib.Path) -> None:
     """Queued first, then a moment that carries nothing (Qwen's PreToolUse): the session is seen."""
     store = str(tmp_path / "h.db")

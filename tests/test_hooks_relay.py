@@ -844,3 +844,17 @@ def test_agent_is_refused_for_a_vendor_whose_hooks_name_no_subagent(store: HookW
     )
     assert (refused.accepted, refused.reason) == (False, "unsupported-kind")
     assert "control.accepted" not in types_of(store, session)
+
+
+def test_sessions_say_whether_a_hook_of_each_ever_ran(store: HookWhere) -> None:
+    """A session only ``instruct`` named (perhaps a typo) is listed with ``seen`` False, so the
+    listing the typo hint points to tells it from the session whose hooks run."""
+    start = {"hook_event_name": "SessionStart"}
+    assert hook(store, "claude-code", {**start, "session_id": "real-7a13"})[0] == b""
+    assert instruct("real-7a31", "Use X", vendor="claude-code", store=store.path, dsn=store.dsn)
+    with store.open() as s:
+        listed = {r["session_id"]: (r["seen"], r["ended"], r["queued"]) for r in s.sessions()}
+    assert listed == {"real-7a13": (True, False, 0), "real-7a31": (False, False, 1)}
+    assert hook(store, "claude-code", {**start, "session_id": "real-7a31"})[0]  # it delivers
+    with store.open() as s:
+        assert {r["session_id"]: r["seen"] for r in s.sessions()} == {"real-7a13": True, "real-7a31": True}

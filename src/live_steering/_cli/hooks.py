@@ -531,9 +531,10 @@ def run_sessions(args: argparse.Namespace) -> int:
             print(json.dumps(row))
             continue
         state = "ended" if row["ended"] else "live"
+        unseen = "" if row["seen"] else "  (no hook has run: named only by instruct, a typo?)"
         print(
             f"{_printable(row['session_id'])}  {row['vendor'] or '-'}  epoch {row['epoch']}  {state}  "
-            f"{row['queued']} queued"
+            f"{row['queued']} queued{unseen}"
         )
     return 0
 

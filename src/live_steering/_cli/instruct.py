@@ -152,6 +152,8 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.json:
         print(json.dumps(wire))
+        if receipt.reason == SESSION_ENDED:  # stdout stays one JSON object; the hint goes to stderr
+            print("hint: --resume queues it for the session's next run", file=sys.stderr)
     elif receipt.accepted:
         state = "repeated, now" if receipt.repeated else "accepted,"
         disposition = receipt.disposition or "?"

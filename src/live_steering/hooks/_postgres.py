@@ -189,7 +189,8 @@ STATEMENTS = {
     "instructions_of_session": _INSTRUCTIONS + " WHERE session_id = %s ORDER BY arrival",
     "sessions": "SELECT s.session_id, s.vendor, s.epoch, s.ended, "
     "(SELECT COUNT(*) FROM ls_hook_instructions i WHERE i.session_id = s.session_id AND i.state = 'queued'), "
-    "(SELECT MAX(e.time) FROM ls_hook_events e WHERE e.session_id = s.session_id) "
+    "(SELECT MAX(e.time) FROM ls_hook_events e WHERE e.session_id = s.session_id), "
+    "EXISTS (SELECT 1 FROM ls_hook_events e WHERE e.session_id = s.session_id AND e.type LIKE 'x.%%') "
     "FROM ls_hook_sessions s ORDER BY s.updated_at",
 }
 

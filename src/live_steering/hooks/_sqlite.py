@@ -162,7 +162,8 @@ STATEMENTS = {
     "instructions_of_session": _INSTRUCTIONS + " WHERE session_id = ? ORDER BY arrival",
     "sessions": "SELECT s.session_id, s.vendor, s.epoch, s.ended, "
     "(SELECT COUNT(*) FROM instructions i WHERE i.session_id = s.session_id AND i.state = 'queued'), "
-    "(SELECT MAX(e.time) FROM events e WHERE e.session_id = s.session_id) "
+    "(SELECT MAX(e.time) FROM events e WHERE e.session_id = s.session_id), "
+    "EXISTS (SELECT 1 FROM events e WHERE e.session_id = s.session_id AND e.type LIKE 'x.%') "
     "FROM sessions s ORDER BY s.updated_at",
 }
 

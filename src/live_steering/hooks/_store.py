@@ -160,7 +160,7 @@ STATEMENT_NAMES = frozenset(
         "events_of_session",  # (after, session_id, limit) -> as events
         "instructions",  # () -> arrival, session_id, command_id, state, reason, epoch, vendor
         "instructions_of_session",  # (session_id) -> as instructions
-        "sessions",  # () -> session_id, vendor, epoch, ended, queued, last event time
+        "sessions",  # () -> session_id, vendor, epoch, ended, queued, last event time, a hook ran
     }
 )
 
@@ -347,7 +347,8 @@ class HookStore(abc.ABC):
 
     @abc.abstractmethod
     def sessions(self) -> list[dict[str, object]]:
-        """Every session the store knows (id, vendor, epoch, ended, queued count, last event time)."""
+        """Every session the store knows (id, vendor, epoch, ended, queued count, last event time,
+        whether a hook of it ever ran)."""
 
     def seen(self, session_id: str) -> bool:
         """True once a hook moment of ``session_id`` has been recorded; a store that cannot tell: True."""
@@ -908,7 +909,11 @@ class RelayStore(HookStore):
         return self._run("hook_seen", (session_id,)).fetchone() is not None
 
     def sessions(self) -> list[dict[str, object]]:
-        """Every session the store knows: id, vendor, epoch, ended, queued count, last event time."""
+        """Every session the store knows: id, vendor, epoch, ended, queued count, last event time,
+        and ``seen``: whether a hook of it ever ran (``False`` for an id only ``instruct`` named,
+        perhaps a typo)."""
         rows = self._run("sessions").fetchall()
-        keys = ("session_id", "vendor", "epoch", "ended", "queued", "last_event")
-        return [dict(zip(keys, (r[0], r[1], r[2], bool(r[3]), r[4], r[5]), strict=True)) for r in rows]
+        keys = ("session_id", "vendor", "epoch", "ended", "queued", "last_event", "seen")
+        return [
+            dict(zip(keys, (r[0], r[1], r[2], bool(r[3]), r[4], r[5], bool(r[6])), strict=True)) for r in rows
+        ]
