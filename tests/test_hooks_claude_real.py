@@ -362,6 +362,11 @@ def test_a_subagent_never_takes_the_main_agents_instruction(tmp_path: pathlib.Pa
     events = claude.events()
     (event,) = delivered(events, "main-1")
     assert event["agent_id"] is None  # the main agent took it
+    # the subagent's id, as its hooks gave it, is listed for `instruct --agent`
+    (seen,) = [e for e in events if e["type"] == "x.claude-code.agent.seen"]
+    with SqliteHookStore(claude.store) as store:
+        (row,) = store.sessions()
+    assert row["agents"] == [seen["agent_id"]]
     no_failures(events)
     # the subagent's PostToolBatch ran (and passed it by) before the main agent's
     assert claude.moments().count("PostToolBatch") == 2

@@ -180,6 +180,18 @@ def test_hooks_sessions_marks_a_session_no_hook_ran_for(
         "s-7a13": True,
         "s-7a31": False,
     }
+    assert (
+        hook(
+            store,
+            "claude-code",
+            {"session_id": "s-7a13", "hook_event_name": "PostToolBatch", "agent_id": "a-9"},
+        )
+        == b""
+    )
+    code, out, _ = cli(capsys, "hooks", "sessions", "--store", store)
+    assert "s-7a13  claude-code  epoch 1  live  0 queued  subagents: a-9\n" in out
+    code, out, _ = cli(capsys, "hooks", "sessions", "--store", store, "--json")
+    assert [row["agents"] for row in map(json.loads, out.splitlines())] == [["a-9"], []]
 
 
 def test_instruct_json_to_an_ended_session_still_prints_the_resume_hint(

@@ -858,3 +858,29 @@ def test_sessions_say_whether_a_hook_of_each_ever_ran(store: HookWhere) -> None:
     assert hook(store, "claude-code", {**start, "session_id": "real-7a31"})[0]  # it delivers
     with store.open() as s:
         assert {r["session_id"]: r["seen"] for r in s.sessions()} == {"real-7a13": True, "real-7a31": True}
+
+
+def test_a_subagents_first_hook_records_its_id_once_for_instruct_agent(store: HookWhere) -> None:
+    """The ids ``instruct --agent`` takes are listed by ``sessions()``: a subagent's first hook moment
+    records ``x.VENDOR.agent.seen {agent_id, moment}``, its later ones write nothing, and an
+    instruction sent to the id it lists reaches that subagent's next moment."""
+    base = {"session_id": "s-agents", "hook_event_name": "PostToolBatch"}
+    assert hook(store, "claude-code", {**base, "hook_event_name": "SessionStart"})[0] == b""
+    counts = []
+    for agent in ("agent-b2", "agent-a1", "agent-b2", "agent-b2"):
+        assert hook(store, "claude-code", {**base, "agent_id": agent})[0] == b""
+        counts.append(len(types_of(store)))
+    assert counts[1:] == [counts[0] + 1] * 3  # one event for the second agent, none for repeats
+    with store.open() as s:
+        seen = [e for e in s.events(session_id="s-agents") if e["type"] == "x.claude-code.agent.seen"]
+    assert [(e["agent_id"], e["moment"]) for e in seen] == [
+        ("agent-b2", base["hook_event_name"]),
+        ("agent-a1", base["hook_event_name"]),
+    ]
+    with store.open() as s:
+        (row,) = s.sessions()
+    assert row["agents"] == ["agent-b2", "agent-a1"]
+    target = row["agents"][0]
+    assert instruct("s-agents", "For the explorer", agent_id=target, store=store.path, dsn=store.dsn).accepted
+    assert hook(store, "claude-code", {**base, "agent_id": "agent-a1"})[0] == b""
+    assert b"For the explorer" in hook(store, "claude-code", {**base, "agent_id": target})[0]

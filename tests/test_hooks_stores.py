@@ -208,6 +208,8 @@ def test_a_sqlite_version_1_store_is_migrated_with_its_rows(tmp_path: pathlib.Pa
         assert claim.delivered == ("old",)
         store.confirm(claim)
         assert next(e["type"] for e in store.events()) == "control.accepted"
+        store.claim("claude-code", "s", "PostToolUse", agent_id="agent-1")  # version 4's table
+        assert [r["agents"] for r in store.sessions()] == [["agent-1"]]
     user_version, meta, indexes = sqlite_meta(path)
     assert (user_version, meta) == (SCHEMA_VERSION, [("schema_version", str(SCHEMA_VERSION))])
     assert "instructions_open_claims" in indexes
@@ -291,6 +293,8 @@ def test_a_postgres_version_1_store_is_migrated_with_its_rows(pg_schema: tuple[s
         claim = store.claim("claude-code", "s", "PostToolUse")
         assert claim.delivered == ("old",)
         store.confirm(claim)
+        store.claim("claude-code", "s", "PostToolUse", agent_id="agent-1")  # version 4's table
+        assert [r["agents"] for r in store.sessions()] == [["agent-1"]]
     meta, indexes = pg_meta(dsn, schema)
     assert meta == [("schema_version", str(SCHEMA_VERSION))]
     assert "ls_hook_instructions_open_claims" in indexes

@@ -532,9 +532,12 @@ def run_sessions(args: argparse.Namespace) -> int:
             continue
         state = "ended" if row["ended"] else "live"
         unseen = "" if row["seen"] else "  (no hook has run: named only by instruct, a typo?)"
+        agents = row["agents"]
+        assert isinstance(agents, list)
+        subagents = f"  subagents: {', '.join(map(_printable, agents))}" if agents else ""
         print(
             f"{_printable(row['session_id'])}  {row['vendor'] or '-'}  epoch {row['epoch']}  {state}  "
-            f"{row['queued']} queued{unseen}"
+            f"{row['queued']} queued{unseen}{subagents}"
         )
     return 0
 

@@ -69,7 +69,15 @@ __all__ = ["PostgresHookStore"]
 #: live claimant, ``_DDL`` serialises schema creation and migration.
 _SESSION, _LIVE, _DDL = 0x4C53_4801, 0x4C53_4802, 0x4C53_4803
 
-#: Today's layout (version 2), created where no ``ls_hook_meta`` is.
+#: The subagents whose hooks ran, by session (version 4).
+_AGENTS = """CREATE TABLE ls_hook_agents (
+    session_id TEXT NOT NULL,
+    agent_id TEXT NOT NULL,
+    first_seen DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (session_id, agent_id)
+)"""
+
+#: Today's layout (version 4), created where no ``ls_hook_meta`` is.
 SCHEMA = (
     """CREATE TABLE ls_hook_sessions (
     session_id TEXT PRIMARY KEY,
@@ -111,6 +119,7 @@ SCHEMA = (
 )""",
     "CREATE INDEX ls_hook_events_session ON ls_hook_events (session_id, sequence)",
     "CREATE TABLE ls_hook_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    _AGENTS,
 )
 
 #: Version -> the statements that make it from the version before, run in one transaction.
@@ -123,6 +132,7 @@ MIGRATIONS = {
         "ALTER TABLE ls_hook_instructions ADD COLUMN kind TEXT NOT NULL DEFAULT 'steer'",
         "ALTER TABLE ls_hook_instructions ADD COLUMN agent TEXT",
     ),
+    4: (_AGENTS,),
 }
 
 _EVENTS = (
@@ -154,6 +164,9 @@ STATEMENTS = {
     "WHERE session_id = %s",
     "end_session": "UPDATE ls_hook_sessions SET ended = 1, updated_at = %s WHERE session_id = %s",
     "hook_seen": "SELECT 1 FROM ls_hook_events WHERE session_id = %s AND type LIKE 'x.%%' LIMIT 1",
+    "agent_seen": "SELECT 1 FROM ls_hook_agents WHERE session_id = %s AND agent_id = %s",
+    "insert_agent": "INSERT INTO ls_hook_agents (session_id, agent_id, first_seen) VALUES (%s, %s, %s)",
+    "agents": "SELECT session_id, agent_id FROM ls_hook_agents ORDER BY first_seen, agent_id",
     "any_live": "SELECT 1 FROM ls_hook_instructions "
     "WHERE session_id = %s AND state IN ('queued', 'delivering') LIMIT 1",
     "open_claims": _OPEN_CLAIMS + " ORDER BY arrival FOR UPDATE SKIP LOCKED",

@@ -48,7 +48,15 @@ if TYPE_CHECKING:
 
 __all__ = ["SqliteHookStore", "store_path_problem"]
 
-#: Today's layout (version 3), created in an empty file.
+#: The subagents whose hooks ran, by session (version 4).
+_AGENTS = """CREATE TABLE agents (
+    session_id TEXT NOT NULL,
+    agent_id TEXT NOT NULL,
+    first_seen REAL NOT NULL,
+    PRIMARY KEY (session_id, agent_id)
+)"""
+
+#: Today's layout (version 4), created in an empty file.
 SCHEMA = (
     """CREATE TABLE sessions (
     session_id TEXT PRIMARY KEY,
@@ -89,6 +97,7 @@ SCHEMA = (
 )""",
     "CREATE INDEX events_session ON events (session_id, sequence)",
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    _AGENTS,
     f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
 
@@ -104,6 +113,7 @@ MIGRATIONS = {
         "ALTER TABLE instructions ADD COLUMN agent TEXT",
         "PRAGMA user_version = 3",
     ),
+    4: (_AGENTS, "PRAGMA user_version = 4"),
 }
 
 _EVENTS = (
@@ -129,6 +139,9 @@ STATEMENTS = {
     "reopen_session": "UPDATE sessions SET ended = 0, epoch = ?, updated_at = ? WHERE session_id = ?",
     "end_session": "UPDATE sessions SET ended = 1, updated_at = ? WHERE session_id = ?",
     "hook_seen": "SELECT 1 FROM events WHERE session_id = ? AND type LIKE 'x.%' LIMIT 1",
+    "agent_seen": "SELECT 1 FROM agents WHERE session_id = ? AND agent_id = ?",
+    "insert_agent": "INSERT INTO agents (session_id, agent_id, first_seen) VALUES (?, ?, ?)",
+    "agents": "SELECT session_id, agent_id FROM agents ORDER BY first_seen, agent_id",
     "any_live": "SELECT 1 FROM instructions "
     "WHERE session_id = ? AND state IN ('queued', 'delivering') LIMIT 1",
     "open_claims": _OPEN_CLAIMS + " ORDER BY arrival",

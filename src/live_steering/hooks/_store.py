@@ -102,7 +102,7 @@ STORE_ENV = "LIVE_STEERING_STORE"
 #: store-wide ``recover`` reads instead of every instruction. Version 3 added each
 #: instruction's ``kind`` (``steer`` or ``follow_up``) and target ``agent`` (a subagent's id;
 #: NULL: the session's main agent).
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 QUEUED = "queued"
 DELIVERING = "delivering"
@@ -140,6 +140,9 @@ STATEMENT_NAMES = frozenset(
         "reopen_session",  # (epoch, now, session_id)
         "end_session",  # (now, session_id)
         "hook_seen",  # (session_id) -> a row when a hook of the session was recorded (an x.* event)
+        "agent_seen",  # (session_id, agent_id) -> a row when a hook of that subagent ran
+        "insert_agent",  # (session_id, agent_id, now): a subagent's first hook moment
+        "agents",  # () -> session_id, agent_id, in the order they were first seen
         "any_live",  # (session_id) -> a row when anything is queued or delivering
         "open_claims",  # () -> arrival, session_id, command_id, vendor, claimant, claimed_at
         "open_claims_of_session",  # (session_id) -> as open_claims
@@ -348,7 +351,7 @@ class HookStore(abc.ABC):
     @abc.abstractmethod
     def sessions(self) -> list[dict[str, object]]:
         """Every session the store knows (id, vendor, epoch, ended, queued count, last event time,
-        whether a hook of it ever ran)."""
+        whether a hook of it ever ran, its subagents' ids)."""
 
     def seen(self, session_id: str) -> bool:
         """True once a hook moment of ``session_id`` has been recorded; a store that cannot tell: True."""
@@ -638,13 +641,17 @@ class RelayStore(HookStore):
 
     # -- hook moments -----------------------------------------------------------------------
 
-    def _nothing_to_do(self, facts: _vendors.VendorFacts, session_id: str, moment: str) -> bool:
+    def _nothing_to_do(
+        self, facts: _vendors.VendorFacts, session_id: str, moment: str, agent_id: str | None
+    ) -> bool:
         """True when a read alone proves this moment changes nothing (the common case)."""
         if moment == facts.session_end_moment:
             return False
         row = self._run("session", (session_id,)).fetchone()
         if row is None or row[0] != facts.name or (row[1] and moment in facts.reopen_moments):
             return False
+        if agent_id is not None and self._run("agent_seen", (session_id, agent_id)).fetchone() is None:
+            return False  # a subagent's first moment: recorded, so a host can name it (--agent)
         return self._run("any_live", (session_id,)).fetchone() is None
 
     def claim(
@@ -665,7 +672,7 @@ class RelayStore(HookStore):
         """
         facts = _vendors.FACTS[vendor]
         token = self._new_token()
-        if self._nothing_to_do(facts, session_id, moment):
+        if self._nothing_to_do(facts, session_id, moment, agent_id):
             carrying = facts.eligible_moments(agent_id)
             eligible = _vendors.ineligibility(
                 carrying,
@@ -702,6 +709,10 @@ class RelayStore(HookStore):
                             now,
                             {"previous": row[0], "moment": moment},
                         )
+            if agent_id is not None and self._run("agent_seen", (session_id, agent_id)).fetchone() is None:
+                self._run("insert_agent", (session_id, agent_id, now))
+                self._emit(prefix + "agent.seen", session_id, now, {"agent_id": agent_id, "moment": moment})
+                unseen = False
             if ended and moment in facts.reopen_moments:
                 epoch += 1
                 ended = 0
@@ -910,10 +921,21 @@ class RelayStore(HookStore):
 
     def sessions(self) -> list[dict[str, object]]:
         """Every session the store knows: id, vendor, epoch, ended, queued count, last event time,
-        and ``seen``: whether a hook of it ever ran (``False`` for an id only ``instruct`` named,
-        perhaps a typo)."""
+        ``seen``: whether a hook of it ever ran (``False`` for an id only ``instruct`` named,
+        perhaps a typo), and ``agents``: the ids of its subagents whose hooks ran, in the order
+        first seen (the ids ``instruct --agent`` takes)."""
         rows = self._run("sessions").fetchall()
-        keys = ("session_id", "vendor", "epoch", "ended", "queued", "last_event", "seen")
+        agents: dict[str, list[str]] = {}
+        for session_id, agent_id in self._run("agents").fetchall():
+            agents.setdefault(session_id, []).append(agent_id)
+        keys = ("session_id", "vendor", "epoch", "ended", "queued", "last_event", "seen", "agents")
         return [
-            dict(zip(keys, (r[0], r[1], r[2], bool(r[3]), r[4], r[5], bool(r[6])), strict=True)) for r in rows
+            dict(
+                zip(
+                    keys,
+                    (r[0], r[1], r[2], bool(r[3]), r[4], r[5], bool(r[6]), agents.get(r[0], [])),
+                    strict=True,
+                )
+            )
+            for r in rows
         ]
