@@ -884,3 +884,28 @@ def test_a_subagents_first_hook_records_its_id_once_for_instruct_agent(store: Ho
     assert instruct("s-agents", "For the explorer", agent_id=target, store=store.path, dsn=store.dsn).accepted
     assert hook(store, "claude-code", {**base, "agent_id": "agent-a1"})[0] == b""
     assert b"For the explorer" in hook(store, "claude-code", {**base, "agent_id": target})[0]
+
+
+@pytest.mark.parametrize(
+    ("first", "again"),
+    [
+        ({"kind": "follow_up"}, {"kind": "steer"}),
+        ({"kind": "steer"}, {"kind": "follow_up"}),
+        ({"agent_id": "agent-7f"}, {}),
+        ({}, {"agent_id": "agent-7f"}),
+    ],
+)
+def test_the_same_id_and_text_as_another_kind_or_agent_is_an_identity_conflict(
+    store: HookWhere, first: dict[str, str], again: dict[str, str]
+) -> None:
+    """An id is one input whatever its kind (C10, C29), as on the fleet: the same id and text sent
+    as the other kind, or for another agent, is refused ``identity-conflict`` and changes nothing;
+    the same again is a repeat."""
+    where = {"vendor": "claude-code", "store": store.path, "dsn": store.dsn}
+    assert instruct("s-kind", "then Y", id="k2", **first, **where).accepted  # type: ignore[arg-type]
+    refused = instruct("s-kind", "then Y", id="k2", **again, **where)  # type: ignore[arg-type]
+    assert (refused.accepted, refused.reason) == (False, "identity-conflict")
+    repeat = instruct("s-kind", "then Y", id="k2", **first, **where)  # type: ignore[arg-type]
+    assert (repeat.accepted, repeat.repeated) == (True, True)
+    with store.open() as s:
+        assert [r["command_id"] for r in s.instructions("s-kind")] == ["k2"]

@@ -80,7 +80,7 @@ def detail(reason: str, problem: str | None, capacity: int) -> str:
     if reason == _admission.INVALID_INPUT:
         return problem or "invalid input"
     if reason == _admission.IDENTITY_CONFLICT:
-        return "this command id was accepted with other text"
+        return "this command id was accepted with other text, another kind or for another agent"
     if reason == SESSION_ENDED:
         return "the session has ended"
     if reason == _admission.UNSUPPORTED_KIND:

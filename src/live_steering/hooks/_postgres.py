@@ -173,7 +173,7 @@ STATEMENTS = {
     "open_claims_of_session": _OPEN_CLAIMS + " AND session_id = %s ORDER BY arrival FOR UPDATE SKIP LOCKED",
     "lose": "UPDATE ls_hook_instructions SET state = 'unknown', reason = 'hook-lost', finished_at = %s "
     "WHERE arrival = %s AND state = 'delivering'",
-    "identity": "SELECT text, state, reason FROM ls_hook_instructions "
+    "identity": "SELECT text, state, reason, kind, agent FROM ls_hook_instructions "
     "WHERE session_id = %s AND command_id = %s",
     "counts": "SELECT COUNT(*), COUNT(*) FILTER (WHERE state IN ('queued', 'delivering')) "
     "FROM ls_hook_instructions WHERE session_id = %s",

@@ -148,7 +148,8 @@ STATEMENTS = {
     "open_claims_of_session": _OPEN_CLAIMS + " AND session_id = ? ORDER BY arrival",
     "lose": "UPDATE instructions SET state = 'unknown', reason = 'hook-lost', finished_at = ? "
     "WHERE arrival = ? AND state = 'delivering'",
-    "identity": "SELECT text, state, reason FROM instructions WHERE session_id = ? AND command_id = ?",
+    "identity": "SELECT text, state, reason, kind, agent FROM instructions "
+    "WHERE session_id = ? AND command_id = ?",
     "counts": "SELECT COUNT(*), COALESCE(SUM(state IN ('queued', 'delivering')), 0) "
     "FROM instructions WHERE session_id = ?",
     "insert_instruction": "INSERT INTO instructions "

@@ -147,7 +147,7 @@ STATEMENT_NAMES = frozenset(
         "open_claims",  # () -> arrival, session_id, command_id, vendor, claimant, claimed_at
         "open_claims_of_session",  # (session_id) -> as open_claims
         "lose",  # (now, arrival)
-        "identity",  # (session_id, command_id) -> text, state, reason
+        "identity",  # (session_id, command_id) -> text, state, reason, kind, agent
         "counts",  # (session_id) -> command ids held, instructions undelivered
         "insert_instruction",  # (session_id, command_id, text, vendor, epoch, now, kind, agent)
         "receipt",  # (session_id, command_id) -> state, reason
@@ -591,7 +591,8 @@ class RelayStore(HookStore):
                 kind_ok=kind_problem is None,
                 ended=ended and not resume,
                 known=known is not None,
-                same=known is not None and known[0] == text,
+                # one input whatever its kind (C10, C29): the same id is the same text, kind and agent
+                same=known is not None and (known[0], known[3], known[4]) == (text, kind, agent_id),
                 problem=problem,
                 queue_full=pending >= self.capacity,
                 full=held >= self.identity_limit,
