@@ -298,6 +298,51 @@ def test_create_app_refuses_bad_configuration(tmp_path: Path) -> None:
         create_app(hooks_store=str(tmp_path / "h.db"), max_body=0)
 
 
+async def test_a_submit_whose_fresh_lease_read_is_overtaken_is_anchored_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no recent lease (``lease_age=0``) a submit reads the lease, then submits anchored to its
+    generation; when that generation ends in between (here: the read answers what it read while
+    gen-1 ran), the owner refuses and nothing is admitted, so it is asked again with the running
+    generation: accepted into gen-2. It used to answer 410 stale-generation, naming a generation
+    the client never sent, about once in twenty submits to a loop of short generations."""
+    path = str(tmp_path / "fleet.db")
+    real = FleetView.lease
+    reads: list[Lease | None] = []
+    overtaken = False
+
+    async def lease(self: FleetView, session_id: str) -> Lease | None:
+        nonlocal overtaken
+        got = await real(self, session_id)
+        reads.append(got)
+        if overtaken:  # this read is overtaken by the generation's end: it answers the gen-1 lease
+            overtaken = False
+            return reads[0]
+        return got
+
+    monkeypatch.setattr(FleetView, "lease", lease)
+    async with (
+        SQLiteFleet(path, node_id="worker") as worker,
+        SQLiteFleet(path, node_id="api") as host,
+        worker.own(LiveRuntime(session_id="chat-42")) as runtime,
+    ):
+        async with client(create_app(fleet=host, token=TOKEN, lease_age=0)) as http:
+            async with runtime.open_generation("gen-1"):
+                await worker.flush("chat-42")
+                listed = await http.get("/v1/sessions/chat-42", headers=AUTH)
+                assert listed.json()["generation"] == {"id": "gen-1"}
+            async with runtime.open_generation("gen-2") as gen:
+                await worker.flush("chat-42")
+                overtaken = True
+                sent = await http.post(
+                    "/v1/sessions/chat-42/inputs", json=steer("Use X", "m-1"), headers=AUTH
+                )
+                assert (sent.status_code, sent.json()["generationId"]) == (200, "gen-2")
+                gen.stop()
+        entries = await host.entries(session_id="chat-42")
+        assert [(e.input_id, e.generation_id) for e in entries] == [("m-1", "gen-2")]
+
+
 async def test_a_submit_anchored_to_a_lease_read_before_the_generation_moved_is_asked_again(
     tmp_path: Path,
 ) -> None:
@@ -466,6 +511,12 @@ async def test_ids_that_hold_a_slash_are_reached_percent_encoded(tmp_path: Path)
         async with client(api) as http:
             stopped = await http.post("/v1/sessions/team%2Falice/stop", json={}, headers=AUTH)
             assert (stopped.status_code, stopped.json()["sessionId"]) == (200, "team/alice")
+            wrong = await http.get("/v1/sessions/team%2Falice/stop", headers=AUTH)  # the path as sent
+            assert wrong.status_code == 405
+            assert (
+                wrong.json()["error"]
+                == "GET is not a method of /v1/sessions/team%2Falice/stop (it takes POST)"
+            )
         assert state.written == ["Use b.py", "Use b.py"]
 
 

@@ -51,7 +51,16 @@ from ..fleet._store import Submission, answer_without_runtime, input_digest
 from ..hooks._store import StoreError
 from ._events import Feeds, SessionChanged, parse_cursor, sse
 from ._hook_route import HookRoute
-from ._security import BodyReads, BodyTimeout, BodyTooLarge, Guard, path_param, read_body, token_ok
+from ._security import (
+    SLASH_IN_SEGMENT,
+    BodyReads,
+    BodyTimeout,
+    BodyTooLarge,
+    Guard,
+    path_param,
+    read_body,
+    token_ok,
+)
 from ._stores import LEASE_AGE, FleetView, HookView, receipt_wire, valid_session_id
 
 #: The status of a refusal, by its pinned reason (C32); the hook relay's own two as their
@@ -125,6 +134,7 @@ async def _no_route(request: Request, exc: Exception) -> Response:
     status = getattr(exc, "status_code", 404)
     headers = dict(getattr(exc, "headers", None) or {})  # a 405's Allow
     path = request.url.path.removeprefix(request.scope.get("root_path", "") or "")
+    path = path.replace(SLASH_IN_SEGMENT, "%2F")  # an id's slash, as the client encoded it
     if not path.startswith("/v1/"):
         return PlainTextResponse(_HTTP_PHRASES.get(status, "Not Found"), status_code=status, headers=headers)
     if status == 405:
@@ -300,12 +310,7 @@ class _Api:
             # A lease read a moment ago: its session exists (lease rows stay), and the owner
             # decides whatever anchor it gives. A refusal admitted nothing (C6), so when the
             # running generation has moved meanwhile, the submit is asked again, freshly anchored.
-            assert self.fleet is not None
-            wire = await self.fleet.submit(session_id, steer, generation_id, recent)
-            if generation_id is None and wire.get("reason") in _MOVED:
-                fresh = await self.fleet.lease(session_id)
-                if fresh is not None and fresh.generation_id != recent.generation_id:
-                    wire = await self.fleet.submit(session_id, steer, None, fresh)
+            wire = await self._fleet_submit(session_id, steer, generation_id, recent)
             kind = "runtime"
             feed = self.feeds.get((kind, session_id))
             if feed is not None:
@@ -321,8 +326,7 @@ class _Api:
             return JSONResponse(receipt_wire(unknown), status_code=404)
         kind, what = found
         if isinstance(what, Lease):
-            assert self.fleet is not None
-            wire = await self.fleet.submit(session_id, steer, generation_id, what)
+            wire = await self._fleet_submit(session_id, steer, generation_id, what)
         else:
             assert self.hooks is not None
             wire = await self.hooks.enqueue(session_id, steer)
@@ -330,6 +334,26 @@ class _Api:
         if feed is not None:
             feed.nudge()
         return JSONResponse(wire, status_code=_status(wire))
+
+    async def _fleet_submit(
+        self, session_id: str, steer: Input, generation_id: str | None, lease: Lease
+    ) -> dict[str, Any]:
+        """Submit through the fleet, anchored to ``generation_id`` or, without one, to the lease's
+        running generation. A lease read a moment ago (or just now) may name a generation that has
+        ended since: a refusal admitted nothing (C6), so a submit that named no generation is asked
+        again, freshly anchored, while the running generation keeps moving (up to
+        ``_REANCHORS`` times): "no generation_id" means the one running when the owner decides."""
+        assert self.fleet is not None
+        wire = await self.fleet.submit(session_id, steer, generation_id, lease)
+        for _ in range(_REANCHORS):
+            if generation_id is not None or wire.get("reason") not in _MOVED:
+                break
+            fresh = await self.fleet.lease(session_id)
+            if fresh is None or fresh.generation_id == lease.generation_id:
+                break  # the generation has not moved: the refusal stands
+            lease = fresh
+            wire = await self.fleet.submit(session_id, steer, None, lease)
+        return wire
 
     async def receipt(self, request: Request) -> Response:
         if (denied := self._unauthorised(request)) is not None:
@@ -522,6 +546,9 @@ class _Api:
 
 #: Refusals a submit anchored to a recently read lease gets when the generation moved meanwhile.
 _MOVED: Final = frozenset({"stale-generation", "finishing"})
+#: How many times a submit with no ``generation_id`` is anchored again to a generation that
+#: started while it was on its way (each attempt admitted nothing, C6).
+_REANCHORS: Final = 3
 
 
 def create_app(
