@@ -298,14 +298,16 @@ def test_create_app_refuses_bad_configuration(tmp_path: Path) -> None:
         create_app(hooks_store=str(tmp_path / "h.db"), max_body=0)
 
 
-async def test_a_submit_whose_fresh_lease_read_is_overtaken_is_anchored_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("lease_age", [3600, 0], ids=["recent-lease", "fresh-read"])
+async def test_a_submit_anchored_to_a_generation_that_ended_meanwhile_is_asked_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lease_age: float
 ) -> None:
-    """With no recent lease (``lease_age=0``) a submit reads the lease, then submits anchored to its
-    generation; when that generation ends in between (here: the read answers what it read while
-    gen-1 ran), the owner refuses and nothing is admitted, so it is asked again with the running
-    generation: accepted into gen-2. It used to answer 410 stale-generation, naming a generation
-    the client never sent, about once in twenty submits to a loop of short generations."""
+    """A submit with no generation_id is anchored to the lease's generation: one read before
+    gen-1 ended (kept as recent, ``lease_age=3600``), or read afresh (``lease_age=0``) and
+    overtaken by the generation's end before the owner decided (here: that read answers what was
+    read while gen-1 ran). The owner refuses (nothing admitted) and it is asked again with the
+    running generation: accepted into gen-2. The fresh-read path used to answer 410
+    stale-generation, naming a generation the client never sent."""
     path = str(tmp_path / "fleet.db")
     real = FleetView.lease
     reads: list[Lease | None] = []
@@ -313,12 +315,11 @@ async def test_a_submit_whose_fresh_lease_read_is_overtaken_is_anchored_again(
 
     async def lease(self: FleetView, session_id: str) -> Lease | None:
         nonlocal overtaken
-        got = await real(self, session_id)
-        reads.append(got)
-        if overtaken:  # this read is overtaken by the generation's end: it answers the gen-1 lease
+        reads.append(await real(self, session_id))
+        if overtaken:  # overtaken by the generation's end: it answers the gen-1 lease
             overtaken = False
             return reads[0]
-        return got
+        return reads[-1]
 
     monkeypatch.setattr(FleetView, "lease", lease)
     async with (
@@ -326,42 +327,14 @@ async def test_a_submit_whose_fresh_lease_read_is_overtaken_is_anchored_again(
         SQLiteFleet(path, node_id="api") as host,
         worker.own(LiveRuntime(session_id="chat-42")) as runtime,
     ):
-        async with client(create_app(fleet=host, token=TOKEN, lease_age=0)) as http:
-            async with runtime.open_generation("gen-1"):
-                await worker.flush("chat-42")
-                listed = await http.get("/v1/sessions/chat-42", headers=AUTH)
-                assert listed.json()["generation"] == {"id": "gen-1"}
-            async with runtime.open_generation("gen-2") as gen:
-                await worker.flush("chat-42")
-                overtaken = True
-                sent = await http.post(
-                    "/v1/sessions/chat-42/inputs", json=steer("Use X", "m-1"), headers=AUTH
-                )
-                assert (sent.status_code, sent.json()["generationId"]) == (200, "gen-2")
-                gen.stop()
-        entries = await host.entries(session_id="chat-42")
-        assert [(e.input_id, e.generation_id) for e in entries] == [("m-1", "gen-2")]
-
-
-async def test_a_submit_anchored_to_a_lease_read_before_the_generation_moved_is_asked_again(
-    tmp_path: Path,
-) -> None:
-    """A submit with no generation_id, anchored to a lease read before the generation changed,
-    is refused by the owner (nothing admitted) and asked again with the new anchor: accepted."""
-    path = str(tmp_path / "fleet.db")
-    async with (
-        SQLiteFleet(path, node_id="worker") as worker,
-        SQLiteFleet(path, node_id="api") as host,
-        worker.own(LiveRuntime(session_id="chat-42")) as runtime,
-    ):
-        app = create_app(fleet=host, token=TOKEN, lease_age=3600)
-        async with client(app) as http:
+        async with client(create_app(fleet=host, token=TOKEN, lease_age=lease_age)) as http:
             async with runtime.open_generation("gen-1"):
                 await worker.flush("chat-42")
                 listed = await http.get("/v1/sessions/chat-42", headers=AUTH)  # the lease is read here
                 assert listed.json()["generation"] == {"id": "gen-1"}
             async with runtime.open_generation("gen-2") as gen:
                 await worker.flush("chat-42")
+                overtaken = lease_age == 0
                 sent = await http.post(
                     "/v1/sessions/chat-42/inputs", json=steer("Use X", "m-1"), headers=AUTH
                 )
