@@ -101,7 +101,8 @@ STORE_ENV = "LIVE_STEERING_STORE"
 #: records it (SQLite; PostgreSQL had one) and an index of the open claims, which a
 #: store-wide ``recover`` reads instead of every instruction. Version 3 added each
 #: instruction's ``kind`` (``steer`` or ``follow_up``) and target ``agent`` (a subagent's id;
-#: NULL: the session's main agent).
+#: NULL: the session's main agent). Version 4 added the ``agents`` table: each subagent whose
+#: hooks ran, by session (the ids ``instruct --agent`` takes).
 SCHEMA_VERSION = 4
 
 QUEUED = "queued"
