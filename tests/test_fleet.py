@@ -18,7 +18,7 @@ import anyio.lowlevel
 import pytest
 
 from fleet_helpers import BOUND, EXPECTED_REASONS, FleetStore, LocalEngine, new_session, script
-from live_steering import Disposition, Input, LiveRuntime, Receipt, UnknownInputError
+from live_steering import Disposition, Input, LiveRuntime, Receipt, RefusalReason, UnknownInputError
 from live_steering.fleet import UNREACHABLE, FleetError, LeaseHeldError, SQLiteFleet
 from live_steering.fleet._sqlite import socket_dir
 
@@ -103,6 +103,8 @@ async def test_the_lease_records_the_owners_delivery_modes(fleet_store: FleetSto
             lease = await host.lease(session)
             assert lease is not None
             assert (lease.live, lease.steering_mode, lease.follow_up_mode) == (True, "one-at-a-time", "all")
+            assert lease.delivery == "request_boundary"
+            assert (await host.capability(session))["mode"] == "request_boundary"
             async with runtime.open_generation("g1"):
                 await node_a.flush(session)
                 # C30: a host's view of the running generation carries the mode, as in-process
@@ -117,6 +119,28 @@ async def test_the_lease_records_the_owners_delivery_modes(fleet_store: FleetSto
             lease = await host.lease(session)
             assert lease is not None
             assert (lease.node_id, lease.steering_mode, lease.follow_up_mode) == ("b", "all", "one-at-a-time")
+
+
+async def test_an_owner_that_delivers_no_steer_is_unavailable_to_hosts(fleet_store: FleetStore) -> None:
+    """An owner whose runtime was made with ``boundary_delivery=False`` (its provider steers
+    natively, C1) records it on the lease: a host's remote capability says ``unavailable``, as
+    the owner's own does, and a submit through it is refused ``unavailable`` by the owner."""
+    session = new_session()
+    async with fleet_store.fleet("owner") as owner, fleet_store.fleet("host") as host:
+        runtime = LiveRuntime(session_id=session, boundary_delivery=False)
+        async with owner.own(runtime), runtime.open_generation("g1"):
+            await owner.flush(session)
+            assert runtime.capability["mode"] == "unavailable"
+            lease = await host.lease(session)
+            assert lease is not None
+            assert (lease.live, lease.delivery) == (True, "unavailable")
+            capability = await host.capability(session)
+            assert capability["mode"] == "unavailable"
+            refused = await capability["submit"](Input("steer", "Use X", id="m-1"), "g1")
+            assert (refused.accepted, refused.reason) == (False, RefusalReason.UNAVAILABLE)
+        released = await host.lease(session)
+        assert released is not None
+        assert released.delivery is None
 
 
 async def test_no_owner_answers_repeats_from_the_store(fleet_store: FleetStore) -> None:

@@ -72,6 +72,13 @@ VERSION_2 = (
 #: The lease columns version 3 adds: the owner's delivery modes (C30).
 MODE_COLUMNS = {"steering_mode", "follow_up_mode"}
 
+#: What version 3 added, as a store of version 3 holds it.
+VERSION_3 = (
+    "ALTER TABLE ls_leases ADD COLUMN steering_mode TEXT",
+    "ALTER TABLE ls_leases ADD COLUMN follow_up_mode TEXT",
+    "UPDATE ls_meta SET value = '3' WHERE key = 'schema_version'",
+)
+
 
 @pytest.fixture
 def store(fleet_store: FleetStore, tmp_path: Path) -> FleetStore:
@@ -96,12 +103,14 @@ def _raw(store: FleetStore) -> StoreConnection:
 
 
 def _build_version_1(store: FleetStore, session: str, *, version: int = 1) -> None:
-    """A version-1 store by hand (``version=2``: then the version-2 statements on it), holding one
-    session's applied receipt and its changes, and its lease as an expired owner left it."""
+    """A version-1 store by hand (``version=2`` or ``3``: then the later versions' statements on
+    it), holding one session's applied receipt and its changes, and its lease as an expired owner
+    left it."""
     conn = _raw(store)
     try:
         conn.begin()
-        for statement in VERSION_1 + (VERSION_2 if version >= 2 else ()):
+        later = (VERSION_2 if version >= 2 else ()) + (VERSION_3 if version >= 3 else ())
+        for statement in VERSION_1 + later:
             conn.execute(statement.format(serial=conn.dialect.serial))
         conn.execute(
             "INSERT INTO ls_leases (session_id, node_id, epoch, expires_at, generation_id) "
@@ -157,7 +166,7 @@ def _columns(conn: StoreConnection, table: str) -> set[str]:
 
 def test_the_schema_version_is_the_number_of_migrations() -> None:
     """Version n is what the first n migrations build, the first one the version-1 tables."""
-    assert SCHEMA_VERSION == len(MIGRATIONS) == 3
+    assert SCHEMA_VERSION == len(MIGRATIONS) == 4
     assert "CREATE TABLE ls_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)" in MIGRATIONS[0]
 
 
@@ -167,7 +176,7 @@ def test_a_new_store_is_built_by_every_migration_in_order(store: FleetStore) -> 
     try:
         assert _version(conn) == SCHEMA_VERSION
         assert _has_relation(conn, "ls_changes_session")
-        assert _columns(conn, "ls_leases") >= MODE_COLUMNS
+        assert _columns(conn, "ls_leases") >= MODE_COLUMNS | {"delivery"}
         conn.ensure_schema()  # an up-to-date store: nothing to do
         assert _version(conn) == SCHEMA_VERSION
     finally:
@@ -270,6 +279,40 @@ async def test_a_version_2_store_gets_the_mode_columns_and_records_the_owners_mo
             old = await host.receipt(session, "old-1")
             assert old is not None
             assert old.disposition is Disposition.APPLIED
+
+
+@pytest.mark.anyio
+async def test_a_version_3_store_gets_the_delivery_column_and_records_whether_the_owner_delivers(
+    store: FleetStore,
+) -> None:
+    """A store at version 3 (modes, no ``delivery``) is migrated in place: its lease keeps what it
+    held and reads ``delivery`` None; an owner made with ``boundary_delivery=False`` then records
+    ``unavailable``, and a host's capability says so (C1), where a delivering owner's says
+    ``request_boundary``."""
+    session = new_session()
+    _build_version_1(store, session, version=3)
+    conn = _raw(store)
+    try:
+        assert _version(conn) == 3
+        assert "delivery" not in _columns(conn, "ls_leases")
+    finally:
+        conn.close()
+    async with store.fleet("host") as host:
+        before = await host.lease(session)
+        assert before is not None
+        assert (before.node_id, before.epoch, before.generation_id) == ("old-node", 1, "g0")
+        assert before.delivery is None
+        async with store.fleet("worker") as worker:
+            async with worker.own(LiveRuntime(session_id=session, boundary_delivery=False)):
+                lease = await host.lease(session)
+                assert lease is not None
+                assert (lease.epoch, lease.live, lease.delivery) == (2, True, "unavailable")
+                assert (await host.capability(session))["mode"] == "unavailable"
+            async with worker.own(LiveRuntime(session_id=session)):
+                lease = await host.lease(session)
+                assert lease is not None
+                assert (lease.epoch, lease.delivery) == (3, "request_boundary")
+                assert (await host.capability(session))["mode"] == "request_boundary"
 
 
 @pytest.mark.anyio

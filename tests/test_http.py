@@ -89,6 +89,21 @@ async def test_a_runtime_sessions_mode_is_its_owners_steering_mode(fleet_store: 
         assert (gone["owner_live"], gone["mode"]) == (False, "unavailable")
 
 
+async def test_an_owner_that_delivers_no_steer_is_listed_unavailable(fleet_store: FleetStore) -> None:
+    """A live owner whose runtime was made with ``boundary_delivery=False`` is listed with its
+    generation and ``mode`` ``unavailable`` (its capability's, C1), not its steering_mode."""
+    session = new_session()
+    async with (
+        fleet_store.fleet("worker") as worker,
+        fleet_store.fleet("api") as host,
+        client(create_app(fleet=host, token=TOKEN)) as http,
+        owned(worker, session, boundary_delivery=False),
+    ):
+        listed = (await http.get(f"/v1/sessions/{session}", headers=AUTH)).json()
+        assert (listed["owner_live"], listed["generation"]) == (True, {"id": "gen-1"})
+        assert listed["mode"] == "unavailable"
+
+
 def test_a_live_owner_that_recorded_no_mode_shows_request_boundary() -> None:
     """A live lease without delivery modes (taken by an older node still running against the
     migrated store) reads as before: ``request_boundary``; a free one ``unavailable``."""

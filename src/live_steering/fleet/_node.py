@@ -48,6 +48,7 @@ from ._store import (
     LeaseHeldError,
     StoreConnection,
     Submission,
+    delivers,
     input_digest,
     receipt_from_wire,
 )
@@ -352,7 +353,9 @@ class Fleet(abc.ABC):
         >>> receipt = await capability["submit"](Input("steer", "Use X", id="m-1"), generation_id)
 
         ``mode`` is ``"request_boundary"`` while a live owner holds the lease, else
-        ``"unavailable"`` (as read now; a submit always asks the store again).
+        ``"unavailable"`` (as read now; a submit always asks the store again); ``"unavailable"``
+        too for an owner whose runtime was made with ``boundary_delivery=False``, as its own
+        capability says (the owner refuses every steer ``unavailable``).
         """
         session_id = checked_id(session_id, "session_id")
         self._timeout(timeout)  # a bad one is refused here, not by every submit through it
@@ -363,7 +366,7 @@ class Fleet(abc.ABC):
 
         return {
             "version": 1,
-            "mode": "request_boundary" if lease is not None and lease.live else "unavailable",
+            "mode": "request_boundary" if delivers(lease) else "unavailable",
             "cancellable": False,
             "submit": submit,
         }
@@ -805,7 +808,8 @@ class Fleet(abc.ABC):
         if session_id in self._owners:
             raise LeaseHeldError(f"this node already owns session {session_id!r}")
         limiter = anyio.CapacityLimiter(1)
-        modes = internals(runtime).delivery_modes()  # recorded on the lease for hosts to show (C30)
+        # recorded on the lease for hosts to show (C30), with whether its boundaries deliver (C1)
+        modes = (*internals(runtime).delivery_modes(), runtime.capability["mode"])
         conn: StoreConnection | None = None
         backoff = Backoff()
         try:

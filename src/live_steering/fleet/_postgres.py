@@ -377,7 +377,7 @@ class PostgresConnection(StoreConnection):
         session_id: str,
         node_id: str,
         ttl: float,
-        modes: tuple[str, str] | None = None,
+        modes: tuple[str, str, str] | None = None,
     ) -> Taken | None:
         taken = super().take(session_id, node_id, ttl, modes)
         if taken is not None and not self._pg.closed:

@@ -99,6 +99,16 @@ class Lease:
     older than schema version 3 (it records none)."""
     follow_up_mode: str | None = None
     """The owning runtime's ``follow_up_mode`` (C30), recorded alike."""
+    delivery: str | None = None
+    """The owning runtime's capability ``mode`` (C1) when it took the lease: ``"request_boundary"``,
+    or ``"unavailable"`` (made with ``boundary_delivery=False``: its boundaries deliver no steer);
+    ``None`` when the lease is free, or was taken by a node older than schema version 4."""
+
+
+def delivers(lease: Lease | None) -> bool:
+    """Whether a host may steer through ``lease`` now (C1's ``request_boundary``): a live owner,
+    whose runtime's boundaries deliver steers (or that recorded nothing: an older node)."""
+    return lease is not None and lease.live and lease.delivery != "unavailable"
 
 
 @attrs.frozen
@@ -398,6 +408,11 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         "ALTER TABLE ls_leases ADD COLUMN steering_mode TEXT",
         "ALTER TABLE ls_leases ADD COLUMN follow_up_mode TEXT",
     ),
+    # 4: whether the owner's boundaries deliver steers at all (C1's ``mode``: ``request_boundary``,
+    # or ``unavailable`` for a runtime made with ``boundary_delivery=False``), written by the take,
+    # so that a remote capability and ``GET /v1/sessions`` say what the owner's own capability
+    # says. NULL: a free lease, or one taken by an older node (read as ``request_boundary``).
+    ("ALTER TABLE ls_leases ADD COLUMN delivery TEXT",),
 )
 
 #: The schema version this library writes and reads (``ls_meta.schema_version``).
@@ -563,8 +578,8 @@ class StoreConnection(abc.ABC):
 
     def _lease_row(self, session_id: str, *, lock: bool) -> Any:
         return self.execute(
-            "SELECT node_id, epoch, expires_at, holder_pid, generation_id, steering_mode, follow_up_mode "
-            "FROM ls_leases WHERE session_id = ?" + (self.dialect.lock_lease if lock else ""),
+            "SELECT node_id, epoch, expires_at, holder_pid, generation_id, steering_mode, follow_up_mode, "
+            "delivery FROM ls_leases WHERE session_id = ?" + (self.dialect.lock_lease if lock else ""),
             (session_id,),
         ).fetchone()
 
@@ -585,7 +600,7 @@ class StoreConnection(abc.ABC):
             now = self.now()
         if row is None:
             return None
-        node, epoch, expires, _pid, generation, steering_mode, follow_up_mode = row
+        node, epoch, expires, _pid, generation, steering_mode, follow_up_mode, delivery = row
         return Lease(
             session_id,
             node,
@@ -595,6 +610,7 @@ class StoreConnection(abc.ABC):
             node is not None and expires >= now,
             steering_mode,
             follow_up_mode,
+            delivery,
         )
 
     def probed_lease(self, session_id: str) -> Lease | None:
@@ -628,12 +644,13 @@ class StoreConnection(abc.ABC):
         session_id: str,
         node_id: str,
         ttl: float,
-        modes: tuple[str, str] | None = None,
+        modes: tuple[str, str, str] | None = None,
     ) -> Taken | None:
         """Take the lease if free, expired or held by a dead process; None if a live owner holds it.
 
         In the same transaction: bump the epoch, record the new owner's delivery ``modes``
-        (``(steering_mode, follow_up_mode)``, C30; ``None``: not known, stored as NULL), finalise
+        (``(steering_mode, follow_up_mode, delivery)``: C30's two and C1's ``mode``; ``None``: not
+        known, stored as NULL), finalise
         what earlier owners left queued (C23), and read their inputs so the new owner answers
         repeats of them. Cheap while a live owner holds it (a read and a lock probe, no write),
         so a waiting worker may poll.
@@ -663,12 +680,21 @@ class StoreConnection(abc.ABC):
                 # expired, but its process still holds the lock: a zombie (stopped, partitioned)
                 got_lock = self.end_holder(session_id, holder_pid)
             epoch = int(epoch) + 1
-            steering_mode, follow_up_mode = (None, None) if modes is None else modes
+            steering_mode, follow_up_mode, delivery = (None, None, None) if modes is None else modes
             self.execute(
                 "UPDATE ls_leases SET node_id = ?, epoch = ?, expires_at = ?, holder_pid = ?, "
-                "generation_id = NULL, steering_mode = ?, follow_up_mode = ? "
+                "generation_id = NULL, steering_mode = ?, follow_up_mode = ?, delivery = ? "
                 "WHERE session_id = ?",
-                (node_id, epoch, now + ttl, self.my_pid(), steering_mode, follow_up_mode, session_id),
+                (
+                    node_id,
+                    epoch,
+                    now + ttl,
+                    self.my_pid(),
+                    steering_mode,
+                    follow_up_mode,
+                    delivery,
+                    session_id,
+                ),
             )
             held, unknown = self._finalise(session_id, now)
             prior = self._prior(session_id)
@@ -710,7 +736,7 @@ class StoreConnection(abc.ABC):
                 got_lock = self.end_holder(session_id, holder_pid)
             self.execute(
                 "UPDATE ls_leases SET node_id = NULL, epoch = ?, holder_pid = NULL, generation_id = NULL, "
-                "steering_mode = NULL, follow_up_mode = NULL WHERE session_id = ?",
+                "steering_mode = NULL, follow_up_mode = NULL, delivery = NULL WHERE session_id = ?",
                 (int(epoch) + 1, session_id),
             )
             self._finalise(session_id, now)
@@ -743,7 +769,7 @@ class StoreConnection(abc.ABC):
         try:
             self.execute(
                 "UPDATE ls_leases SET node_id = NULL, holder_pid = NULL, generation_id = NULL, "
-                "steering_mode = NULL, follow_up_mode = NULL "
+                "steering_mode = NULL, follow_up_mode = NULL, delivery = NULL "
                 "WHERE session_id = ? AND node_id = ? AND epoch = ?",
                 (session_id, node_id, epoch),
             )

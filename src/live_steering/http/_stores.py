@@ -38,6 +38,7 @@ from .._types import Disposition, Input, Receipt
 from .._validate import checked_id
 from ..fleet import Fleet, Lease, StopResult
 from ..fleet._node import submit_unanchored
+from ..fleet._store import delivers
 from ..hooks._open import open_store
 from ..hooks._store import HookStore, StoredReceipt
 
@@ -156,10 +157,12 @@ class FleetView:
         boundaries deliver steers (its runtime's ``steering_mode``, C30: ``"all"`` or
         ``"one-at-a-time"``, recorded on the lease by ``Fleet.own``); ``"unavailable"`` with no
         live owner (as C1's capability says); ``"request_boundary"`` for a live owner that
-        recorded none (a node of an older library, still running against the migrated store)."""
+        recorded none (a node of an older library, still running against the migrated store);
+        ``"unavailable"`` too for a live owner whose runtime delivers no steer (made with
+        ``boundary_delivery=False``: C1, its own capability's mode)."""
         live = lease.live
         running = lease.generation_id if live else None
-        mode = (lease.steering_mode or "request_boundary") if live else "unavailable"
+        mode = (lease.steering_mode or "request_boundary") if delivers(lease) else "unavailable"
         return {
             "id": lease.session_id,
             "kind": "runtime",
