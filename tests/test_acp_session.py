@@ -745,6 +745,45 @@ async def test_request_budget_ends_with_max_turn_requests(task_group: anyio.abc.
     assert harness.channel.settled()[0]["reason"] == "budget-exhausted"
 
 
+async def test_a_steer_at_the_checkpoint_of_a_spent_budget_is_held_with_no_continuation(
+    task_group: anyio.abc.TaskGroup,
+) -> None:
+    """C17 in a turn: its last allowed request answered with no tool call, and a steer arrived
+    meanwhile. The budget decides first: the steer is held budget-exhausted, the turn ends
+    max_turn_requests, and the stream never announces a continuation that would not run."""
+    harness = Harness(task_group, steps=1)
+    harness.session.max_requests = 1
+    events: list[dict[str, Any]] = []
+    harness.session.runtime.add_listener(events.append)
+    results: list[Any] = []
+
+    async def prompt() -> None:
+        results.append(await harness.session.prompt("Go"))
+
+    task_group.start_soon(prompt)
+    await harness.channel.wait("request", 1)
+    steered = await harness.steer("One more")
+    assert steered.outcome == "injected"
+    assert steered.receipt is not None
+    harness.pace.release(1)
+    with anyio.fail_after(10):
+        while not results:
+            await harness.channel.changed.wait()
+    assert (results[0].stop_reason, len(harness.model.requests)) == ("max_turn_requests", 1)
+    assert [e["type"] for e in events if e["type"].startswith("generation.")] == [
+        "generation.started",
+        "generation.stopped",
+    ]
+    assert harness.channel.settled() == [
+        {
+            "inputId": steered.receipt.input_id,
+            "turnId": "s1-turn-1",
+            "disposition": "held",
+            "reason": "budget-exhausted",
+        }
+    ]
+
+
 @pytest.mark.parametrize("returned", ["max_tokens", "refusal", None, "not-a-stop-reason"])
 async def test_run_turn_may_name_its_stop_reason(
     task_group: anyio.abc.TaskGroup, returned: str | None

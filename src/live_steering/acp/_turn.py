@@ -158,8 +158,12 @@ class Turn:
         return applied
 
     def continue_after_checkpoint(self) -> bool:
-        """True: steers arrived, run the model again in this turn (C16); False: the turn is done."""
-        return self.generation.continue_after_checkpoint()
+        """True: steers arrived, run the model again in this turn (C16); False: the turn is done.
+
+        With the turn's ``max_requests`` spent, the budget decides first (C17): steers pending
+        are held ``budget-exhausted`` and no ``generation.continued`` is published for a
+        request that would not be made."""
+        return self.generation.continue_after_checkpoint(may_call=self.requests < self.session.max_requests)
 
     async def say(
         self, text: str, meta: dict[str, Any] | None = None, *, message_id: str | None = None
@@ -228,7 +232,7 @@ class Turn:
             "disposition": receipt.disposition.value,
         }
         if receipt.reason is not None:
-            settled["reason"] = receipt.reason
+            settled["reason"] = str(receipt.reason)  # a StrEnum: its pinned string
         await self.session.channel.steer_settled(settled)
 
 
