@@ -164,6 +164,78 @@ async def test_a_host_answers_soon_after_its_owner_is_killed(
         await owner.kill()
 
 
+async def test_a_read_of_a_dead_owners_queued_input_finalises_it(
+    fleet_store: FleetStore, anyio_backend: str
+) -> None:
+    """kill -9 of the owner and no standby: a host's ``receipt`` of what it left queued does not
+    say ``queued`` for an input no process can apply any more. The read finalises the session as
+    the next take would (C23): the input never handed to the writer ``held``, the one being
+    written ``unknown``, both ``runtime-lost``; the lease is freed; a second read only reads."""
+    session = new_session()
+    owner = await spawn(
+        fleet_store, "owner", session, "--hang-after", "0", "--node", "w1", backend=anyio_backend
+    )
+    try:
+        await owner.next("owning")
+        async with fleet_store.fleet("host") as host:
+            x = await host.submit(session, Input("steer", "x", id="x"), "g1")
+            assert x.disposition is Disposition.QUEUED
+            assert (await owner.next("context.write"))["input_id"] == "x"  # x may be in a context now
+            y = await host.submit(session, Input("steer", "y", id="y"), "g1")
+            assert y.disposition is Disposition.QUEUED  # durable, never handed to the writer
+            await owner.kill()
+            lease = await host.lease(session)
+            with anyio.fail_after(BOUND):  # PostgreSQL frees the lock once its backend sees the socket close
+                while lease is not None and lease.live:  # the server drives it: poll, bounded
+                    await anyio.sleep(0.01)
+                    lease = await host.lease(session)
+            final_y = await host.receipt(session, "y")
+            assert final_y is not None
+            assert (final_y.disposition, final_y.reason) == (Disposition.HELD, "runtime-lost")
+            final_x = await host.receipt(session, "x")
+            assert final_x is not None
+            assert (final_x.disposition, final_x.reason) == (Disposition.UNKNOWN, "runtime-lost")
+            lease = await host.lease(session)
+            assert lease is not None
+            assert (lease.node_id, lease.epoch) == (None, 2)  # freed once, by the first read
+    finally:
+        await owner.kill()
+
+
+async def test_a_read_leaves_a_stopped_owners_queued_input_queued(
+    fleet_store: FleetStore, anyio_backend: str
+) -> None:
+    """An owner stopped (SIGSTOP) lives on and may still apply what it holds: a host's read of
+    its queued input says ``queued`` and recovers nothing (its lease keeps owner and epoch)."""
+    session = new_session()
+    owner = await spawn(
+        fleet_store, "owner", session, "--hang-after", "0", "--node", "w1", backend=anyio_backend
+    )
+    try:
+        await owner.next("owning")
+        async with fleet_store.fleet("host") as host:
+            await host.submit(session, Input("steer", "x", id="x"), "g1")
+            assert (await owner.next("context.write"))["input_id"] == "x"  # the owner hangs there
+            y = await host.submit(session, Input("steer", "y", id="y"), "g1")
+            assert y.disposition is Disposition.QUEUED
+            before = await host.lease(session)
+            assert before is not None
+            owner.signal(signal.SIGSTOP)
+            try:
+                for input_id in ("x", "y"):
+                    still = await host.receipt(session, input_id)
+                    assert still is not None
+                    assert still.disposition is Disposition.QUEUED
+                lease = await host.lease(session)
+                assert lease is not None
+                assert (lease.node_id, lease.epoch, lease.live) == ("w1", before.epoch, True)
+            finally:
+                owner.signal(signal.SIGCONT)
+            await owner.kill()  # before the host leaves: its close sweeps the dead owner's socket
+    finally:
+        await owner.kill()
+
+
 def _pending_requests(store: FleetStore, session: str) -> int:
     """Requests of ``session`` stored and not yet decided or withdrawn (read from the store)."""
     conn = store.connection()

@@ -11,6 +11,7 @@ import anyio
 import httpx
 import pytest
 
+from fleet_helpers import FleetStore, spawn
 from http_helpers import AUTH, TOKEN, owned, serving, sse_stream
 from live_steering.fleet import SQLiteFleet
 from live_steering.hooks import instruct
@@ -94,6 +95,44 @@ async def test_a_generation_that_ends_with_nothing_queued_shows_on_the_stream(tm
             assert (ended["event"], ended["data"]["generation"]) == ("session", None)
             assert ended["data"]["owner_live"] is True  # the owner lives on, between generations
             assert state.ended == ["generation-stopped"]
+
+
+async def test_a_dead_owners_queued_inputs_end_on_the_stream_with_no_one_waiting(
+    tmp_path: Path, anyio_backend: str
+) -> None:
+    """kill -9 of the owner, no standby, and nobody asks ``?wait=``: a client watching the stream
+    (the console) sees the owner go and what it left queued end as C23 says (``unknown`` for the
+    input being written, ``held`` for the other, ``runtime-lost``) within a poll, and a plain
+    GET of the receipt says the same, instead of ``queued`` until a standby comes."""
+    store = FleetStore("sqlite", str(tmp_path / "fleet.db"))
+    owner = await spawn(store, "owner", "chat-9", "--hang-after", "0", "--node", "w1", backend=anyio_backend)
+    try:
+        await owner.next("owning")
+        async with SQLiteFleet(store.location, node_id="api") as host:
+            app = create_app(fleet=host, token=TOKEN, poll_interval=0.05, heartbeat=3600)
+            async with serving(app) as url, httpx.AsyncClient(base_url=url, timeout=60) as http:
+                inputs = "/v1/sessions/chat-9/inputs"
+                sent = await http.post(inputs, json={**steer("x", "x"), "generation_id": "g1"}, headers=AUTH)
+                assert sent.json()["disposition"] == "queued"
+                assert (await owner.next("context.write"))["input_id"] == "x"  # the owner hangs writing x
+                sent = await http.post(inputs, json={**steer("y", "y"), "generation_id": "g1"}, headers=AUTH)
+                assert sent.json()["disposition"] == "queued"
+                async with sse_stream(url, "/v1/sessions/chat-9/events", AUTH) as stream:
+                    (first,) = await stream.read(1, name="session")
+                    assert first["data"]["owner_live"] is True
+                    await owner.kill()
+                    ended: dict[str, tuple[str, str]] = {}
+                    with anyio.fail_after(60):
+                        while len(ended) < 2:
+                            for record in await stream.read(1):
+                                data = record["data"]
+                                if record["event"] != "session" and data["disposition"] != "queued":
+                                    ended[data["input_id"]] = (data["disposition"], data["reason"])
+                assert ended == {"x": ("unknown", "runtime-lost"), "y": ("held", "runtime-lost")}
+                plain = (await http.get(f"{inputs}/y", headers=AUTH)).json()
+                assert (plain["disposition"], plain["reason"]) == ("held", "runtime-lost")
+    finally:
+        await owner.kill()
 
 
 async def test_resume_from_an_event_the_log_no_longer_holds_is_announced(tmp_path: Path) -> None:

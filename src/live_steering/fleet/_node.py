@@ -713,10 +713,24 @@ class Fleet(abc.ABC):
                 await self._abandon(request_no, submission, retry=False)
 
     async def receipt(self, session_id: str, input_id: str) -> Receipt | None:
-        """The stored receipt of an accepted input, from any node, also after its owner died."""
-        return await self._call(
-            self._store().receipt, checked_id(session_id, "session_id"), plain_str(input_id, "input_id")
-        )
+        """The stored receipt of an accepted input, from any node, also after its owner died.
+
+        An input stored ``queued`` whose owner's process is gone (``kill -9``, a crash) and that no
+        node took over yet is finalised first, as the next owner's take would (C23: ``held`` or
+        ``unknown``, ``runtime-lost``; ``fleet.recover``), so a read never says ``queued`` for an
+        input nothing can apply. An owner that lives on, stopped or slow, is left alone.
+        """
+        session_id = checked_id(session_id, "session_id")
+        input_id = plain_str(input_id, "input_id")
+        store, owned = self._store(), session_id in self._owners
+
+        def read() -> Receipt | None:
+            found = store.receipt(session_id, input_id)
+            if found is None or found.disposition is not Disposition.QUEUED or owned:
+                return found
+            return store.receipt(session_id, input_id) if store.recover_if_gone(session_id) else found
+
+        return await self._call(read)
 
     async def wait_final(self, session_id: str, input_id: str) -> Receipt:
         """Wait until an accepted input is ``applied``, ``held`` or ``unknown``; its receipt.

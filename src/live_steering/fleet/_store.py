@@ -706,6 +706,18 @@ class StoreConnection(abc.ABC):
             raise
         return Taken(epoch, prior, held, unknown)
 
+    def recover_if_gone(self, session_id: str) -> bool:
+        """``recover``, only when the owner's process is gone (its liveness lock is free, expired
+        lease or not): what a host's read runs on finding a queued input or a lease not live, so
+        that it tells what the next take would (C23) instead of ``queued`` for an input no process
+        can apply any more. An owner that lives on (stopped or slow, expired or not) is left to a
+        standby's take or an explicit ``recover``: it may still apply what it holds. Cheap when
+        there is nothing to do (a read and a lock probe)."""
+        lease = self.read_lease(session_id)
+        if lease is None or lease.node_id is None or not self._owner_gone(session_id):
+            return False
+        return self.recover(session_id)
+
     def recover(self, session_id: str) -> bool:
         """Any node's recovery: if the owner is dead or expired, free the lease and finalise (C23).
 
