@@ -53,7 +53,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--http",
         action="store_true",
-        help="run the HTTP group instead: http_submit and http_events_fanout (benchmarks/bench_http.py)",
+        help=(
+            "run the HTTP group instead: http_submit, http_events_fanout and hook_http "
+            "(benchmarks/bench_http.py)"
+        ),
     )
     parser.add_argument(
         "--dsn",

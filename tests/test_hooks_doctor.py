@@ -417,6 +417,25 @@ def test_hermes_install_plugin_honours_hermes_home(
     assert cli(capsys, "hooks", "install", "codex", "--profile", "x")[0] == 2
 
 
+def test_hermes_install_plugin_dir_names_the_config_only_of_a_hermes_home(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--plugin DIR` under `<home>/plugins/` names that home's config.yaml; a folder anywhere
+    else has no Hermes home to name, and the line says where the setting goes instead of
+    naming DIR's grandparent."""
+    store = str(tmp_path / "h.db")
+    inside = tmp_path / "home" / "plugins" / "steer"
+    code, out, _ = cli(capsys, "hooks", "install", "hermes", "--plugin", str(inside), "--store", store)
+    assert code == 0
+    assert f"enable it in {tmp_path / 'home' / 'config.yaml'}:" in out
+    elsewhere = tmp_path / "work" / "plug"
+    code, out, _ = cli(capsys, "hooks", "install", "hermes", "--plugin", str(elsewhere), "--store", store)
+    assert code == 0
+    assert (elsewhere / "plugin.yaml").is_file()
+    assert "config.yaml of the Hermes home whose plugins/ folder holds it" in out
+    assert str(tmp_path / "config.yaml") not in out
+
+
 def test_hermes_plugin_store_errors_go_to_its_log_not_the_terminal(
     tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

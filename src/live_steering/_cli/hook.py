@@ -39,7 +39,11 @@ def register(subparsers: object) -> None:
     )
     parser.add_argument("vendor", metavar="VENDOR", help=f"one of {', '.join(VENDORS)}")
     parser.add_argument(
-        "--store", metavar="PATH", help="the hook store (default: $LIVE_STEERING_STORE or XDG)"
+        "--store",
+        metavar="PATH",
+        help=(
+            "the hook store (default: $LIVE_STEERING_STORE_DSN if set, else $LIVE_STEERING_STORE, else XDG)"
+        ),
     )
     parser.add_argument(
         "--dsn",

@@ -144,7 +144,11 @@ def store_options(parser: argparse.ArgumentParser) -> None:
     """``--store PATH`` or ``--dsn DSN`` (one of them), shared by every relay command."""
     where = parser.add_mutually_exclusive_group()
     where.add_argument(
-        "--store", metavar="PATH", help="the hook store (default: $LIVE_STEERING_STORE or XDG)"
+        "--store",
+        metavar="PATH",
+        help=(
+            "the hook store (default: $LIVE_STEERING_STORE_DSN if set, else $LIVE_STEERING_STORE, else XDG)"
+        ),
     )
     where.add_argument(
         "--dsn",
@@ -409,9 +413,15 @@ def run_install(args: argparse.Namespace) -> int:
             print(f"wrote {path}")
         if not written:
             print(f"the plugin in {directory} is already up to date; nothing was changed")
-        home = os.path.dirname(os.path.dirname(os.path.abspath(os.path.expanduser(directory))))
-        config = os.path.join(home, "config.yaml")
-        print(f"enable it in {config}:  plugins: {{enabled: [live-steering]}}")
+        parent = os.path.dirname(os.path.abspath(os.path.expanduser(directory)))
+        if os.path.basename(parent) == "plugins":  # <Hermes home>/plugins/NAME: that home's config
+            config = os.path.join(os.path.dirname(parent), "config.yaml")
+            print(f"enable it in {config}:  plugins: {{enabled: [live-steering]}}")
+        else:  # a folder of the user's choosing: no Hermes home to name
+            print(
+                "enable it in the config.yaml of the Hermes home whose plugins/ folder holds it:  "
+                "plugins: {enabled: [live-steering]}"
+            )
         return 0
     from ..hooks._install import HTTP_VENDORS
 
