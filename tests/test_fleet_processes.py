@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 import signal
+import time
 from typing import Any
 
 import anyio
@@ -90,8 +91,18 @@ async def test_owner_killed_is_taken_over_and_finalised(fleet_store: FleetStore,
     """kill -9 of an owner mid-write: marked -> unknown, unwritten -> held (C23), by the taker (asyncio
     runs) or first by a host's wait_final (trio runs: each path once per store)."""
     session = new_session()
+    # a short lease: on PostgreSQL a host's wait_final finalises only once it has expired
     owner = await spawn(
-        fleet_store, "owner", session, "--hang-after", "0", "--node", "w1", backend=anyio_backend
+        fleet_store,
+        "owner",
+        session,
+        "--hang-after",
+        "0",
+        "--node",
+        "w1",
+        "--ttl",
+        "2",
+        backend=anyio_backend,
     )
     try:
         await owner.next("owning")
@@ -173,7 +184,16 @@ async def test_a_read_of_a_dead_owners_queued_input_finalises_it(
     written ``unknown``, both ``runtime-lost``; the lease is freed; a second read only reads."""
     session = new_session()
     owner = await spawn(
-        fleet_store, "owner", session, "--hang-after", "0", "--node", "w1", backend=anyio_backend
+        fleet_store,
+        "owner",
+        session,
+        "--hang-after",
+        "0",
+        "--node",
+        "w1",
+        "--ttl",
+        "1",
+        backend=anyio_backend,
     )
     try:
         await owner.next("owning")
@@ -184,12 +204,15 @@ async def test_a_read_of_a_dead_owners_queued_input_finalises_it(
             y = await host.submit(session, Input("steer", "y", id="y"), "g1")
             assert y.disposition is Disposition.QUEUED  # durable, never handed to the writer
             await owner.kill()
-            lease = await host.lease(session)
-            with anyio.fail_after(BOUND):  # PostgreSQL frees the lock once its backend sees the socket close
-                while lease is not None and lease.live:  # the server drives it: poll, bounded
-                    await anyio.sleep(0.01)
-                    lease = await host.lease(session)
+            # SQLite: at once (the holder's process is gone); PostgreSQL: once the lease expired
+            # too (a connection's lock says nothing of a client that may be reconnecting)
             final_y = await host.receipt(session, "y")
+            with anyio.fail_after(BOUND):
+                while final_y is not None and final_y.disposition is Disposition.QUEUED:
+                    await anyio.sleep(0.05)
+                    final_y = await host.receipt(session, "y")
+            if fleet_store.kind == "sqlite":
+                assert (await host.lease(session)).node_id is None  # type: ignore[union-attr]
             assert final_y is not None
             assert (final_y.disposition, final_y.reason) == (Disposition.HELD, "runtime-lost")
             final_x = await host.receipt(session, "x")
@@ -232,6 +255,118 @@ async def test_a_read_leaves_a_stopped_owners_queued_input_queued(
             finally:
                 owner.signal(signal.SIGCONT)
             await owner.kill()  # before the host leaves: its close sweeps the dead owner's socket
+    finally:
+        await owner.kill()
+
+
+async def test_a_read_leaves_a_standby_that_took_a_stopped_owners_session_alone(
+    fleet_store: FleetStore, anyio_backend: str
+) -> None:
+    """w1 stopped (SIGSTOP) past its lease, w2 takes its session (on SQLite without the liveness
+    lock, which the stopped process still holds), then w1 is killed: the lock is free until w2's
+    next fence, but w2 lives. Reads (``fleet.receipt``, the HTTP server's lease read) finalise
+    nothing and w2 keeps the session: a free lock alone is no proof that an owner is gone."""
+    from live_steering.http._stores import FleetView
+
+    session = new_session()
+    w1 = await spawn(fleet_store, "owner", session, "--node", "w1", "--ttl", "1", backend=anyio_backend)
+    w2: Child | None = None
+    try:
+        await w1.next("owning")
+        # the standby, started once w1 owns; it renews only every 10 s: its next fence, which
+        # takes the lock, is far off
+        w2 = await spawn(
+            fleet_store,
+            "owner",
+            session,
+            "--node",
+            "w2",
+            "--ttl",
+            "30",
+            "--wait",
+            "60",
+            "--hang-after",
+            "0",
+            backend=anyio_backend,
+        )
+        async with fleet_store.fleet("host") as host:
+            w1.signal(signal.SIGSTOP)
+            taken = await w2.next("owning")
+            x = await host.submit(session, Input("steer", "x", id="x"), "g1")
+            assert x.disposition is Disposition.QUEUED
+            assert (await w2.next("context.write"))["input_id"] == "x"  # w2 hangs writing x
+            await w1.kill()
+            for _ in range(3):
+                still = await host.receipt(session, "x")
+                assert still is not None
+                assert still.disposition is Disposition.QUEUED
+                lease = await FleetView(host).lease(session)
+                assert lease is not None
+                assert (lease.node_id, lease.epoch) == ("w2", taken["epoch"])
+            assert all(line["type"] != "lost" for line in w2.lines)
+            await w2.kill()  # before the host leaves: its close sweeps the dead owners' sockets
+    finally:
+        await w1.kill()
+        if w2 is not None:
+            await w2.kill()
+
+
+async def test_a_read_leaves_an_owner_whose_connection_was_cut_alone(
+    fleet_store: FleetStore, anyio_backend: str
+) -> None:
+    """PostgreSQL: the owner's backend ended (``pg_terminate_backend``) frees its liveness lock
+    while the owner lives on and reconnects at its next renewal. Reads meanwhile finalise nothing:
+    its lease is unexpired, and it keeps its session and its queued input."""
+    if fleet_store.kind != "postgres":
+        pytest.skip("a connection's lock: PostgreSQL only")
+    import psycopg
+
+    from live_steering.http._stores import FleetView
+
+    session = new_session()
+    owner = await spawn(
+        fleet_store,
+        "owner",
+        session,
+        "--node",
+        "w1",
+        "--ttl",
+        "30",
+        "--hang-after",
+        "0",
+        backend=anyio_backend,
+    )
+    try:
+        await owner.next("owning")
+        async with fleet_store.fleet("host") as host:
+            x = await host.submit(session, Input("steer", "x", id="x"), "g1")
+            assert x.disposition is Disposition.QUEUED
+            assert (await owner.next("context.write"))["input_id"] == "x"  # it hangs writing x
+
+            def cut() -> None:
+                with psycopg.connect(fleet_store.location, autocommit=True) as admin:
+                    (pid,) = admin.execute(
+                        "SELECT holder_pid FROM ls_leases WHERE session_id = %s", (session,)
+                    ).fetchone() or (None,)
+                    assert pid is not None
+                    admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+                    gone = "SELECT count(*) FROM pg_stat_activity WHERE pid = %s"
+                    while admin.execute(gone, (pid,)).fetchone() != (0,):  # bounded by the test's timeout
+                        time.sleep(0.01)
+
+            with anyio.fail_after(BOUND):
+                await anyio.to_thread.run_sync(cut)
+            before = await host.lease(session)
+            assert before is not None
+            assert (before.node_id, before.live) == ("w1", False)  # its lock is free: not live as probed
+            for _ in range(3):
+                still = await host.receipt(session, "x")
+                assert still is not None
+                assert still.disposition is Disposition.QUEUED
+                lease = await FleetView(host).lease(session)
+                assert lease is not None
+                assert (lease.node_id, lease.epoch) == ("w1", before.epoch)
+            assert all(line["type"] != "lost" for line in owner.lines)
     finally:
         await owner.kill()
 

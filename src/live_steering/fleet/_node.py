@@ -715,10 +715,13 @@ class Fleet(abc.ABC):
     async def receipt(self, session_id: str, input_id: str) -> Receipt | None:
         """The stored receipt of an accepted input, from any node, also after its owner died.
 
-        An input stored ``queued`` whose owner's process is gone (``kill -9``, a crash) and that no
+        An input stored ``queued`` whose owner is surely gone (``kill -9``, a crash) and that no
         node took over yet is finalised first, as the next owner's take would (C23: ``held`` or
-        ``unknown``, ``runtime-lost``; ``fleet.recover``), so a read never says ``queued`` for an
-        input nothing can apply. An owner that lives on, stopped or slow, is left alone.
+        ``unknown``, ``runtime-lost``; ``fleet.recover``), so a read does not keep saying
+        ``queued`` for an input nothing can apply. Surely gone: its liveness lock is free and the
+        process the lease names has ended (SQLite) or the lease has expired (PostgreSQL, where a
+        cut connection frees the lock of an owner that reconnects). An owner that lives on,
+        stopped, slow or reconnecting, is left alone.
         """
         session_id = checked_id(session_id, "session_id")
         input_id = plain_str(input_id, "input_id")
@@ -736,9 +739,10 @@ class Fleet(abc.ABC):
         """Wait until an accepted input is ``applied``, ``held`` or ``unknown``; its receipt.
 
         If its owner died meanwhile, this node finalises the session (C23) rather than wait
-        for a new owner. Raises ``UnknownInputError`` (a ``LookupError``) for an id the
-        session never accepted, as ``LiveRuntime.wait_final`` does; bound the wait with
-        ``anyio.fail_after``.
+        for a new owner, once the owner is surely gone (``receipt``'s rule: on PostgreSQL once
+        its lease expired too, so an owner riding out a lost connection keeps its session).
+        Raises ``UnknownInputError`` (a ``LookupError``) for an id the session never accepted,
+        as ``LiveRuntime.wait_final`` does; bound the wait with ``anyio.fail_after``.
         """
         session_id = checked_id(session_id, "session_id")
         input_id = plain_str(input_id, "input_id")
@@ -753,7 +757,7 @@ class Fleet(abc.ABC):
             if receipt.disposition is not Disposition.QUEUED:
                 return receipt
             if session_id not in self._owners:  # a dead owner's inputs: finalise them here (C23)
-                await self._call(store.recover, session_id)
+                await self._call(store.recover_if_gone, session_id)
             await anyio.sleep(delay)
             delay = min(delay * 2, 0.1)
 

@@ -94,6 +94,26 @@ def _alive(path: str) -> bool:
     return True
 
 
+def _process_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, killed and not yet reaped, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process holds that pid: alive
+        return True
+    except OSError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            state = stat.read().rpartition(b")")[2].split()[0]
+    except FileNotFoundError:  # it ended just now, or there is no /proc (not Linux)
+        return not os.path.isdir("/proc/self")
+    except (OSError, IndexError):
+        return True
+    return state not in (b"Z", b"X")
+
+
 def sweep_dead(folder: str, *, keep: str | None = None) -> None:
     """Remove the sockets of dead nodes (``kill -9``, a crash) from a socket folder, and the folder
     once empty (unless it is ``keep``). Never raises: another node may sweep it at the same time."""
@@ -335,6 +355,13 @@ class SQLiteConnection(StoreConnection):
 
     def my_pid(self) -> int | None:
         return os.getpid()
+
+    def holder_gone(self, holder_pid: int | None, *, expired: bool) -> bool:
+        # One machine: the holder's process answers for itself (a store of an older take that
+        # recorded none falls back on the lease's expiry). This process's own pid is alive.
+        if holder_pid is None:
+            return expired
+        return holder_pid != os.getpid() and not _process_alive(holder_pid)
 
     # -- wake-ups ------------------------------------------------------------------------
 

@@ -505,6 +505,12 @@ class StoreConnection(abc.ABC):
     @abc.abstractmethod
     def my_pid(self) -> int | None: ...
 
+    def holder_gone(self, holder_pid: int | None, *, expired: bool) -> bool:
+        """Whether the lease's holder (``holder_pid``, as ``my_pid`` of its take recorded it) is
+        surely gone, its liveness lock aside. Here: its lease expired (a connection's server
+        process says nothing of the client's)."""
+        return expired
+
     @abc.abstractmethod
     def notify(self, node_id: str, payload: str) -> None:
         """Owe a wake-up to ``node_id`` (sent with the commit)."""
@@ -707,14 +713,26 @@ class StoreConnection(abc.ABC):
         return Taken(epoch, prior, held, unknown)
 
     def recover_if_gone(self, session_id: str) -> bool:
-        """``recover``, only when the owner's process is gone (its liveness lock is free, expired
-        lease or not): what a host's read runs on finding a queued input or a lease not live, so
-        that it tells what the next take would (C23) instead of ``queued`` for an input no process
-        can apply any more. An owner that lives on (stopped or slow, expired or not) is left to a
+        """``recover``, only when the owner surely is gone: what a host's read runs on finding a
+        queued input or a lease not live, so that it tells what the next take would (C23) instead
+        of ``queued`` for an input no process can apply any more.
+
+        A free liveness lock alone does not say so: a PostgreSQL owner whose connection was cut
+        lives on and takes its lock again at its next fence, and a SQLite standby that took a
+        stopped owner's session gets the lock only once that process is gone. So the lease's
+        holder must be gone too (``holder_gone``: on SQLite its process, on PostgreSQL an
+        expired lease). An owner that lives on (stopped, slow, reconnecting) is left to a
         standby's take or an explicit ``recover``: it may still apply what it holds. Cheap when
-        there is nothing to do (a read and a lock probe)."""
-        lease = self.read_lease(session_id)
-        if lease is None or lease.node_id is None or not self._owner_gone(session_id):
+        there is nothing to do (a read, and at most a process check and a lock probe)."""
+        with self._reading():
+            row = self._lease_row(session_id, lock=False)
+            now = self.now()
+        if row is None or row[0] is None:
+            return False
+        holder = None if row[3] is None else int(row[3])
+        if not self.holder_gone(holder, expired=float(row[2]) < now):
+            return False
+        if not self._owner_gone(session_id):
             return False
         return self.recover(session_id)
 

@@ -132,8 +132,9 @@ class FleetView:
         return await self._read(lambda: self.fleet._store().lease_sessions())
 
     async def lease(self, session_id: str) -> Lease | None:
-        """The session's lease, probed. A lease whose owner's process is gone is recovered first
-        (``recover_if_gone``): what the dead owner left queued is finalised (C23), so a listing,
+        """The session's lease, probed. A lease whose owner is surely gone is recovered first
+        (``recover_if_gone``, ``Fleet.receipt``'s rule): what the dead owner left queued is
+        finalised (C23), so a listing,
         a session's stream and its receipts show it ended instead of ``queued`` until a standby
         comes; the stream then carries its ``held`` / ``unknown`` events."""
         lease = await self.fleet.lease(session_id)
