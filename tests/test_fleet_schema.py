@@ -9,8 +9,10 @@ naming both versions; a failing migration leaves the store as it was.
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -68,6 +70,9 @@ VERSION_2 = (
     "CREATE INDEX ls_changes_session ON ls_changes (session_id, epoch)",
     "UPDATE ls_meta SET value = '2' WHERE key = 'schema_version'",
 )
+
+#: The first key of the schema lock PostgreSQL's migrations take (``_postgres.py``'s ``lock_schema``).
+SCHEMA_LOCK_KEY = 0x4C53_4601
 
 #: The lease columns version 3 adds: the owner's delivery modes (C30).
 MODE_COLUMNS = {"steering_mode", "follow_up_mode"}
@@ -379,5 +384,55 @@ def test_two_nodes_opening_an_older_store_at_once_migrate_it_once(store: FleetSt
         assert errors == []
         assert [_version(conn) for conn in conns] == [SCHEMA_VERSION, SCHEMA_VERSION]
     finally:
+        for conn in conns:
+            conn.close()
+
+
+def test_two_nodes_creating_an_empty_store_at_once_both_open_it(store: FleetStore) -> None:
+    """Two connections finding the store empty (version 0) at the same moment: both succeed and the
+    tables are built once. On PostgreSQL both are held at the schema lock until each has read
+    version 0, so the second one's look after the lock must see the first one's new tables (a
+    cached "no such table" would build them again: ``relation ... already exists``)."""
+    conns = [_raw(store), _raw(store)]
+    start = threading.Barrier(2)
+    errors: list[BaseException] = []
+    gate: Any = None
+    if store.kind == "postgres":
+        import psycopg
+
+        gate = psycopg.connect(store.location, autocommit=True)
+        gate.execute("SELECT pg_advisory_lock(%s, 0)", (SCHEMA_LOCK_KEY,))
+
+    def create(conn: StoreConnection) -> None:
+        start.wait(timeout=10)
+        try:
+            conn.ensure_schema()
+        except BaseException as exc:  # handed to the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=create, args=(conn,)) for conn in conns]
+    for thread in threads:
+        thread.start()
+    try:
+        if gate is not None:
+            waiting = (
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND classid = %s"
+            )
+            deadline = time.monotonic() + 30
+            while gate.execute(waiting, (SCHEMA_LOCK_KEY,)).fetchone() != (
+                2,
+            ):  # both read version 0 and wait for the lock
+                assert time.monotonic() < deadline, (
+                    "the two connections never both waited for the schema lock"
+                )
+                time.sleep(0.005)
+            gate.execute("SELECT pg_advisory_unlock(%s, 0)", (SCHEMA_LOCK_KEY,))
+        for thread in threads:
+            thread.join(timeout=30)
+        assert errors == []
+        assert [_version(conn) for conn in conns] == [SCHEMA_VERSION, SCHEMA_VERSION]
+    finally:
+        if gate is not None:
+            gate.close()
         for conn in conns:
             conn.close()

@@ -12,6 +12,8 @@ import ast
 import doctest
 import pathlib
 import sqlite3
+import threading
+import time
 import uuid
 
 import pytest
@@ -299,6 +301,44 @@ def test_a_postgres_version_1_store_is_migrated_with_its_rows(pg_schema: tuple[s
     assert meta == [("schema_version", str(SCHEMA_VERSION))]
     assert "ls_hook_instructions_open_claims" in indexes
     PostgresHookStore(dsn).close()
+
+
+def test_two_processes_creating_an_empty_postgres_store_at_once_both_open_it(
+    pg_schema: tuple[str, str],
+) -> None:
+    """Both find no tables and wait for the DDL lock (held here until both wait): the second
+    one's look after the lock sees the first one's tables, and nothing is created twice."""
+    import psycopg
+
+    from live_steering.hooks._postgres import _DDL, PostgresHookStore
+
+    dsn, schema = pg_schema
+    start = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def open_store() -> None:
+        start.wait(timeout=10)
+        try:
+            PostgresHookStore(dsn).close()
+        except BaseException as exc:  # handed to the test's thread
+            errors.append(exc)
+
+    with psycopg.connect(dsn, autocommit=True) as gate:
+        gate.execute("SELECT pg_advisory_lock(%s, 0)", (_DDL,))
+        threads = [threading.Thread(target=open_store) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND classid = %s"
+        deadline = time.monotonic() + 30
+        while gate.execute(waiting, (_DDL,)).fetchone() != (2,):
+            assert time.monotonic() < deadline, "the two stores never both waited for the DDL lock"
+            time.sleep(0.005)
+        gate.execute("SELECT pg_advisory_unlock(%s, 0)", (_DDL,))
+        for thread in threads:
+            thread.join(timeout=30)
+    assert errors == []
+    meta, _indexes = pg_meta(dsn, schema)
+    assert meta == [("schema_version", str(SCHEMA_VERSION))]
 
 
 def test_a_failed_postgres_migration_leaves_the_store_as_it_was(

@@ -347,7 +347,15 @@ class PostgresConnection(StoreConnection):
         return float(row[0])
 
     def table_exists(self, name: str) -> bool:
-        row = self._conn.execute("SELECT to_regclass(%s) IS NOT NULL", (name,)).fetchone()
+        # Read from pg_class with this statement's snapshot, not through the name lookup of
+        # ``to_regclass``: that one answers from the backend's catalog cache, which keeps "no such
+        # table" across a wait for an advisory lock (no invalidation is read there), so a node
+        # that waited for another's schema lock on an empty store would build the tables again.
+        row = self._conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
+            "ON n.oid = c.relnamespace WHERE c.relname = %s AND n.nspname = ANY (current_schemas(false)))",
+            (name,),
+        ).fetchone()
         return bool(row and row[0])
 
     def _lock_sql(self, function: str, session_id: str) -> bool:

@@ -341,7 +341,14 @@ class PostgresHookStore(RelayStore):
             raise
 
     def _read_version(self) -> int:
-        row = self._sql("SELECT to_regclass('ls_hook_meta') IS NOT NULL").fetchone()
+        # pg_class read with this statement's snapshot, not ``to_regclass``, whose answer comes
+        # from the backend's catalog cache: after a wait for the DDL lock it may still say "no
+        # table" when another process just created it, and the tables would be created again.
+        row = self._sql(
+            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
+            "ON n.oid = c.relnamespace WHERE c.relname = 'ls_hook_meta' "
+            "AND n.nspname = ANY (current_schemas(false)))"
+        ).fetchone()
         if row is None or not row[0]:
             return 0
         version = self._run("read_version").fetchone()
