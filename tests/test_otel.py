@@ -3,6 +3,8 @@ span events on the span current where it happened, checked with the SDK's in-mem
 
 from __future__ import annotations
 
+import gc
+import weakref
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -144,6 +146,24 @@ async def test_twice_records_once_and_the_undo_stops_recording(
             gen.stop()
     assert [name for name, _ in _events(exporter)["again"]][:1] == ["live_steering.steering.accepted"]
     again()
+
+
+async def test_an_instrumented_runtime_is_collected_once_its_session_is_over() -> None:
+    """One runtime per session, each instrumented and closed: none is kept alive by being
+    instrumented (the host never calls the undo), and the undo of a collected one does nothing."""
+    refs: list[weakref.ref[LiveRuntime]] = []
+    undos = []
+    for n in range(3):
+        async with LiveRuntime(session_id=f"s{n}") as runtime:
+            undos.append(instrument(runtime))
+            async with runtime.open_generation() as gen:
+                await runtime.submit_steering(Input("steer", "one", id="a"), gen.id)
+                gen.stop()
+        refs.append(weakref.ref(runtime))
+    del runtime, gen
+    gc.collect()
+    assert [ref() for ref in refs] == [None, None, None]
+    undos[0]()  # its runtime is gone: nothing to remove from, nothing raised
 
 
 async def test_follow_ups_and_skipped_tools_are_recorded(

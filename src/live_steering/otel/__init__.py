@@ -114,14 +114,18 @@ def instrument(runtime: LiveRuntime) -> Callable[[], None]:
 
     remove = runtime.add_listener(record)
     undone = False
+    # The table's value must not hold its key: a runtime referenced from its own entry would never
+    # be collected, and a host that instruments one runtime per session would keep every one.
+    held = weakref.ref(runtime)
 
     def uninstrument() -> None:
         nonlocal undone
         if undone:  # idempotent: an old undo called again leaves a later instrumentation alone
             return
         undone = True
-        if _instrumented.get(runtime) is uninstrument:
-            del _instrumented[runtime]
+        target = held()
+        if target is not None and _instrumented.get(target) is uninstrument:
+            del _instrumented[target]
         remove()
 
     _instrumented[runtime] = uninstrument
