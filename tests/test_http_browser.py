@@ -20,7 +20,7 @@ import anyio.from_thread
 import anyio.to_thread
 import pytest
 
-from http_helpers import TOKEN, serving
+from http_helpers import TOKEN, owned, serving
 from live_steering import Input, LiveRuntime
 from live_steering.fleet import SQLiteFleet
 from live_steering.http import create_app
@@ -155,5 +155,83 @@ def _drive(url: str, tmp_path: Path, release: Any) -> dict[str, Any]:
         logs = driver.get_log("browser")
         csp = [entry["message"] for entry in logs if "Content Security Policy" in entry["message"]]
         return {"states": states, "generation": generation, "csp_errors": csp}
+    finally:
+        driver.quit()
+
+
+async def test_console_keeps_focus_and_says_what_failed(tmp_path: Path, anyio_backend: str) -> None:
+    """A keyboard user's place survives another session changing (the list updates its rows in
+    place); with a token the server refuses, the page says so and drops the rows it can no longer
+    read, a steer sent leaves no row for an input never submitted, and the stop button says it
+    did not stop."""
+    _need_browser()
+    path = str(tmp_path / "fleet.db")
+    async with (
+        SQLiteFleet(path, node_id="worker") as worker,
+        SQLiteFleet(path, node_id="api") as host,
+        owned(worker, "chat-1"),
+        owned(worker, "chat-2") as other,
+    ):
+        app = create_app(fleet=host, token=TOKEN, poll_interval=0.05)
+        async with serving(app) as url:
+
+            def change_the_other() -> None:
+                anyio.from_thread.run(host.stop, "chat-2", "gen-1")
+
+            def drive() -> dict[str, Any]:
+                return _drive_failures(url, tmp_path, change_the_other)
+
+            seen = await anyio.to_thread.run_sync(drive)
+    assert other.ended == ["generation-stopped"]
+    assert seen["focus_kept"] is True
+    assert seen["refused"].startswith("the server refused")
+    assert seen["token_state"] == "the server refused this token"
+    assert seen["rows_after_refusal"] == 0
+    assert seen["sent"].startswith("not sent:")
+    assert seen["receipt_rows"] == 0
+    assert seen["stopped"].startswith("not stopped:")
+
+
+def _drive_failures(url: str, tmp_path: Path, change_the_other: Any) -> dict[str, Any]:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver = _driver(tmp_path / "profile")
+    try:
+        wait = WebDriverWait(driver, 60, poll_frequency=0.05)
+        driver.get(url + "/")
+        driver.find_element(By.ID, "token").send_keys(TOKEN + Keys.ENTER)
+        other = "tr[data-session='chat-2'] .generation"
+        wait.until(lambda d: d.find_element(By.CSS_SELECTOR, other).text == "gen-1")
+        button = driver.find_element(By.CSS_SELECTOR, "tr[data-session='chat-1'] button.open")
+        driver.execute_script("arguments[0].focus()", button)
+        change_the_other()
+        wait.until(lambda d: d.find_element(By.CSS_SELECTOR, other).text == "none")  # the list's next poll
+        focus_kept = driver.switch_to.active_element == button
+        driver.switch_to.active_element.send_keys(Keys.ENTER)  # where the user was: it opens chat-1
+        wait.until(lambda d: d.find_element(By.ID, "session-id").text == "chat-1")
+        driver.find_element(By.ID, "token").send_keys("not-the-token" + Keys.ENTER)
+        status = driver.find_element(By.ID, "status")
+        wait.until(lambda d: status.text.startswith("the server refused"))
+        refused = status.text
+        rows = len(driver.find_elements(By.CSS_SELECTOR, "#sessions tbody tr"))
+        token_state = driver.find_element(By.ID, "token-state").text
+        driver.find_element(By.ID, "steer-text").send_keys("Use the corrected path")
+        driver.find_element(By.ID, "send").send_keys(Keys.ENTER)
+        wait.until(lambda d: status.text.startswith("not sent:"))
+        sent = status.text
+        receipt_rows = len(driver.find_elements(By.CSS_SELECTOR, "#receipts tbody tr"))
+        driver.find_element(By.ID, "stop").send_keys(Keys.ENTER)
+        wait.until(lambda d: status.text.startswith("not stopped:"))
+        return {
+            "focus_kept": focus_kept,
+            "refused": refused,
+            "token_state": token_state,
+            "rows_after_refusal": rows,
+            "sent": sent,
+            "receipt_rows": receipt_rows,
+            "stopped": status.text,
+        }
     finally:
         driver.quit()

@@ -48,6 +48,34 @@
 
   // -- sessions ----------------------------------------------------------------------------
 
+  const latest = new Map(); // session id -> its description as the last list gave it
+
+  function sessionRow(s) {
+    const row = document.createElement("tr");
+    row.dataset.session = s.id;
+    for (const name of ["id", "kind", "vendor", "owner-live", "generation", "mode"]) { cell(row, "", name); }
+    row.querySelector(".id").textContent = s.id;
+    const action = document.createElement("td");
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "open";
+    button.textContent = "Steer";
+    button.setAttribute("aria-label", "Steer session " + s.id);
+    button.addEventListener("click", () => select(latest.get(s.id) || s));
+    action.appendChild(button);
+    row.appendChild(action);
+    return row;
+  }
+
+  function refused(text) {
+    // the list cannot be read (no token, a wrong one): the rows of an earlier token are not shown
+    // as if they were current
+    sayOfList(text);
+    lastSessions = null;
+    latest.clear();
+    $("#sessions tbody").textContent = "";
+  }
+
   async function loadSessions() {
     let response;
     try {
@@ -56,37 +84,41 @@
       sayOfList("cannot reach the server: " + error);
       return;
     }
-    if (response.status === 401) { sayOfList("enter the bearer token to see the sessions"); return; }
+    if (response.status === 401) {
+      if (token()) { $("#token-state").textContent = "the server refused this token"; }
+      refused(token() ? "the server refused the token: enter the right one" : "enter the bearer token to see the sessions");
+      return;
+    }
     if (!response.ok) { sayOfList("sessions: HTTP " + response.status); return; }
     const body = await response.json();
     if (listSaid) { say(""); }
+    if (token()) { $("#token-state").textContent = "token set for this tab"; }
     const seen = JSON.stringify(body.sessions);
-    if (seen === lastSessions) { return; } // unchanged: keep the rows (and the keyboard focus)
+    if (seen === lastSessions) { return; } // unchanged: nothing to touch
     lastSessions = seen;
+    // Rows are updated in place, added and removed, never rebuilt: a row (and the button a
+    // keyboard user is on) stays the same element while its session lives.
     const tbody = $("#sessions tbody");
-    tbody.textContent = "";
+    const rows = new Map();
+    for (const row of tbody.querySelectorAll("tr")) { rows.set(row.dataset.session, row); }
+    latest.clear();
+    let next = tbody.firstElementChild;
     for (const s of body.sessions) {
-      const row = document.createElement("tr");
-      row.dataset.session = s.id;
+      latest.set(s.id, s);
+      let row = rows.get(s.id);
+      rows.delete(s.id);
+      if (!row) { row = sessionRow(s); }
+      if (row === next) { next = row.nextElementSibling; } else { tbody.insertBefore(row, next); }
       row.dataset.kind = s.kind;
-      if (current && current.id === s.id) { row.className = "selected"; showGeneration(s); }
-      cell(row, s.id);
-      cell(row, s.kind);
-      cell(row, s.vendor || "");
-      cell(row, s.owner_live ? "yes" : "no", "owner-live");
-      cell(row, s.generation ? s.generation.id : "none", "generation");
-      cell(row, s.mode, "mode");
-      const action = document.createElement("td");
-      const button = document.createElement("button");
-      button.type = "button";
-      button.className = "open";
-      button.textContent = "Steer";
-      button.setAttribute("aria-label", "Steer session " + s.id);
-      button.addEventListener("click", () => select(s));
-      action.appendChild(button);
-      row.appendChild(action);
-      tbody.appendChild(row);
+      row.querySelector(".kind").textContent = s.kind;
+      row.querySelector(".vendor").textContent = s.vendor || "";
+      row.querySelector(".owner-live").textContent = s.owner_live ? "yes" : "no";
+      row.querySelector(".generation").textContent = s.generation ? s.generation.id : "none";
+      row.querySelector(".mode").textContent = s.mode;
+      row.className = current && current.id === s.id ? "selected" : "";
+      if (current && current.id === s.id) { showGeneration(s); }
     }
+    for (const gone of rows.values()) { gone.remove(); }
     if (!body.sessions.length) { sayOfList("no sessions yet"); }
   }
 
@@ -163,7 +195,8 @@
     const text = $("#steer-text").value;
     const kind = $("#steer-kind").value;
     const id = "console-" + Date.now().toString(36) + "-" + Math.random().toString(36).slice(2, 8);
-    receiptRow(id, kind);
+    // its row comes with its receipt (or its first event on the stream): a send that gets neither
+    // (no server, a refused token, a body too large) leaves no row of an input never submitted
     let response;
     try {
       response = await api("v1/sessions/" + encodeURIComponent(current.id) + "/inputs", {
@@ -187,18 +220,24 @@
 
   async function stop() {
     if (!current) { return; }
-    const response = await api("v1/sessions/" + encodeURIComponent(current.id) + "/stop", {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: "{}",
-    });
-    const body = await response.json().catch(() => ({}));
-    if (body.stopped) {
-      say((body.generationId || "the generation") + ": stopped");
-    } else {
-      say("not stopped: " + (body.reason || body.error || "HTTP " + response.status));
+    let said;
+    try {
+      const response = await api("v1/sessions/" + encodeURIComponent(current.id) + "/stop", {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: "{}",
+      });
+      const body = await response.json().catch(() => ({}));
+      if (body.stopped) {
+        said = (body.generationId || "the generation") + ": stopped";
+      } else {
+        said = "not stopped: " + (body.reason || body.error || "HTTP " + response.status);
+      }
+    } catch (error) {
+      said = "not stopped: cannot reach the server: " + error;
     }
     await loadSessions();
+    say(said); // after the list, so that what the list says does not replace the stop's answer
   }
 
   // -- the event stream (fetch, so that the token travels in a header) -------------------------
