@@ -25,6 +25,7 @@ LAYERS: Mapping[str, int] = {
     f"{PACKAGE}._validate": 0,
     f"{PACKAGE}._errors": 0,
     f"{PACKAGE}._extras": 0,
+    f"{PACKAGE}._processes": 0,  # whether a pid still runs: the SQLite stores' liveness check
     f"{PACKAGE}._admission": 0,  # the one refusal order (C7): every surface's decide
     f"{PACKAGE}._types": 1,
     f"{PACKAGE}._rules": 2,  # the core's tables: states, moves, endings

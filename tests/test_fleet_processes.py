@@ -39,6 +39,16 @@ async def _changes_of_epoch(store: FleetStore, session: str, epoch: int) -> int:
     return await anyio.to_thread.run_sync(count)
 
 
+async def _x_writing_y_queued(host: Any, owner: Child, session: str) -> None:
+    """From ``host``: steer x, which the owner (``--hang-after 0``) hangs writing, then steer y,
+    queued behind it: x may be in a context, y is durable and was never handed to the writer."""
+    x = await host.submit(session, Input("steer", "x", id="x"), "g1")
+    assert x.disposition is Disposition.QUEUED
+    assert (await owner.next("context.write"))["input_id"] == "x"
+    y = await host.submit(session, Input("steer", "y", id="y"), "g1")
+    assert y.disposition is Disposition.QUEUED
+
+
 class ChildEngine:
     """The engine steps of the script, run by a ``scripted`` child that owns the session."""
 
@@ -107,11 +117,7 @@ async def test_owner_killed_is_taken_over_and_finalised(fleet_store: FleetStore,
     try:
         await owner.next("owning")
         async with fleet_store.fleet("host") as host:
-            x = await host.submit(session, Input("steer", "x", id="x"), "g1")
-            assert x.disposition is Disposition.QUEUED
-            assert (await owner.next("context.write"))["input_id"] == "x"  # x may be in a context now
-            y = await host.submit(session, Input("steer", "y", id="y"), "g1")
-            assert y.disposition is Disposition.QUEUED  # durable, never handed to the writer
+            await _x_writing_y_queued(host, owner, session)
             await owner.kill()
             # (a submit now would make this host finalise the session itself: the next test)
             if anyio_backend == "trio":  # any node's recovery, before anyone takes the session over
@@ -198,11 +204,7 @@ async def test_a_read_of_a_dead_owners_queued_input_finalises_it(
     try:
         await owner.next("owning")
         async with fleet_store.fleet("host") as host:
-            x = await host.submit(session, Input("steer", "x", id="x"), "g1")
-            assert x.disposition is Disposition.QUEUED
-            assert (await owner.next("context.write"))["input_id"] == "x"  # x may be in a context now
-            y = await host.submit(session, Input("steer", "y", id="y"), "g1")
-            assert y.disposition is Disposition.QUEUED  # durable, never handed to the writer
+            await _x_writing_y_queued(host, owner, session)
             await owner.kill()
             # SQLite: at once (the holder's process is gone); PostgreSQL: once the lease expired
             # too (a connection's lock says nothing of a client that may be reconnecting)
@@ -237,10 +239,7 @@ async def test_a_read_leaves_a_stopped_owners_queued_input_queued(
     try:
         await owner.next("owning")
         async with fleet_store.fleet("host") as host:
-            await host.submit(session, Input("steer", "x", id="x"), "g1")
-            assert (await owner.next("context.write"))["input_id"] == "x"  # the owner hangs there
-            y = await host.submit(session, Input("steer", "y", id="y"), "g1")
-            assert y.disposition is Disposition.QUEUED
+            await _x_writing_y_queued(host, owner, session)
             before = await host.lease(session)
             assert before is not None
             owner.signal(signal.SIGSTOP)

@@ -359,40 +359,15 @@ def test_a_meta_table_without_a_version_is_not_a_fleet_store(store: FleetStore) 
         conn.close()
 
 
-def test_two_nodes_opening_an_older_store_at_once_migrate_it_once(store: FleetStore) -> None:
-    """Two connections migrating one version-1 store at the same moment: both succeed, and the
-    migration ran once (SQLite: the writing transaction holds the store; PostgreSQL: the dialect's
-    schema lock)."""
-    _build_version_1(store, new_session())
-    conns = [_raw(store), _raw(store)]
-    start = threading.Barrier(2)
-    errors: list[BaseException] = []
-
-    def migrate(conn: StoreConnection) -> None:
-        start.wait(timeout=10)
-        try:
-            conn.ensure_schema()
-        except BaseException as exc:  # handed to the test's thread
-            errors.append(exc)
-
-    threads = [threading.Thread(target=migrate, args=(conn,)) for conn in conns]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
-    try:
-        assert errors == []
-        assert [_version(conn) for conn in conns] == [SCHEMA_VERSION, SCHEMA_VERSION]
-    finally:
-        for conn in conns:
-            conn.close()
-
-
-def test_two_nodes_creating_an_empty_store_at_once_both_open_it(store: FleetStore) -> None:
-    """Two connections finding the store empty (version 0) at the same moment: both succeed and the
-    tables are built once. On PostgreSQL both are held at the schema lock until each has read
-    version 0, so the second one's look after the lock must see the first one's new tables (a
-    cached "no such table" would build them again: ``relation ... already exists``)."""
+@pytest.mark.parametrize("version", [0, 1], ids=["empty", "version-1"])
+def test_two_nodes_opening_a_store_at_once_build_or_migrate_it_once(store: FleetStore, version: int) -> None:
+    """Two connections finding the store empty, or at version 1, at the same moment: both succeed
+    and the tables are built or migrated once (SQLite: the writing transaction holds the store;
+    PostgreSQL: the dialect's schema lock). On PostgreSQL both are held at that lock until each
+    has read the old version, so the second one's look after the lock must see what the first one
+    built (a cached "no such table" would build it again: ``relation ... already exists``)."""
+    if version:
+        _build_version_1(store, new_session())
     conns = [_raw(store), _raw(store)]
     start = threading.Barrier(2)
     errors: list[BaseException] = []
@@ -403,14 +378,14 @@ def test_two_nodes_creating_an_empty_store_at_once_both_open_it(store: FleetStor
         gate = psycopg.connect(store.location, autocommit=True)
         gate.execute("SELECT pg_advisory_lock(%s, 0)", (SCHEMA_LOCK_KEY,))
 
-    def create(conn: StoreConnection) -> None:
+    def open_it(conn: StoreConnection) -> None:
         start.wait(timeout=10)
         try:
             conn.ensure_schema()
         except BaseException as exc:  # handed to the test's thread
             errors.append(exc)
 
-    threads = [threading.Thread(target=create, args=(conn,)) for conn in conns]
+    threads = [threading.Thread(target=open_it, args=(conn,)) for conn in conns]
     for thread in threads:
         thread.start()
     try:
@@ -419,9 +394,7 @@ def test_two_nodes_creating_an_empty_store_at_once_both_open_it(store: FleetStor
                 "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND classid = %s"
             )
             deadline = time.monotonic() + 30
-            while gate.execute(waiting, (SCHEMA_LOCK_KEY,)).fetchone() != (
-                2,
-            ):  # both read version 0 and wait for the lock
+            while gate.execute(waiting, (SCHEMA_LOCK_KEY,)).fetchone() != (2,):  # both read, both wait
                 assert time.monotonic() < deadline, (
                     "the two connections never both waited for the schema lock"
                 )

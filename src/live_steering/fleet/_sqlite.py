@@ -31,6 +31,7 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
+from .._processes import process_alive
 from .._types import Receipt
 from ..journal import JournalChange
 from . import _threads
@@ -92,26 +93,6 @@ def _alive(path: str) -> bool:
     finally:
         probe.close()
     return True
-
-
-def _process_alive(pid: int) -> bool:
-    """Whether process ``pid`` runs (a zombie, killed and not yet reaped, does not)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process holds that pid: alive
-        return True
-    except OSError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            state = stat.read().rpartition(b")")[2].split()[0]
-    except FileNotFoundError:  # it ended just now, or there is no /proc (not Linux)
-        return not os.path.isdir("/proc/self")
-    except (OSError, IndexError):
-        return True
-    return state not in (b"Z", b"X")
 
 
 def sweep_dead(folder: str, *, keep: str | None = None) -> None:
@@ -361,7 +342,7 @@ class SQLiteConnection(StoreConnection):
         # recorded none falls back on the lease's expiry). This process's own pid is alive.
         if holder_pid is None:
             return expired
-        return holder_pid != os.getpid() and not _process_alive(holder_pid)
+        return holder_pid != os.getpid() and not process_alive(holder_pid)
 
     # -- wake-ups ------------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ import os
 import sqlite3
 from collections.abc import Callable, Sequence
 
+from .._processes import process_alive
 from ._store import (
     DEFAULT_BUSY_TIMEOUT,
     DEFAULT_IDENTITY_LIMIT,
@@ -182,20 +183,6 @@ STATEMENTS = {
 }
 
 
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process holds that pid: alive
-        return True
-    except OSError:
-        return False
-    return True
-
-
 class _Step:
     """One ``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on any exception), as a plain context
     manager: ``contextlib`` would cost every hook process its import."""
@@ -346,7 +333,7 @@ class SqliteHookStore(RelayStore):
 
     def _claimant_alive(self, claimant: object) -> bool:
         """Whether the process that claimed is alive: on one machine, its pid answers."""
-        return isinstance(claimant, int) and _alive(claimant)
+        return isinstance(claimant, int) and process_alive(claimant)
 
     def confirm(self, claim: Claim) -> None:
         """As ``RelayStore.confirm``, committed without waiting for the disk (``synchronous=NORMAL``
