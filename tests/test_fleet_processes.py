@@ -39,6 +39,13 @@ async def _changes_of_epoch(store: FleetStore, session: str, epoch: int) -> int:
     return await anyio.to_thread.run_sync(count)
 
 
+async def _hanging_owner(fleet_store: FleetStore, session: str, backend: str, *args: str) -> Child:
+    """Owner ``w1`` of ``session`` whose writer hangs from its first input on (``--hang-after 0``)."""
+    return await spawn(
+        fleet_store, "owner", session, "--hang-after", "0", "--node", "w1", *args, backend=backend
+    )
+
+
 async def _x_writing_y_queued(host: Any, owner: Child, session: str) -> None:
     """From ``host``: steer x, which the owner (``--hang-after 0``) hangs writing, then steer y,
     queued behind it: x may be in a context, y is durable and was never handed to the writer."""
@@ -102,18 +109,7 @@ async def test_owner_killed_is_taken_over_and_finalised(fleet_store: FleetStore,
     runs) or first by a host's wait_final (trio runs: each path once per store)."""
     session = new_session()
     # a short lease: on PostgreSQL a host's wait_final finalises only once it has expired
-    owner = await spawn(
-        fleet_store,
-        "owner",
-        session,
-        "--hang-after",
-        "0",
-        "--node",
-        "w1",
-        "--ttl",
-        "2",
-        backend=anyio_backend,
-    )
+    owner = await _hanging_owner(fleet_store, session, anyio_backend, "--ttl", "2")
     try:
         await owner.next("owning")
         async with fleet_store.fleet("host") as host:
@@ -148,9 +144,7 @@ async def test_a_host_answers_soon_after_its_owner_is_killed(
     (its liveness lock is gone), and a submit stored for it is answered at the host's next poll,
     as with no owner (the session finalised, C23), not ``unreachable`` at the deadline."""
     session = new_session()
-    owner = await spawn(
-        fleet_store, "owner", session, "--hang-after", "0", "--node", "w1", backend=anyio_backend
-    )
+    owner = await _hanging_owner(fleet_store, session, anyio_backend)
     try:
         await owner.next("owning")
         async with fleet_store.fleet("host", poll_interval=0.05) as host:
@@ -189,18 +183,7 @@ async def test_a_read_of_a_dead_owners_queued_input_finalises_it(
     the next take would (C23): the input never handed to the writer ``held``, the one being
     written ``unknown``, both ``runtime-lost``; the lease is freed; a second read only reads."""
     session = new_session()
-    owner = await spawn(
-        fleet_store,
-        "owner",
-        session,
-        "--hang-after",
-        "0",
-        "--node",
-        "w1",
-        "--ttl",
-        "1",
-        backend=anyio_backend,
-    )
+    owner = await _hanging_owner(fleet_store, session, anyio_backend, "--ttl", "1")
     try:
         await owner.next("owning")
         async with fleet_store.fleet("host") as host:
@@ -233,9 +216,7 @@ async def test_a_read_leaves_a_stopped_owners_queued_input_queued(
     """An owner stopped (SIGSTOP) lives on and may still apply what it holds: a host's read of
     its queued input says ``queued`` and recovers nothing (its lease keeps owner and epoch)."""
     session = new_session()
-    owner = await spawn(
-        fleet_store, "owner", session, "--hang-after", "0", "--node", "w1", backend=anyio_backend
-    )
+    owner = await _hanging_owner(fleet_store, session, anyio_backend)
     try:
         await owner.next("owning")
         async with fleet_store.fleet("host") as host:
