@@ -82,6 +82,10 @@ async def test_bodies_that_carry_no_input_are_refused_before_any_store(tmp_path:
             b'{"kind": "steer", "text": "t", "id": "c", "generation_id": 7}',
             b'"just a string"',
             b"[" * 4000,  # under the cap, deeper than the parser recurses: 400, not a 500 and a traceback
+            # Python's parser takes these three; JSON has no such values
+            b'{"kind": "steer", "text": "t", "id": "c", "x": NaN}',
+            b'{"kind": "steer", "text": "t", "id": "c", "x": -Infinity}',
+            b'{"kind": "steer", "text": "t", "id": "c", "x": [Infinity]}',
         ]
         for raw in cases:
             response = await http.post(url, content=raw, headers=json_type)
@@ -162,6 +166,10 @@ async def test_unknown_api_routes_and_methods_answer_json(tmp_path: Path, mounte
             ("DELETE", "/v1/sessions", 405),
             ("PUT", "/v1/sessions/hook-7/stop", 405),
             ("GET", "/v1/sessions/hook-7/inputs", 405),
+            # a trailing slash is no route either: no redirect built from the Host header
+            ("GET", "/v1/sessions/", 404),
+            ("POST", "/v1/sessions/hook-7/inputs/", 404),
+            ("GET", "/v1/sessions/hook-7/", 404),
         ]:
             response = await http.request(method, prefix + url, headers=AUTH)
             assert response.status_code == status, (method, url)

@@ -249,3 +249,59 @@ async def test_a_slow_client_does_not_starve_the_others(tmp_path: Path) -> None:
         finally:
             for connection in slow:
                 await connection.aclose()
+
+
+def _finished(app: Any, path: str) -> tuple[Any, anyio.Event]:
+    """``app``, and an event set once a request to ``path`` has been handled to its end."""
+    done = anyio.Event()
+
+    async def outer(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        try:
+            await app(scope, receive, send)
+        finally:
+            if scope["type"] == "http" and scope["path"] == path:
+                done.set()
+
+    return outer, done
+
+
+@pytest.mark.parametrize("cut", ["short", "chunked"])
+async def test_a_body_the_client_never_finished_submits_and_claims_nothing(tmp_path: Path, cut: str) -> None:
+    """A client that disconnects before its body ends (fewer bytes than its Content-Length, or a
+    chunked body without its last chunk) sent no request, though what arrived parses as one: a
+    submit admits nothing, and a hook call claims nothing (the instruction stays queued, never
+    marked delivered or burnt unknown on a reply nobody asked for)."""
+    from live_steering.hooks import open_store
+
+    path = str(tmp_path / "hooks.db")
+    instruct("hook-7", "Use the corrected path", id="cmd-0", vendor="claude-code", store=path)
+    hook_json = (
+        b'{"session_id": "hook-7", "hook_event_name": "PostToolBatch", "cwd": "/tmp",'
+        b' "transcript_path": "/tmp/t.jsonl"}'
+    )
+    submit_json = b'{"kind": "steer", "text": "Use X", "id": "half-1"}'
+    for route, body in (("/v1/hooks/claude-code", hook_json), ("/v1/sessions/hook-7/inputs", submit_json)):
+        app, done = _finished(create_app(hooks_store=path, token=TOKEN), route)
+        async with serving(app) as url:
+            port = int(url.rsplit(":", 1)[1])
+            head = (
+                f"POST {route} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n"
+                "Content-Type: application/json\r\n"
+            ).encode()
+            if cut == "short":
+                request = head + f"Content-Length: {len(body) + 10}\r\n\r\n".encode() + body
+            else:
+                chunk = b"%x\r\n" % len(body) + body + b"\r\n"  # and no last chunk
+                request = head + b"Transfer-Encoding: chunked\r\n\r\n" + chunk
+            connection = await anyio.connect_tcp("127.0.0.1", port)
+            await connection.send(request)
+            await connection.aclose()
+            with anyio.fail_after(60):
+                await done.wait()  # the server saw the disconnect and the route returned
+            async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+                half = await http.get("/v1/sessions/hook-7/inputs/half-1", headers=AUTH)
+                assert half.status_code == 404  # nothing admitted
+    with open_store(path) as store:
+        rows = [(row["command_id"], row["state"]) for row in store.instructions("hook-7")]
+        assert rows == [("cmd-0", "queued")]
+        assert not [e for e in store.events() if str(e["type"]).endswith(("claimed", "delivered", "unknown"))]

@@ -30,6 +30,7 @@ import functools
 import json
 import logging
 import os
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from importlib import resources
 from typing import Any, Final
@@ -53,6 +54,7 @@ from ._events import Feeds, SessionChanged, parse_cursor, sse
 from ._hook_route import HookRoute
 from ._security import (
     SLASH_IN_SEGMENT,
+    BodyIncomplete,
     BodyReads,
     BodyTimeout,
     BodyTooLarge,
@@ -121,6 +123,17 @@ class _ClosingStream(StreamingResponse):
             if close is not None:
                 with anyio.CancelScope(shield=True):
                     await close()
+
+
+def _not_json(name: str) -> Any:
+    """``json.loads``'s hook for ``NaN``, ``Infinity`` and ``-Infinity``: Python's parser takes
+    them, JSON (RFC 8259) has no such values."""
+    raise ValueError(f"{name} is not a JSON value")
+
+
+#: What ``?wait=`` takes: a plain decimal number of seconds (``float`` would also take ``1_0``,
+#: `` 5 ``, ``1e3``, ``nan`` and ``inf``).
+_SECONDS: Final = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)\Z", re.ASCII)
 
 
 def _error(status: int, message: str, **headers: str) -> JSONResponse:
@@ -223,10 +236,12 @@ class _Api:
                     503, "the server is shutting down: its body did not arrive before; send it again"
                 )
             return _error(408, "the body did not arrive in time")
+        except BodyIncomplete:  # the client left mid-body: nothing of it is submitted
+            return _error(400, "the body did not arrive whole: the client disconnected before its end")
         if not raw.strip():
             return {}
         try:
-            return json.loads(raw.decode("utf-8"))
+            return json.loads(raw.decode("utf-8"), parse_constant=_not_json)
         except UnicodeDecodeError:
             return _error(400, "the body is not UTF-8")
         except ValueError as exc:
@@ -361,13 +376,9 @@ class _Api:
         wait_text = request.query_params.get("wait")
         wait = 0.0
         if wait_text is not None:
-            try:
-                wait = float(wait_text)
-            except ValueError:
+            if _SECONDS.match(wait_text) is None:
                 return _error(400, "'wait' must be a number of seconds")
-            if not 0 <= wait < float("inf"):
-                return _error(400, "'wait' must be a number of seconds")
-            wait = min(wait, self.max_wait)
+            wait = min(float(wait_text), self.max_wait)
         session_id, input_id = path_param(request, "session"), path_param(request, "input")
         found = await self._find(session_id)
         if found is None:
@@ -426,7 +437,8 @@ class _Api:
             if found is None:
                 return _error(404, "no such session")
             if not isinstance(found[1], Lease):
-                return _error(405, "a hook session runs no generation this server can stop", Allow="GET")
+                # this path takes no method for a hook session (RFC 9110: an empty Allow says so)
+                return _error(405, "a hook session runs no generation this server can stop", Allow="")
             assert self.fleet is not None
             result = await self.fleet.stop(session_id, generation_id, found[1])
         except _STORE_ERRORS as exc:
@@ -634,4 +646,7 @@ def create_app(
         middleware=middleware,
         exception_handlers={404: _no_route, 405: _no_route},
     )
+    # No redirect of ``/v1/sessions/`` to ``/v1/sessions``: Starlette's builds its ``Location``
+    # from the request's ``Host`` header; a path that is no route answers 404 as every other.
+    app.router.redirect_slashes = False
     return Guard(app, token=token, close_streams=api.feeds.close, body_reads=api.body_reads)

@@ -42,7 +42,18 @@ import anyio.to_thread
 from ..hooks._command import MAX_STDIN_BYTES, run_hook
 from ..hooks._open import open_store
 from ..hooks._store import HOOK_BUSY_TIMEOUT, HookStore
-from ._security import BodyReads, BodyTimeout, BodyTooLarge, Receive, Scope, Send, plain, read_body, token_ok
+from ._security import (
+    BodyIncomplete,
+    BodyReads,
+    BodyTimeout,
+    BodyTooLarge,
+    Receive,
+    Scope,
+    Send,
+    plain,
+    read_body,
+    token_ok,
+)
 
 _log = logging.getLogger("live_steering.http")
 
@@ -182,6 +193,11 @@ class HookRoute:
             body = b" " * (MAX_STDIN_BYTES + 1)
             await self._run(vendor, body, None)
             await plain(send, 413, b"")
+            return
+        except BodyIncomplete:
+            # The vendor left before its hook JSON ended: no hook call at all (what arrived may
+            # still parse), so nothing is claimed; the command, whose stdin ends, never sees this.
+            await plain(send, 400, b"")
             return
         except BodyTimeout:
             closing = self.body_reads is not None and self.body_reads.closing

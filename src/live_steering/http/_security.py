@@ -70,6 +70,12 @@ class BodyTimeout(LiveSteeringError):
     """A request body did not arrive within its deadline (answered 408)."""
 
 
+class BodyIncomplete(LiveSteeringError):
+    """The client disconnected before its request body ended (fewer bytes than its
+    ``Content-Length``, or a chunked body without its last chunk): not a request at all, so
+    nothing is submitted or claimed for it (answered 400, which nobody is left to read)."""
+
+
 #: Seconds a request body still being read when the server begins to shut down may take: under
 #: the servers' graceful wait (``serve``'s 3 s), so its request is answered (503) before that
 #: wait runs out and cancels it (uvicorn would answer 500 and print a traceback).
@@ -96,7 +102,9 @@ class BodyReads:
 async def read_body(receive: Receive, limit: int, deadline: float, reads: BodyReads | None = None) -> bytes:
     """The request body, at most ``limit`` bytes (``BodyTooLarge`` past it, before reading the
     rest), within ``deadline`` seconds for the whole of it (``BodyTimeout``; sooner once
-    ``reads`` closed, see ``BodyReads.close``)."""
+    ``reads`` closed, see ``BodyReads.close``). ``BodyIncomplete`` when the client disconnected
+    before the body's end: what arrived may parse as a whole request (a complete JSON object
+    under a longer ``Content-Length``), but the client never sent it as one."""
     chunks: list[bytes] = []
     size = 0
     if reads is not None and reads.closing:
@@ -108,7 +116,7 @@ async def read_body(receive: Receive, limit: int, deadline: float, reads: BodyRe
             while True:
                 message = await receive()
                 if message["type"] == "http.disconnect":
-                    break
+                    raise BodyIncomplete
                 chunk = message.get("body", b"")
                 size += len(chunk)
                 if size > limit:
