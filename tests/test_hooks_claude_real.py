@@ -441,6 +441,46 @@ def test_http_hooks_to_a_stopped_server_leave_the_agent_working(tmp_path: pathli
     assert any("still-working" in json.dumps(r["messages"]) for r in fake.agent_requests())
 
 
+def test_uninstall_leaves_the_users_hooks_running_and_none_of_ours(tmp_path: pathlib.Path) -> None:
+    """`hooks uninstall claude-code` (default path: $CLAUDE_CONFIG_DIR/settings.json) on settings
+    with our hooks and one of the user's in the same PostToolUse group: the real CLI then runs the
+    user's hook at each tool round and none of ours (no hook process of ours, no store written),
+    and a steer queued before the run reaches no request."""
+    claude = Claude(tmp_path, "claude-code")
+    config = json.loads(claude.settings.read_text(encoding="utf-8"))
+    mine = {"type": "command", "command": f"echo USER-PostToolUse >> {claude.log}"}
+    config["hooks"].setdefault("PostToolUse", [{"hooks": []}])[0]["hooks"].append(mine)
+    config["cleanupPeriodDays"] = 30
+    claude.settings.write_text(json.dumps(config), encoding="utf-8")
+    instruct(claude.session, "STEER-uninstalled do not deliver", id="late", store=claude.store)
+    events_before = claude.events()
+
+    done = subprocess.run(
+        [str(LIVE_STEERING), "hooks", "uninstall", "claude-code"],
+        env=claude.env("http://127.0.0.1:9"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"removed the live-steering claude-code hooks from {claude.settings}" in done.stdout
+    after = json.loads(claude.settings.read_text(encoding="utf-8"))
+    assert after["hooks"] == {"PostToolUse": [{"hooks": [mine]}]}
+    assert after["cleanupPeriodDays"] == 30
+
+    def reply(body: dict[str, Any]) -> list[Block]:
+        if body.get("tools") and not has_tool_result(body):
+            return [tool_use("Bash", {"command": "echo working", "description": "work"})]
+        return [text("done without steering")]
+
+    with FakeAnthropic(reply) as fake:
+        result = json.loads(claude.run(fake, "run a tool").stdout)
+    assert result["result"] == "done without steering"
+    assert claude.moments() == ["USER-PostToolUse"]  # the user's hook ran; no moment of ours did
+    assert all(occurrences(r, "STEER-uninstalled") == 0 for r in fake.agent_requests())
+    assert claude.events() == events_before  # no hook of ours touched the store
+
+
 @pytest.mark.parametrize("version", sorted(VERSIONS))
 def test_http_hooks_through_a_running_server_deliver_a_steer_once(
     tmp_path: pathlib.Path, version: str

@@ -1,4 +1,4 @@
-"""``live-steering hooks events|install|recover``: watch the audit stream, wire a vendor, recover.
+"""``live-steering hooks ...``: watch the audit stream, wire (and unwire) a vendor, recover.
 
 * ``hooks events [--session S] [--follow] [--json] [--show-text]``: the store's
   audit events, oldest first; ``--follow`` keeps printing new ones until interrupted
@@ -8,6 +8,9 @@
   eligible moment plus its session-end moment), with ``--store`` (or ``--dsn``) baked in;
   ``--write`` merges it into PATH (the user's other hooks stay; the first backup goes to
   ``PATH.bak``, later ones to ``PATH.bak.1``, ...; an unchanged file is left alone).
+* ``hooks uninstall VENDOR [--config PATH] [--plugin [DIR]]``: take our entries out of the
+  vendor's config (the user's hooks stay; backup as ``install --write``), or remove the Hermes
+  plugin ``install --plugin`` wrote.
 * ``hooks doctor [VENDOR] [--config PATH]``: is the vendor wired to this installation (config,
   command, store, version, Codex's trust; an ``--http`` install's server and token)? Exit 1
   when a check fails.
@@ -116,6 +119,30 @@ def register(subparsers: Any) -> None:
     )
     store_options(install)
     install.set_defaults(handler=run_install)
+
+    uninstall = commands.add_parser(
+        "uninstall", help="take a vendor's live-steering hooks out of its config (yours stay)"
+    )
+    uninstall.add_argument("vendor", metavar="VENDOR", choices=VENDORS, help=f"one of {', '.join(VENDORS)}")
+    uninstall.add_argument(
+        "--config",
+        metavar="PATH",
+        type=_write_path,
+        help="the config file to take them out of (default: the vendor's user config file, as "
+        "`install --write` writes; backup in PATH.bak, or PATH.bak.N if that exists)",
+    )
+    uninstall.add_argument(
+        "--plugin",
+        metavar="DIR",
+        nargs="?",
+        const="",
+        help="hermes only: remove the Hermes plugin `install --plugin` wrote into DIR "
+        "(default $HERMES_HOME/plugins/live-steering)",
+    )
+    uninstall.add_argument(
+        "--profile", metavar="NAME", help="hermes --plugin only: the Hermes profile (as `hermes -p NAME`)"
+    )
+    uninstall.set_defaults(handler=run_uninstall)
 
     doctor = commands.add_parser(
         "doctor", help="check that a vendor's hooks are wired to this installation and can run"
@@ -486,6 +513,62 @@ def run_install(args: argparse.Namespace) -> int:
             "so none of these hooks runs; remove the setting (or set it to false)",
             file=sys.stderr,
         )
+    return 0
+
+
+def run_uninstall(args: argparse.Namespace) -> int:
+    from ..hooks._install import InstallError, hermes_plugin_dir, remove_from, remove_hermes_plugin
+
+    if args.plugin is not None and args.vendor != "hermes":
+        print("live-steering hooks uninstall: --plugin is for hermes only", file=sys.stderr)
+        return 2
+    if args.profile is not None and args.plugin is None:
+        print("live-steering hooks uninstall: --profile is for hermes --plugin only", file=sys.stderr)
+        return 2
+    if args.plugin is not None:
+        if args.config is not None:
+            print(
+                "live-steering hooks uninstall: --plugin DIR and --config PATH cannot be combined "
+                "(run it once for each)",
+                file=sys.stderr,
+            )
+            return 2
+        try:
+            directory = args.plugin or hermes_plugin_dir(args.profile)
+            removed = remove_hermes_plugin(directory)
+        except (InstallError, OSError, ValueError) as exc:
+            print(f"live-steering hooks uninstall: {exc}", file=sys.stderr)
+            return 1
+        if not removed:
+            print(f"no live-steering plugin in {directory}; nothing was changed")
+            return 0
+        for path in removed:
+            print(f"removed {path}")
+        print("take live-steering out of `plugins: enabled:` in that Hermes home's config.yaml too")
+        return 0
+    if args.config is None:
+        from ..hooks._doctor import config_path  # $CLAUDE_CONFIG_DIR, $CODEX_HOME, $HERMES_HOME
+
+        args.config = config_path(args.vendor)
+    try:
+        merged = remove_from(args.config, args.vendor)
+    except (InstallError, OSError) as exc:
+        print(f"live-steering hooks uninstall: {exc}", file=sys.stderr)
+        return 1
+    if not merged.changed:
+        if not os.path.exists(merged.path):
+            print(f"there is no {args.config}; nothing to remove")
+        else:
+            print(f"{args.config} has no live-steering hooks; nothing was changed")
+        return 0
+    same = merged.path == os.path.abspath(args.config)
+    where = args.config if same else f"{args.config} (-> {merged.path})"
+    saved = f"; the previous file is in {merged.backup}" if merged.backup else ""
+    print(f"removed the live-steering {args.vendor} hooks from {where}{saved}")
+    print(
+        "the hook store is left as it is (its receipts and audit events): delete it once no "
+        "session needs it (docs/hooks.md, The store)"
+    )
     return 0
 
 

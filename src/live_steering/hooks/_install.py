@@ -15,6 +15,7 @@ formats are cited in docs/hooks.md.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -35,6 +36,7 @@ __all__ = [
     "hook_command",
     "merge_into",
     "moments",
+    "remove_from",
 ]
 
 #: Where each vendor reads hook configuration (user-level; project-level paths in docs/hooks.md).
@@ -425,6 +427,40 @@ def _merge_hermes(path: str, existing: str, block: str) -> str:
     return "\n".join(merged) + "\n"
 
 
+def _read_text(path: str, target: str) -> str:
+    """The config file's text (``""`` when there is none), or ``InstallError`` if it is not UTF-8."""
+    if not os.path.exists(target):
+        return ""
+    try:
+        # utf-8-sig: a BOM (as Windows editors save) is read past, as the vendors read it
+        with open(target, encoding="utf-8-sig") as f:
+            return f.read()
+    except UnicodeDecodeError as exc:
+        raise InstallError(
+            f"{path} is not UTF-8 text (byte {exc.start}: {exc.reason}); nothing was changed"
+        ) from None
+
+
+def _read_json(path: str, vendor: str, existing: str, by_hand: str, act: str = "a merge") -> dict[str, Any]:
+    """The JSON config object of ``existing`` (``{}`` when blank), or ``InstallError`` when it cannot
+    be rewritten safely; ``by_hand`` says what to do instead when it has comments."""
+    try:
+        config = read_config(vendor, existing) if existing.strip() else {}
+    except ValueError as exc:
+        raise InstallError(f"{path} is not JSON ({exc}); nothing was changed") from exc
+    except RecursionError:
+        raise InstallError(f"{path} is JSON nested too deeply to read; nothing was changed") from None
+    if not isinstance(config, dict) or not isinstance(config.get("hooks", {}), dict):
+        raise InstallError(f"{path}: expected a JSON object with a 'hooks' object; nothing was changed")
+    if vendor in COMMENTED_JSON and strip_comments(existing) != existing:
+        raise InstallError(
+            f"{path} has comments, which {_vendors.FACTS[vendor].title} reads but {act} would "
+            f"drop; nothing was changed: {by_hand.format(vendor=vendor)}, "
+            "or remove the comments and run this again"
+        )
+    return config
+
+
 def merge_into(
     path: str,
     vendor: str,
@@ -443,34 +479,12 @@ def merge_into(
     """
     block = config_block(vendor, store, dsn, version=version, http=http, token_env=token_env)
     target = os.path.realpath(path)
-    existing = ""
+    existing = _read_text(path, target)
     disabled_by: str | None = None
-    if os.path.exists(target):
-        try:
-            # utf-8-sig: a BOM (as Windows editors save) is read past, as the vendors read it
-            with open(target, encoding="utf-8-sig") as f:
-                existing = f.read()
-        except UnicodeDecodeError as exc:
-            raise InstallError(
-                f"{path} is not UTF-8 text (byte {exc.start}: {exc.reason}); nothing was changed"
-            ) from None
     if isinstance(block, str):  # Hermes: YAML, merged as text (our own section is replaced)
         merged_text = _merge_hermes(path, existing, block)
     else:
-        try:
-            config = read_config(vendor, existing) if existing.strip() else {}
-        except ValueError as exc:
-            raise InstallError(f"{path} is not JSON ({exc}); nothing was changed") from exc
-        except RecursionError:
-            raise InstallError(f"{path} is JSON nested too deeply to read; nothing was changed") from None
-        if not isinstance(config, dict) or not isinstance(config.get("hooks", {}), dict):
-            raise InstallError(f"{path}: expected a JSON object with a 'hooks' object; nothing was changed")
-        if vendor in COMMENTED_JSON and strip_comments(existing) != existing:
-            raise InstallError(
-                f"{path} has comments, which {_vendors.FACTS[vendor].title} reads but a merge would "
-                f"drop; nothing was changed: add the block `hooks install {vendor}` prints by hand, "
-                "or remove the comments and run this again"
-            )
+        config = _read_json(path, vendor, existing, "add the block `hooks install {vendor}` prints by hand")
         hooks = config.setdefault("hooks", {})
         for moment, current in list(hooks.items()):
             if not isinstance(current, list):
@@ -492,6 +506,84 @@ def merge_into(
         return Merged(target, None, False, disabled_by)
     backup = _replace(path, merged_text, backup=True)
     return Merged(target, backup, True, disabled_by)
+
+
+def remove_from(path: str, vendor: str) -> Merged:
+    """Take every live-steering hook entry out of the vendor's config file at ``path`` (symlinks
+    followed): what ``merge_into`` wrote, command or HTTP hooks, for any store. The user's own
+    hooks stay as they are, a matcher group shared with them keeps its other hooks, an event
+    left with no hook loses its key (and ``hooks`` itself, once empty). The previous file is
+    copied first, as ``merge_into`` does. A file with none of ours, or no file, is left
+    untouched (``changed=False``); one that cannot be read safely raises ``InstallError``.
+    """
+    if vendor not in _vendors.FACTS:
+        raise ValueError(f"unknown vendor {vendor!r}; expected one of {', '.join(_vendors.FACTS)}")
+    target = os.path.realpath(path)
+    existing = _read_text(path, target)
+    if not existing.strip():
+        return Merged(target, None, False)
+    if vendor == "hermes":
+        remaining = _unmerge_hermes(path, existing)
+        if remaining is None:
+            return Merged(target, None, False)
+        text = remaining
+    else:
+        config = _read_json(
+            path, vendor, existing, "delete the entries that run live-steering by hand", "rewriting it"
+        )
+        hooks = config.get("hooks")
+        if not hooks:
+            return Merged(target, None, False)
+        removed = False
+        for moment, current in list(hooks.items()):
+            if not isinstance(current, list):
+                continue  # not a hook list a vendor reads: not ours to judge
+            kept = [e for e in (_without_ours(e) for e in current) if e is not None]
+            if kept == current:
+                continue
+            removed = True
+            if kept:
+                hooks[moment] = kept
+            else:
+                del hooks[moment]
+        if not removed:
+            return Merged(target, None, False)
+        if not hooks:
+            del config["hooks"]
+        text = dumps(config)
+    backup = _replace(path, text, backup=True)
+    return Merged(target, backup, True)
+
+
+def _unmerge_hermes(path: str, existing: str) -> str | None:
+    """``existing`` without the event entries ``config_block`` writes for Hermes; ``None`` when it
+    has none. An event the user wired with commands of their own stays whole (the merge refuses to
+    share one); a ``hooks:`` section left empty is removed with its header."""
+    lines = existing.splitlines()
+    section = _hermes_section(lines)
+    if section is None:
+        return None
+    start, end = section
+    kept: list[str] = []
+    removed = False
+    for child in _hermes_children(lines[start + 1 : end]):
+        if (
+            child[0].strip()
+            and not child[0].lstrip().startswith("#")
+            and _ours(child)
+            and all(_OUR_HERMES_LINE.fullmatch(line) for line in child if line.strip())
+        ):
+            removed = True
+            continue
+        kept += child
+    if not removed:
+        return None
+    if any(line.strip() and not line.lstrip().startswith("#") for line in kept):
+        section_lines = [lines[start], *kept]
+    else:
+        section_lines = []  # nothing of the user's left under hooks: the header goes too
+    remaining = [*lines[:start], *section_lines, *lines[end:]]
+    return "\n".join(remaining) + "\n" if remaining else ""
 
 
 _HERMES_PROFILE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
@@ -569,3 +661,44 @@ def write_hermes_plugin(directory: str, store: str | None) -> list[str]:
         _replace(path, text, backup=True)
         written.append(path)
     return written
+
+
+#: The files ``write_hermes_plugin`` writes; what ``remove_hermes_plugin`` may take away.
+_PLUGIN_FILES = ("plugin.yaml", "__init__.py")
+
+
+def remove_hermes_plugin(directory: str) -> list[str]:
+    """Remove the plugin ``write_hermes_plugin`` wrote into ``directory``; the paths removed.
+
+    Only our two files go (each recognised by what we write in it), with the bytecode Python
+    cached for our ``__init__.py``, then the folder if nothing else is left in it. A file of the
+    same name that is not ours raises ``InstallError`` before anything is removed.
+    """
+    directory = os.path.expanduser(directory)
+    marks = {"plugin.yaml": "name: live-steering\n", "__init__.py": "from live_steering.hooks.hermes import"}
+    present = [name for name in _PLUGIN_FILES if os.path.isfile(os.path.join(directory, name))]
+    for name in present:
+        path = os.path.join(directory, name)
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except UnicodeDecodeError:
+            text = ""
+        if marks[name] not in text:
+            raise InstallError(f"{path} is not the live-steering plugin's; nothing was removed")
+    removed = []
+    for name in present:
+        path = os.path.join(directory, name)
+        os.unlink(path)
+        removed.append(path)
+    cache = os.path.join(directory, "__pycache__")
+    if present and os.path.isdir(cache):
+        for name in os.listdir(cache):
+            if name.startswith("__init__.") and name.endswith(".pyc"):
+                os.unlink(os.path.join(cache, name))
+        with contextlib.suppress(OSError):
+            os.rmdir(cache)  # only when empty
+    if present:
+        with contextlib.suppress(OSError):
+            os.rmdir(directory)  # only when empty: a file of the user's keeps it
+    return removed
