@@ -28,7 +28,7 @@ USER_HOOK = {"type": "command", "command": "echo mine >> /tmp/mine.log"}
 
 
 def ours_in(text: str) -> bool:
-    return any(marker in text for marker in _install.MARKERS)
+    return _install.runs_our_hook(text)
 
 
 @pytest.mark.parametrize("vendor", ["claude-code", "codex", "qwen-code"])
@@ -277,3 +277,99 @@ def test_uninstall_usage_errors_exit_2_and_change_nothing(
     assert code == 2
     assert says in err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("vendor", ["claude-code", "qwen-code"])
+def test_a_users_hook_that_only_names_live_steering_is_not_ours(
+    capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path, vendor: str
+) -> None:
+    """A hook of the user's that runs `live-steering hooks recover` (a documented command) or
+    merely says "live-steering hook" is theirs: install keeps it beside ours, uninstall keeps it."""
+    recover = {"type": "command", "command": "live-steering hooks recover"}
+    notify = {"type": "command", "command": "notify-send 'live-steering hook fired'"}
+    user = {"hooks": {"SessionStart": [{"hooks": [recover]}], "Notification": [{"hooks": [notify]}]}}
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps(user), encoding="utf-8")
+    assert cli(capsys, "hooks", "install", vendor, "--write", str(settings))[0] == 0
+    installed = json.loads(settings.read_text(encoding="utf-8"))
+    assert installed["hooks"]["Notification"] == [{"hooks": [notify]}]
+    start = [h for group in installed["hooks"].get("SessionStart", []) for h in group["hooks"]]
+    assert recover in start
+    assert cli(capsys, "hooks", "uninstall", vendor, "--config", str(settings))[0] == 0
+    assert json.loads(settings.read_text(encoding="utf-8")) == user
+
+
+def test_hermes_entries_follow_the_files_indentation_and_come_out_again(
+    capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path
+) -> None:
+    """A ``hooks:`` section indented with four spaces gets our entries at four (two would make the
+    mapping invalid YAML, which Hermes answers by ignoring the whole file); doctor sees them,
+    and uninstall gives back the file as it was."""
+    config = tmp_path / "config.yaml"
+    before = 'model:\n    default: mine\nhooks:\n    post_tool_call:\n        - command: "echo mine"\n'
+    config.write_text(before, encoding="utf-8")
+    argv = ("hooks", "install", "hermes", "--write", str(config), "--vendor-version", "0.19.0")
+    assert cli(capsys, *argv)[0] == 0
+    lines = config.read_text(encoding="utf-8").splitlines()
+    keys = [line for line in lines[3:] if line.strip().endswith(":")]
+    assert keys == [
+        "    post_tool_call:",
+        "    pre_llm_call:",
+        "    on_session_start:",
+        "    on_session_finalize:",
+    ]
+    assert all(
+        line.startswith(("      - command: ", "        timeout: ")) for line in lines[5:] if line not in keys
+    )
+    _, out, _ = cli(capsys, "hooks", "doctor", "hermes", "--config", str(config))
+    assert "ok    config:" in out
+    assert "wires pre_llm_call, on_session_start, on_session_finalize" in out
+    assert cli(capsys, "hooks", "uninstall", "hermes", "--config", str(config))[0] == 0
+    assert config.read_text(encoding="utf-8") == before
+
+
+def test_hermes_uninstall_finds_our_entry_with_a_comment_and_keeps_the_users_comment(
+    capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path
+) -> None:
+    """A comment the user put after one of our lines does not hide the entry from uninstall; a
+    ``hooks:`` section that held only the user's comment keeps it, header and all."""
+    config = tmp_path / "config.yaml"
+    before = "model: mine\nhooks:\n  # TODO: my linter hook goes here\n"
+    config.write_text(before, encoding="utf-8")
+    assert cli(capsys, "hooks", "install", "hermes", "--write", str(config))[0] == 0
+    text = config.read_text(encoding="utf-8")
+    config.write_text(text.replace("timeout: 10\n", "timeout: 10  # live steering\n", 1), encoding="utf-8")
+    code, out, _ = cli(capsys, "hooks", "uninstall", "hermes", "--config", str(config))
+    assert code == 0
+    assert "removed the live-steering hermes hooks" in out
+    assert config.read_text(encoding="utf-8") == before
+
+
+def test_hermes_plugin_uninstall_removes_the_backups_of_our_files_only(
+    capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path
+) -> None:
+    """A second `install --plugin` (another store) backs our previous ``__init__.py`` up; that
+    backup is ours and goes too. A backup of a file that was not ours stays, and keeps the folder."""
+    plugin = tmp_path / "plugin"
+    assert (
+        cli(capsys, "hooks", "install", "hermes", "--plugin", str(plugin), "--store", str(tmp_path / "a.db"))[
+            0
+        ]
+        == 0
+    )
+    assert (
+        cli(capsys, "hooks", "install", "hermes", "--plugin", str(plugin), "--store", str(tmp_path / "b.db"))[
+            0
+        ]
+        == 0
+    )
+    assert (plugin / "__init__.py.bak").is_file()
+    assert cli(capsys, "hooks", "uninstall", "hermes", "--plugin", str(plugin))[0] == 0
+    assert not plugin.exists()
+
+    plugin.mkdir()
+    (plugin / "plugin.yaml").write_text("name: someone-else\n", encoding="utf-8")
+    assert cli(capsys, "hooks", "install", "hermes", "--plugin", str(plugin))[0] == 0
+    assert cli(capsys, "hooks", "uninstall", "hermes", "--plugin", str(plugin))[0] == 0
+    assert sorted(p.name for p in plugin.iterdir()) == ["plugin.yaml.bak"]
+    assert (plugin / "plugin.yaml.bak").read_text(encoding="utf-8") == "name: someone-else\n"

@@ -92,7 +92,7 @@ def _commands_json(
             for hook in inner if isinstance(inner, list) else []:
                 command = hook.get("command") if isinstance(hook, dict) else None
                 url = hook.get("url") if isinstance(hook, dict) and hook.get("type") == "http" else None
-                if isinstance(command, str) and any(m in command for m in _install.MARKERS):
+                if isinstance(command, str) and _install.runs_our_hook(command):
                     found.setdefault(moment, []).append(command)
                 elif urls is not None and isinstance(url, str) and "/v1/hooks/" in url:
                     urls.setdefault(moment, []).append(url)
@@ -196,25 +196,32 @@ def _probe(
 
 
 def _commands_hermes(text: str) -> dict[str, list[str]]:
-    """Moment -> our hook commands in Hermes's ``config.yaml`` (the lines ``config_block`` writes)."""
+    """Moment -> our hook commands in Hermes's ``config.yaml`` (the lines ``config_block`` writes,
+    at the indentation of the file's ``hooks:`` section, a comment after them or not)."""
     found: dict[str, list[str]] = {}
     moment = None
     in_hooks = False
+    indent: int | None = None
     for line in text.splitlines():
         if line and not line[0].isspace():
             in_hooks = line.startswith("hooks:")
-            moment = None
+            moment, indent = None, None
             continue
-        if not in_hooks:
+        stripped = line.strip()
+        if not in_hooks or not stripped or stripped.startswith("#"):
             continue
-        if match := re.fullmatch(r"  ([a-z_]+):\s*", line):
-            moment = match[1]
-        elif (match := re.fullmatch(r'    - command: (".*")\s*', line)) and moment is not None:
+        lead = len(line) - len(line.lstrip(" "))
+        if indent is None:
+            indent = lead
+        if lead == indent:
+            match = re.fullmatch(r"([a-z_]+):(?:\s+#.*)?", stripped)
+            moment = match[1] if match else None
+        elif (match := re.fullmatch(r'- command: (".*")(?:\s+#[^"]*)?', stripped)) and moment is not None:
             try:
                 command = json.loads(match[1])
             except ValueError:
                 continue
-            if any(m in command for m in _install.MARKERS):
+            if _install.runs_our_hook(command):
                 found.setdefault(moment, []).append(command)
     return found
 
@@ -319,7 +326,7 @@ def _codex_trust(wired: dict[str, list[str]], path: str) -> Check:
         hooks = hooks_list(command, env=dict(os.environ), cwd=os.getcwd())
     except CodexError as exc:
         return Check(None, "trust", str(exc))
-    ours = [h for h in hooks if any(m in str(h.get("command", "")) for m in _install.MARKERS)]
+    ours = [h for h in hooks if _install.runs_our_hook(str(h.get("command", "")))]
     if not ours:
         return Check(
             False, "trust", "codex lists none of our hooks (is the hooks feature on? `codex features list`)"

@@ -37,6 +37,7 @@ __all__ = [
     "merge_into",
     "moments",
     "remove_from",
+    "runs_our_hook",
 ]
 
 #: Where each vendor reads hook configuration (user-level; project-level paths in docs/hooks.md).
@@ -53,13 +54,20 @@ HOOK_TIMEOUT_SECONDS = 10
 #: Python. The ``live-steering`` console script pip writes imports ``re`` first (some 15 ms,
 #: paid at every hook moment); ``hook VENDOR`` stays in the argv, as the script would read it.
 HOOK_PROGRAM = "import sys; from live_steering._cli import hook; hook.exit_fast(); hook.main(sys.argv[2:])"
-MARKERS = (
-    "live-steering hook",
-    "live_steering._cli hook",
-    "from live_steering._cli import hook",
-    "/v1/hooks/claude-code",
-    "/v1/hooks/qwen-code",
+_VENDOR_NAMES = "|".join(re.escape(vendor) for vendor in CONFIG_FILES)
+#: What a hook command that runs our hook holds (``live-steering hook VENDOR``, ``python -m
+#: live_steering._cli hook VENDOR``, the ``HOOK_PROGRAM`` line), or an HTTP hook to ``serve``:
+#: a command of the user's that runs ``live-steering hooks recover`` or only names us is not one.
+_OUR_HOOK = re.compile(
+    rf"(?:live-steering|live_steering\._cli) hook (?:{_VENDOR_NAMES})(?![\w-])"
+    r"|from live_steering\._cli import hook;"
+    rf"|/v1/hooks/(?:{_VENDOR_NAMES})(?![\w-])"
 )
+
+
+def runs_our_hook(text: str) -> bool:
+    """Whether a hook's command (or URL) runs live-steering's hook, as ``install`` writes it."""
+    return _OUR_HOOK.search(text) is not None
 
 
 class InstallError(LiveSteeringError, ValueError):
@@ -247,8 +255,7 @@ def config_block(
 
 
 def _ours(entry: object) -> bool:
-    text = json.dumps(entry)
-    return any(marker in text for marker in MARKERS)
+    return runs_our_hook(json.dumps(entry))
 
 
 def _without_ours(entry: object) -> object | None:
@@ -361,8 +368,9 @@ class Merged:
         return f"Merged({self.path!r}, backup={self.backup!r}, changed={self.changed!r})"
 
 
-# One line of an event entry ``config_block`` writes for Hermes.
-_OUR_HERMES_LINE = re.compile(r'  [a-z_]+:|    - command: ".*"|      timeout: \d+')
+# One line of an event entry ``config_block`` writes for Hermes, at the indentation of its file,
+# with a comment after it or not.
+_OUR_HERMES_LINE = re.compile(r'\s*(?:[a-z_]+:|- command: ".*"|timeout: \d+)(?:\s+#[^"]*)?\s*')
 
 
 def _hermes_section(lines: list[str]) -> tuple[int, int] | None:
@@ -378,15 +386,30 @@ def _hermes_section(lines: list[str]) -> tuple[int, int] | None:
     return None
 
 
+def _hermes_indent(body: list[str]) -> int:
+    """How far the section's keys are indented: its first line that is not blank or a comment
+    (two spaces, as ``config_block`` writes, when there is none)."""
+    for line in body:
+        if line.strip() and not line.lstrip().startswith("#"):
+            return len(line) - len(line.lstrip(" "))
+    return 2
+
+
 def _hermes_children(body: list[str]) -> list[list[str]]:
-    """The section's children (a key at two spaces and the deeper lines under it), in order."""
+    """The section's children (a key at the section's indentation and the deeper lines under
+    it), in order."""
+    key = re.compile(rf" {{{_hermes_indent(body)}}}[^\s#]")
     children: list[list[str]] = []
     for line in body:
-        if re.match(r"  [^\s#]", line) or not children:
+        if key.match(line) or not children:
             children.append([line])
         else:
             children[-1].append(line)
     return children
+
+
+def _is_our_hermes_entry(child: list[str]) -> bool:
+    return _ours(child) and all(_OUR_HERMES_LINE.fullmatch(line) for line in child if line.strip())
 
 
 def _merge_hermes(path: str, existing: str, block: str) -> str:
@@ -409,13 +432,18 @@ def _merge_hermes(path: str, existing: str, block: str) -> str:
         )
     ours = block.splitlines()[1:]
     ours_keys = {line.strip().rstrip(":") for line in ours if re.fullmatch(r"  [a-z_]+:", line)}
+    body = lines[start + 1 : end]
+    # our entries at the file's own indentation (a section indented with four spaces gets ours
+    # at four: YAML refuses a mapping whose keys sit at two indentations)
+    indent = " " * _hermes_indent(body)
+    ours = [indent + line[2:] if line.strip() else line for line in ours]
     kept: list[str] = []
-    for child in _hermes_children(lines[start + 1 : end]):
+    for child in _hermes_children(body):
         key = child[0].strip().split(":", 1)[0]
         if not child[0].strip() or child[0].lstrip().startswith("#"):
             kept += child
             continue
-        if _ours(child) and all(_OUR_HERMES_LINE.fullmatch(line) for line in child if line.strip()):
+        if _is_our_hermes_entry(child):
             continue  # an entry of ours: replaced by the new block
         if key in ours_keys:
             raise InstallError(
@@ -567,21 +595,14 @@ def _unmerge_hermes(path: str, existing: str) -> str | None:
     kept: list[str] = []
     removed = False
     for child in _hermes_children(lines[start + 1 : end]):
-        if (
-            child[0].strip()
-            and not child[0].lstrip().startswith("#")
-            and _ours(child)
-            and all(_OUR_HERMES_LINE.fullmatch(line) for line in child if line.strip())
-        ):
+        if child[0].strip() and not child[0].lstrip().startswith("#") and _is_our_hermes_entry(child):
             removed = True
             continue
         kept += child
     if not removed:
         return None
-    if any(line.strip() and not line.lstrip().startswith("#") for line in kept):
-        section_lines = [lines[start], *kept]
-    else:
-        section_lines = []  # nothing of the user's left under hooks: the header goes too
+    # the header stays with a setting, an event or a comment of the user's under it
+    section_lines = [lines[start], *kept] if any(line.strip() for line in kept) else []
     remaining = [*lines[:start], *section_lines, *lines[end:]]
     return "\n".join(remaining) + "\n" if remaining else ""
 
@@ -670,35 +691,45 @@ _PLUGIN_FILES = ("plugin.yaml", "__init__.py")
 def remove_hermes_plugin(directory: str) -> list[str]:
     """Remove the plugin ``write_hermes_plugin`` wrote into ``directory``; the paths removed.
 
-    Only our two files go (each recognised by what we write in it), with the bytecode Python
-    cached for our ``__init__.py``, then the folder if nothing else is left in it. A file of the
-    same name that is not ours raises ``InstallError`` before anything is removed.
+    Our two files go (each recognised by what we write in it), with the backups of them a later
+    install made (``__init__.py.bak``, ...: ours by the same test; a backup of a file that was
+    not ours stays) and the bytecode Python cached for our ``__init__.py``, then the folder if
+    nothing else is left in it. A file of one of our two names that is not ours raises
+    ``InstallError`` before anything is removed.
     """
     directory = os.path.expanduser(directory)
     marks = {"plugin.yaml": "name: live-steering\n", "__init__.py": "from live_steering.hooks.hermes import"}
+
+    def ours(path: str, name: str) -> bool:
+        try:
+            with open(path, encoding="utf-8") as f:
+                return marks[name] in f.read()
+        except (UnicodeDecodeError, OSError):
+            return False
+
     present = [name for name in _PLUGIN_FILES if os.path.isfile(os.path.join(directory, name))]
     for name in present:
         path = os.path.join(directory, name)
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except UnicodeDecodeError:
-            text = ""
-        if marks[name] not in text:
+        if not ours(path, name):
             raise InstallError(f"{path} is not the live-steering plugin's; nothing was removed")
-    removed = []
-    for name in present:
+    if not present:
+        return []
+    backups = re.compile(rf"({'|'.join(map(re.escape, _PLUGIN_FILES))})\.bak(?:\.\d+)?")
+    removed = [os.path.join(directory, name) for name in present]
+    for name in sorted(os.listdir(directory)):
+        match = backups.fullmatch(name)
         path = os.path.join(directory, name)
+        if match and os.path.isfile(path) and ours(path, match[1]):
+            removed.append(path)
+    for path in removed:
         os.unlink(path)
-        removed.append(path)
     cache = os.path.join(directory, "__pycache__")
-    if present and os.path.isdir(cache):
+    if os.path.isdir(cache):
         for name in os.listdir(cache):
             if name.startswith("__init__.") and name.endswith(".pyc"):
                 os.unlink(os.path.join(cache, name))
         with contextlib.suppress(OSError):
             os.rmdir(cache)  # only when empty
-    if present:
-        with contextlib.suppress(OSError):
-            os.rmdir(directory)  # only when empty: a file of the user's keeps it
+    with contextlib.suppress(OSError):
+        os.rmdir(directory)  # only when empty: a file of the user's keeps it
     return removed
