@@ -49,8 +49,8 @@ class Hermes(VendorUser):
             encoding="utf-8",
         )
 
-    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return self.vendor(*args)
+    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return self.vendor(*args, check=check)
 
 
 def test_a_z_session_is_steered_mid_run_and_its_queue_survives_to_the_resume(tmp_path: pathlib.Path) -> None:
@@ -165,3 +165,38 @@ def test_the_relays_hermes_moments_are_the_installed_hermes_valid_hooks(tmp_path
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert set(json.loads(done.stdout)) == _vendors.FACTS["hermes"].known_moments
+
+
+def test_shell_hooks_in_a_four_space_config_run_and_uninstall_gives_the_file_back(tmp_path: pathlib.Path) -> None:
+    """A ``config.yaml`` indented with four spaces (its own ``hooks:`` section too): `hooks install
+    hermes --write` keeps it valid YAML for the real Hermes (its model settings still reach the
+    fake; a parse failure would fall back to the default provider), our shell hooks run, and
+    `hooks uninstall hermes` gives back the file byte for byte; the next run runs none of ours."""
+    with FakeOpenAI([Turn("first answer"), Turn("second answer")]) as fake:
+        hermes = Hermes(tmp_path, fake)
+        hermes.env["HERMES_ACCEPT_HOOKS"] = "1"  # Hermes asks once per shell hook command otherwise
+        config = hermes.hermes_home / "config.yaml"
+        user = (
+            "model:\n"
+            "    provider: custom\n"
+            f"    base_url: {fake.base_url}\n"
+            f"    default: {fake.model}\n"
+            "    api_key: not-a-secret\n"
+            "hooks:\n"
+            "    output_spill:\n"
+            "        max_chars: 20000\n"
+        )
+        config.write_text(user, encoding="utf-8")
+        hermes.cli("hooks", "install", "hermes", "--write", "--store", hermes.store)
+        hermes.run("-z", "first turn", check=False)
+        assert len(fake.requests) == 1  # the file parsed: its custom provider was used
+        assert "    pre_llm_call:\n      - command: " in config.read_text(encoding="utf-8")
+        seen = [e["type"] for e in hermes.events()]
+        assert "x.hermes.session.seen" in seen
+        assert [t for t in seen if t.endswith("hook.failed")] == []
+        hermes.cli("hooks", "uninstall", "hermes")
+        assert config.read_text(encoding="utf-8") == user
+        before = hermes.events()
+        hermes.run("-z", "second turn")
+        assert len(fake.requests) == 2
+    assert hermes.events() == before
