@@ -796,6 +796,66 @@ def test_a_postgres_claimant_on_another_connection_is_alive_until_it_goes(postgr
         watcher.close()
 
 
+def test_a_postgres_store_wide_recover_commits_a_sessions_events_in_sequence_order(postgres_dsn: str) -> None:
+    """A store-wide `hooks recover` (no --session) and a submit to the same session at once: the
+    submit's event may not commit before the recovery's earlier-numbered ``instruction.unknown``,
+    or a feed that reads by sequence (serve's event stream, `hooks events --follow`) moves past
+    that event and never shows it. Here the recovery is held just before its commit while the
+    submit runs in a thread (it waits for the session's lock, or without it commits first); a
+    feed read at that moment and once more after both commits sees every event, in order."""
+    import threading
+    import time
+    import uuid
+
+    import psycopg
+
+    schema = f"hooks_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    dsn = f"{postgres_dsn} options='-c search_path={schema}'"
+    instruct("s", "first", id="a1", dsn=dsn)
+    claimant, submitter, reader = PostgresHookStore(dsn), PostgresHookStore(dsn), PostgresHookStore(dsn)
+    feed: list[int] = []
+
+    def read() -> None:
+        after = feed[-1] if feed else 0
+        feed.extend(int(str(e["sequence"])) for e in reader.events(after=after, session_id="s"))
+
+    def submit_while_recovery_commits(point: str) -> None:
+        if point != "before-commit" or "thread" in box:
+            return
+        box["thread"] = thread = threading.Thread(target=lambda: submitter.enqueue("s", "a2", "second"))
+        backend = submitter._raw.info.backend_pid
+        thread.start()
+        with psycopg.connect(postgres_dsn, autocommit=True) as watch:
+            deadline = time.monotonic() + 60  # bounded: another backend decides
+            waiting = "SELECT 1 FROM pg_locks WHERE pid = %s AND locktype = 'advisory' AND NOT granted"
+            while thread.is_alive() and not watch.execute(waiting, (backend,)).fetchone():
+                assert time.monotonic() < deadline, "the submit neither finished nor waited for a lock"
+                time.sleep(0.01)
+        read()  # the feed polls now: the recovery is not committed yet
+
+    box: dict[str, threading.Thread] = {}
+    recoverer = PostgresHookStore(dsn, trace=submit_while_recovery_commits)
+    try:
+        read()
+        assert claimant.claim("claude-code", "s", "PostToolUse").delivered == ("a1",)
+        backend = claimant._raw.info.backend_pid
+        claimant._raw.close()  # the hook process dies before it confirms
+        wait_for_locks_freed(postgres_dsn, backend)
+        assert recoverer.recover() == ["a1"]
+        box["thread"].join(timeout=60)
+        assert not box["thread"].is_alive()
+        read()
+        everything = [int(str(e["sequence"])) for e in reader.events(session_id="s")]
+        assert feed == everything  # nothing skipped, nothing twice
+        types = [e["type"] for e in reader.events(session_id="s")]
+        assert types[-2:] == ["x.claude-code.instruction.unknown", "control.accepted"]
+    finally:
+        for store in (claimant, submitter, reader, recoverer):
+            store.close()
+
+
 # -- subagents of Codex and Qwen Code ---------------------------------------------------------
 
 

@@ -525,9 +525,21 @@ class RelayStore(HookStore):
         return recovered
 
     def recover(self, *, session_id: str | None = None) -> list[str]:
-        """Finalise ``unknown`` every claim whose claimant is dead; returns their command ids."""
-        with self._transaction(session_id):
-            return self._recover(time.time(), session_id)
+        """Finalise ``unknown`` every claim whose claimant is dead; returns their command ids.
+
+        Store-wide, each session with open claims is recovered in a step of its own, under that
+        session's lock like every other step of it: a session's events then commit in the order
+        of their sequence numbers, so a feed that reads them by sequence (``serve``'s event
+        stream) never moves past one that commits later.
+        """
+        if session_id is not None:
+            with self._transaction(session_id):
+                return self._recover(time.time(), session_id)
+        sessions = dict.fromkeys(str(row[1]) for row in self._run("open_claims").fetchall())
+        recovered: list[str] = []
+        for sid in sessions:
+            recovered += self.recover(session_id=sid)
+        return recovered
 
     # -- admission --------------------------------------------------------------------------
 
@@ -882,7 +894,7 @@ class RelayStore(HookStore):
         fields: dict[str, object] = {"reason": reason, "detail": detail[:500]}
         if vendor is not None and not prefix:
             fields["vendor"] = vendor[:100]
-        with self._transaction():
+        with self._transaction(session_id):  # the session's lock, as for its other events
             self._emit(prefix + "hook.failed", session_id, time.time(), fields)
 
     # -- reading ----------------------------------------------------------------------------
