@@ -450,6 +450,71 @@ async def test_host_stop_during_a_tool_ends_the_run_before_the_next_model_call()
     rig.history.check(require_final=True).assert_ok()
 
 
+async def test_host_stop_with_a_concurrency_limit_lets_the_running_tools_finish() -> None:
+    """C14 with ``max_function_tool_concurrency=2`` and three tool calls: a stop while ``a`` and
+    ``b`` run; ``a`` returns, which starts ``c``'s slot. ``c`` never runs, ``b`` is not cancelled
+    (the SDK cancels the batch's running calls when a tool start raises, so the stop waits for
+    ``b``), no model call follows, and run() raises RunStopped."""
+    from agents.run_config import ToolExecutionConfig
+
+    runtime = LiveRuntime()
+    history = History.attach(runtime)
+    log: list[str] = []
+    gate_a, gate_b = Gate(), Gate()
+
+    @function_tool
+    async def a() -> str:
+        await gate_a.passage()
+        log.append("a finished")
+        return "A"
+
+    @function_tool
+    async def b() -> str:
+        try:
+            await gate_b.passage()
+        except BaseException as exc:
+            log.append(f"b interrupted: {type(exc).__name__}")
+            raise
+        log.append("b finished")
+        return "B"
+
+    @function_tool
+    async def c() -> str:
+        log.append("c started")
+        return "C"
+
+    calls = [function_call(name, {}, call_id=name) for name in "abc"]
+    model = ScriptedModel([calls, answer("never sent")])
+    agent: Agent[Any] = Agent(name="fixer", model=model, tools=[a, b, c])
+    config = RunConfig(
+        tracing_disabled=True, tool_execution=ToolExecutionConfig(max_function_tool_concurrency=2)
+    )
+    stopped: list[RunStopped] = []
+
+    async def run() -> None:
+        try:
+            await LiveSteering(runtime).run(agent, PROMPT, run_config=config)
+        except RunStopped as exc:
+            stopped.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        await gate_a.wait_reached()
+        await gate_b.wait_reached()
+        generation = runtime.generation
+        assert generation is not None
+        assert runtime.stop(generation["id"]) is True
+        gate_a.release()
+        await anyio.wait_all_tasks_blocked()  # c's start now waits for b
+        assert log == ["a finished"]
+        gate_b.release()
+    assert log == ["a finished", "b finished"]
+    assert len(model.calls) == 1
+    assert [s.reason for s in stopped] == ["generation-stopped"]
+    assert history.events[-1]["type"] == "generation.stopped"
+    history.check(require_final=True).assert_ok()
+
+
 async def test_host_stop_during_a_model_call_starts_none_of_its_tool_calls() -> None:
     """A stop while the model answers with two tool calls: neither tool starts, no model call follows."""
     gate = Gate()

@@ -177,14 +177,25 @@ class _Hooks(RunHooks[Any]):
     def __init__(self, segment: _Segment, inner: RunHooks[Any] | None) -> None:
         self.segment = segment
         self.inner = inner
+        self.running = 0
+        """Tool calls started and not yet returned (``max_function_tool_concurrency`` > 1 runs several)."""
+        self.idle: anyio.Event | None = None
 
     async def on_tool_start(self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool) -> None:
         gen = self.segment.gen
         if not gen.accepting:  # stopped (or the runtime closed): no further tool starts
+            # C14: a tool call already running is not interrupted. The SDK cancels the calls of
+            # the batch still running when a start raises (a concurrency limit starts this one
+            # while others run), so the stop signal waits for them to return. (A call that
+            # raises instead fails the batch, which cancels this wait.)
+            while self.running:
+                self.idle = self.idle or anyio.Event()
+                await self.idle.wait()
             # The conversation up to the model call whose tool calls do not all run: a prefix
             # with no tool call left without its output (that call's answer is dropped).
             self.segment.history = list(self.segment.last_input)
             await gen.boundary(_no_write)  # raises the stop signal
+        self.running += 1
         if self.inner is not None:
             await self.inner.on_tool_start(context, agent, tool)
 
@@ -192,6 +203,10 @@ class _Hooks(RunHooks[Any]):
         self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool, result: object
     ) -> None:
         self.segment.tools_returned += 1
+        self.running -= 1
+        if not self.running and self.idle is not None:
+            self.idle.set()
+            self.idle = None
         if self.inner is not None:
             await self.inner.on_tool_end(context, agent, tool, result)
 
