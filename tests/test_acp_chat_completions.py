@@ -286,6 +286,40 @@ async def test_read_file_tool_through_the_client_and_a_steer_during_it(
     assert agent.client.permission_requests == []  # inside the project: no permission asked
 
 
+async def test_tool_calls_the_server_sent_without_ids_get_ids_unique_in_the_session(
+    server: ChatServer, agent: Agent
+) -> None:
+    """A server that streams ``tool_calls`` without an ``id``: each call gets an id of its own,
+    across replies and turns (ACP's toolCallId is unique in the session; a client keys its tool
+    calls by it), and the model sees each tool result answer its own call."""
+
+    def unnamed(path: str) -> Reply:
+        call = {
+            "index": 0,
+            "type": "function",
+            "function": {"name": "read_file", "arguments": json.dumps({"path": path})},
+        }
+        return Reply(chunk(calls=[call]), chunk(finish="tool_calls"))
+
+    server.replies += [
+        unnamed("notes.txt"),
+        unnamed("notes.txt"),
+        Reply(chunk("Read twice"), chunk(finish="stop")),
+        unnamed("notes.txt"),
+        Reply(chunk("Once more"), chunk(finish="stop")),
+    ]
+    sid = await agent.session()
+    for text in ("Read my notes twice", "And again"):
+        answer = await agent.conn.prompt(session_id=sid, prompt=[acp.text_block(text)])
+        assert answer.stop_reason == "end_turn"
+    starts = [u.tool_call_id for u in agent.client.updates if isinstance(u, ToolCallStart)]
+    assert starts == ["ls-call-1", "ls-call-2", "ls-call-3"]
+    last = await server.request(5)
+    asked = [c["id"] for m in last["messages"] if m["role"] == "assistant" for c in m.get("tool_calls", [])]
+    answered = [m["tool_call_id"] for m in last["messages"] if m["role"] == "tool"]
+    assert asked == answered == starts
+
+
 async def test_read_outside_the_project_asks_permission(server: ChatServer, agent: Agent) -> None:
     """A path outside the session's cwd is read only if the user allows it; a refusal is the tool's result."""
     call = [

@@ -435,4 +435,8 @@ class _Reply:
             if isinstance(function.get("arguments"), str):
                 call.arguments += function["arguments"]
             if not call.id:
-                call.id = f"call-{index}"
+                # The server sent none: one of ours, unique in the session, as ACP's toolCallId
+                # must be (a client keys its tool calls by it; "call-0" in every reply would make
+                # each later call overwrite the first one's status and content).
+                number = turn.state["unnamed_calls"] = turn.state.get("unnamed_calls", 0) + 1
+                call.id = f"ls-call-{number}"
