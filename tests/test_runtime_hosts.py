@@ -511,6 +511,90 @@ async def test_a_runtime_moves_to_a_new_loop_once_its_old_loop_is_gone(first_bac
         gen.stop()
 
 
+@pytest.mark.parametrize("other_backend", ["asyncio", "trio"])
+async def test_a_generation_is_not_entered_from_another_loop_while_the_runtimes_loop_runs(
+    other_backend: str,
+) -> None:
+    """C8: after a generation ended here, this loop still runs and still owns the runtime: another
+    loop (another thread's) entering the next generation is refused, nothing published, and this
+    loop's host and engine carry on with it."""
+    runtime = LiveRuntime()
+    async with runtime.open_generation() as gen:
+        gen.continue_after_checkpoint()
+    events_before = runtime.statistics().events_emitted
+
+    async def take_over() -> None:
+        async with runtime.open_generation("theirs"):
+            pass  # pragma: no cover - refused on entry
+
+    def other_loop() -> None:
+        if other_backend == "trio":
+            trio.run(take_over)
+        else:
+            asyncio.run(take_over())
+
+    with pytest.raises(RuntimeError, match="another thread or event loop"):
+        await anyio.to_thread.run_sync(other_loop)
+    assert runtime.statistics().events_emitted == events_before
+    assert runtime.generation is None
+    async with runtime.open_generation("theirs") as gen:  # the id was not used up either
+        assert (await runtime.submit_steering(steer("h-1"), gen.id)).accepted
+        gen.stop()
+
+
+async def test_a_read_from_another_thread_publishes_nothing_there() -> None:
+    """C8: while an admission's ``steering.accepted`` is owed (its submit yielded to the engine),
+    a host thread reads receipt(), generation, pending_follow_ups and recent_events(): plain
+    reads. The owed event is published by the runtime's loop, so every listener runs there."""
+    import threading
+
+    runtime = LiveRuntime()
+    published: list[tuple[str, bool]] = []
+    loop_thread = threading.get_ident()
+    runtime.add_listener(lambda e: published.append((e["type"], threading.get_ident() == loop_thread)))
+    reads: list[object] = []
+
+    def host_reads() -> None:
+        reads.append(runtime.receipt("r-1"))
+        reads.append(runtime.generation)
+        reads.append(runtime.pending_follow_ups)
+        reads.append([e["type"] for e in runtime.recent_events()])
+
+    async def engine_reading_from_a_thread() -> None:
+        async with runtime.open_generation("g") as gen:
+            await gen.wait_for_input()  # woken by the submit, whose acceptance is still owed
+            reader = threading.Thread(target=host_reads)
+            reader.start()  # the loop's thread blocks here: nothing of the loop runs meanwhile
+            reader.join()
+            await gen.boundary(write_nothing)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(engine_reading_from_a_thread)
+        await anyio.wait_all_tasks_blocked()
+        assert (await runtime.submit_steering(steer("r-1"), "g")).accepted
+    assert reads[0] == Receipt(True, "r-1", "g", Disposition.QUEUED)
+    assert isinstance(reads[1], dict)
+    assert reads[1]["id"] == "g"
+    assert reads[2] == 0
+    assert "generation.started" in reads[3]  # type: ignore[operator]
+    assert [t for t, at_home in published if not at_home] == []
+    assert [t for t, _ in published].count("steering.accepted") == 1
+
+
+async def test_a_bad_clock_or_receipt_id_is_a_type_error() -> None:
+    """C6, C24: a clock that is not callable is refused when the runtime is made (not at its first
+    event, which left a runtime that could not even close), and receipt() of a non-string id is a
+    TypeError naming the argument, as wait_final's is."""
+    for clock in (None, 5, "time.time"):
+        with pytest.raises(TypeError, match="clock must be callable"):
+            LiveRuntime(clock=clock)  # type: ignore[arg-type]
+    runtime = LiveRuntime()
+    for bad in (5, ["a"], None):
+        with pytest.raises(TypeError, match="input_id must be a str"):
+            runtime.receipt(bad)  # type: ignore[arg-type]
+    await runtime.aclose()
+
+
 # -- item 13: no re-entrant submit from an event consumer -------------------------------------------------
 
 

@@ -731,16 +731,18 @@ class SteeringCore:
 
     # -- reads that show an admission (each settles first) --------------------------------
 
-    def receipt(self, input_id: str) -> Receipt | None:
-        """The current receipt of an accepted input id, or ``None`` if never accepted. O(1)."""
-        if self._owed is not None:
+    def receipt(self, input_id: str, *, settle: bool = True) -> Receipt | None:
+        """The current receipt of an accepted input id, or ``None`` if never accepted. O(1).
+        ``settle=False``: publish no owed acceptance first (a read from another thread)."""
+        if self._owed is not None and settle:
             self.settle()
         record = self.identities.get(input_id)
         return None if record is None else record.receipt()
 
-    def generation_view(self) -> dict[str, Any] | None:
-        """``{"id", "phase", "pending"}`` of the running generation, or ``None`` (C2). O(1)."""
-        if self._owed is not None:
+    def generation_view(self, *, settle: bool = True) -> dict[str, Any] | None:
+        """``{"id", "phase", "pending"}`` of the running generation, or ``None`` (C2). O(1).
+        ``settle=False``: publish no owed acceptance first (a read from another thread)."""
+        if self._owed is not None and settle:
             self.settle()
         gen = self.current
         if gen is None:

@@ -148,6 +148,8 @@ class LiveRuntime:
             session_id = f"session-{uuid.uuid4().hex[:12]}"
         if type(boundary_delivery) is not bool:
             raise TypeError("boundary_delivery must be a bool")
+        if not callable(clock):
+            raise TypeError(f"clock must be callable (as time.time), got {type(clock).__name__}")
         self._hub = EventHub(event_log_size)
         self._core = SteeringCore(
             session_id=session_id,
@@ -165,7 +167,7 @@ class LiveRuntime:
             steering_mode=steering_mode,
             follow_up_mode=follow_up_mode,
         )
-        self._settle = self._core.settle
+        self._settle = self._settle_at_home
         """What the hub calls before it shows its log or changes its consumers, while a
         generation runs (the only time an admission's acceptance can be owed): entering
         a generation installs it on the hub and leaving removes it, so the hub holds
@@ -199,7 +201,19 @@ class LiveRuntime:
     def generation(self) -> dict[str, Any] | None:
         """``None`` while no generation runs, else ``{"id", "phase", "pending", "steering_mode",
         "follow_up_mode"}`` (C2, C30)."""
-        return self._core.generation_view()
+        core = self._core
+        return core.generation_view(settle=core._owed is None or not self._elsewhere())
+
+    def _elsewhere(self) -> bool:
+        """True for a call from another thread or event loop than the runtime's. A read made
+        there publishes nothing (an owed acceptance stays for the runtime's loop, C8): its
+        listeners run in that loop only."""
+        home = self._home
+        return home is not None and not home.at_home()
+
+    def _settle_at_home(self) -> None:
+        if not self._elsewhere():
+            self._core.settle()
 
     @property
     def pending_follow_ups(self) -> int:
@@ -208,7 +222,7 @@ class LiveRuntime:
         the next one. A loop that finds any after a generation finished starts the next one
         (no new prompt needed: its first boundary writes them). O(1)."""
         core = self._core
-        if core._owed is not None:
+        if core._owed is not None and not self._elsewhere():
             core.settle()  # a read that shows an admission finds its acceptance out first
         return core.follow_ups_pending
 
@@ -374,8 +388,11 @@ class LiveRuntime:
         return active.stop(reason)  # the core's answer: did this call close admission
 
     def receipt(self, input_id: str) -> Receipt | None:
-        """The current receipt of an accepted input id, or ``None``. O(1)."""
-        return self._core.receipt(input_id)
+        """The current receipt of an accepted input id, or ``None``. O(1). ``TypeError`` for a
+        non-string id. From another thread it is a plain read (it publishes nothing)."""
+        input_id = plain_str(input_id, "input_id")
+        core = self._core
+        return core.receipt(input_id, settle=core._owed is None or not self._elsewhere())
 
     def subscribe(self, max_buffer: int = DEFAULT_SUBSCRIPTION_BUFFER) -> Subscription:
         """Receive every event published from now on, as an async iterator (C21)."""
@@ -662,6 +679,8 @@ class Generation:
         if self._state is not None:
             raise GenerationStateError(f"generation {self.id!r} was already entered")
         runtime = self._runtime
+        if runtime._elsewhere():  # its loop still runs in another thread: it is that loop's (C8)
+            raise runtime._misuse("open_generation")
         # The core checks the id again: two handles made for one id before either ran
         # would otherwise let an anchor to the first generation reach the second (C18).
         self._state = runtime._core.start_generation(self.id, issued=self._issued)
