@@ -19,7 +19,7 @@ import pytest
 
 from fleet_helpers import BOUND, EXPECTED_REASONS, FleetStore, LocalEngine, new_session, script
 from live_steering import Disposition, Input, LiveRuntime, Receipt, RefusalReason, UnknownInputError
-from live_steering.fleet import UNREACHABLE, FleetError, LeaseHeldError, SQLiteFleet
+from live_steering.fleet import UNREACHABLE, FleetError, LeaseHeldError, OwnerLostError, SQLiteFleet
 from live_steering.fleet._sqlite import socket_dir
 
 #: These tests leave generations with steers pending on purpose, to see them held across the
@@ -633,6 +633,38 @@ async def test_a_store_opened_through_a_symlink_wakes_the_same_nodes(tmp_path: A
         gen.stop()
     folder = anyio.Path(socket_dir(str(tmp_path / "real" / "f.db")))
     assert not await folder.exists()  # the last node of the store removed it
+
+
+@pytest.mark.parametrize("how", ["unlinked", "replaced"])
+async def test_a_sqlite_store_unlinked_or_replaced_under_its_nodes_reports_nothing_durable(
+    tmp_path: Any, how: str
+) -> None:
+    """C23, C27: `rm fleet.db` (or a copy moved over it) while an owner and a host run. SQLite
+    goes on writing to the file it opened, which no node can read again: a host's submit now
+    raises FleetError instead of answering `queued`, and the owner fails (its next commit finds
+    the path naming another file or none) instead of reporting receipts durable."""
+    path = tmp_path / "f.db"
+    session = new_session()
+    async with (
+        SQLiteFleet(path, node_id="owner", ttl=120, poll_interval=60) as owner,
+        owner.own(LiveRuntime(session_id=session)) as runtime,
+        runtime.open_generation("g1") as gen,
+        SQLiteFleet(path, node_id="host", poll_interval=60) as host,
+    ):
+        with anyio.fail_after(BOUND):
+            before = await host.submit(session, Input("steer", "x", id="before"), "g1")
+        assert before.disposition is Disposition.QUEUED
+        if how == "unlinked":
+            path.unlink()
+        else:
+            (tmp_path / "copy.db").write_bytes(path.read_bytes())
+            (tmp_path / "copy.db").replace(path)
+        with pytest.raises(FleetError, match=f"was {how}"), anyio.fail_after(BOUND):
+            await host.submit(session, Input("steer", "y", id="after"), "g1")
+        with pytest.raises(FleetError, match=f"was {how}"), anyio.fail_after(BOUND):
+            await owner.flush(session)  # the owner's commit of what it decided since
+        with pytest.raises(OwnerLostError), anyio.fail_after(BOUND):
+            await gen.boundary(lambda steer, metadata: None)
 
 
 def test_importing_the_fleet_never_imports_psycopg() -> None:

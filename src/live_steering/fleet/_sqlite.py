@@ -171,6 +171,10 @@ class SQLiteConnection(StoreConnection):
         )
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=FULL")
+        found = os.stat(self.path)
+        self._file = (found.st_dev, found.st_ino)
+        """The file opened: SQLite goes on writing to it once it is unlinked or replaced, while the
+        path names another file or none (and the WAL beside the path is no longer its)."""
         self._settings: _Settings = _PATIENT
         self._locks: dict[str, int] = {}
         self._sender: socket.socket | None = None
@@ -229,7 +233,32 @@ class SQLiteConnection(StoreConnection):
 
     def commit(self) -> None:
         self._conn.execute("COMMIT")
+        try:
+            self._check_file()
+        except FleetError:
+            self.nudges.clear()
+            raise
         self._send_nudges()
+
+    def _check_file(self) -> None:
+        """``FleetError`` unless the store's path still names the file this connection writes (one
+        ``stat``, after each commit): a store unlinked or replaced under a running node reports
+        nothing durable from then on (its owner fails, its hosts' submits raise), as the receipt
+        journal does (C23, C27), instead of receipts no node could ever read again."""
+        try:
+            found = os.stat(self.path)
+        except FileNotFoundError:
+            raise FleetError(
+                f"the fleet store {self.path!r} was unlinked or renamed while open; "
+                "nothing written since is reported durable"
+            ) from None
+        except OSError as exc:
+            raise FleetError(f"the fleet store {self.path!r}: cannot stat it: {exc.strerror or exc}") from exc
+        if (found.st_dev, found.st_ino) != self._file:
+            raise FleetError(
+                f"the fleet store {self.path!r} was replaced by another file while open; "
+                "nothing written since is reported durable"
+            )
 
     def _send_nudges(self) -> None:
         nudges, self.nudges = self.nudges, []
