@@ -299,6 +299,56 @@ async def test_a_continuation_on_a_checkpointed_thread_adds_nothing_twice() -> N
     rig.history.check(require_final=True).assert_ok()
 
 
+@pytest.mark.parametrize("entry", ["ainvoke", "astream"])
+async def test_a_run_from_an_earlier_checkpoint_continues_and_follows_up_on_its_own_branch(
+    entry: str,
+) -> None:
+    """LangGraph's time travel: a run from an earlier checkpoint of a thread (``checkpoint_id`` in
+    its config, as ``aget_state_history`` gives it) that finishes with a steer and a follow-up
+    pending continues the same generation and then runs the follow-up, as any run does (C16,
+    C29), on the branch that run wrote: not held as paused (the earlier checkpoint's next nodes
+    are not the thread's), and not forked from the earlier checkpoint again."""
+    rig = Rig(answers("First."), answers("Forked."), answers("Forked, steered."), answers("Followed."))
+    rig.agent = react_agent(
+        rig.model, rig.steering.tool_node([rig.tool]), rig.steering, checkpointer=InMemorySaver()
+    )
+    config = {"configurable": {"thread_id": "t1"}}
+    await rig.run(config)
+    history = [snapshot async for snapshot in rig.agent.aget_state_history(config)]
+    fork = next(s for s in reversed(history) if s.next and len(s.values.get("messages", [])) == 1)
+    assert "checkpoint_id" in fork.config["configurable"]
+    gate = rig.gate_model(1)
+
+    async def from_the_fork() -> None:
+        if entry == "ainvoke":
+            await rig.steering.ainvoke(rig.agent, None, fork.config)
+        else:
+            async for _ in rig.steering.astream(rig.agent, None, fork.config):
+                pass
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(from_the_fork)
+        await gate.wait_reached()
+        await rig.steer("s1", STEER)
+        await rig.steer("f1", "Then update the changelog", kind="follow_up")
+        gate.release()
+    assert (rig.receipt("s1"), rig.receipt("f1")) == (("applied", None), ("applied", None))
+    assert rig.steering.outcome == "finished"
+    assert len(rig.model.requests) == 4
+    # the continuation is on the fork's branch: its answer, then the steer; the first run's is not there
+    assert [m.content for m in rig.model.requests[2]] == [PROMPT, "Forked.", STEER]
+    state = await rig.agent.aget_state(config)
+    assert [m.content for m in state.values["messages"]] == [
+        PROMPT,
+        "Forked.",
+        STEER,
+        "Forked, steered.",
+        "Then update the changelog",
+        "Followed.",
+    ]
+    rig.history.check(require_final=True).assert_ok()
+
+
 async def test_a_host_stop_during_a_tool_call_ends_the_run_before_the_next_model_call() -> None:
     """runtime.stop(gid) while a tool runs: the tool completes, no further model call, the state returned."""
     rig = Rig(calls("c1"), answers("never asked"))

@@ -390,6 +390,7 @@ class LiveSteering:
         self.generation_ids = ()
         self.skipped_tool_call_ids = ()
         full = await self._generation(graph, input, config, kwargs, shown)
+        config = _from_head(config)
         while self._follow_ups_next():
             full = await self._generation(graph, self._next_input(graph, config, full), config, kwargs, shown)
         return shown.returned(full)
@@ -415,6 +416,7 @@ class LiveSteering:
                     except GraphRecursionError:
                         gen.stop(StopReason.BUDGET_EXHAUSTED)  # hold, do not fail them: the budget is spent
                         raise
+                    config = _from_head(config)
                     again, left = await self._checkpoint(run, graph, config, result, left)
                     if not again:
                         break
@@ -543,6 +545,7 @@ class LiveSteering:
                             return
                         finally:
                             await stream.aclose()  # leave no LangGraph task running
+                        config = _from_head(config)
                         again, left = await self._checkpoint(run, graph, config, values, left)
                         if not again:
                             break
@@ -660,6 +663,18 @@ def _limit(config: RunnableConfig) -> int | None:
     """``config["recursion_limit"]`` when the caller set one: the steps of the whole generation."""
     limit = config.get("recursion_limit")
     return limit if isinstance(limit, int) else None
+
+
+def _from_head(config: RunnableConfig) -> RunnableConfig:
+    """``config`` without a ``checkpoint_id``: once a run from an earlier checkpoint (LangGraph's
+    replay or fork) has run, its thread goes on from the checkpoints it wrote, so what it left
+    (paused or not) is read there, and a continuation or follow-up starts there, not from that
+    earlier checkpoint again (which would drop the run's own answer from its branch)."""
+    configurable = config.get("configurable")
+    if not isinstance(configurable, Mapping) or "checkpoint_id" not in configurable:
+        return config
+    rest = {key: value for key, value in configurable.items() if key != "checkpoint_id"}
+    return {**config, "configurable": rest}
 
 
 def _segment(config: RunnableConfig, left: int | None) -> RunnableConfig:
