@@ -145,9 +145,11 @@ def _drive(url: str, tmp_path: Path, release: Any) -> dict[str, Any]:
         states.append(driver.find_element(By.CSS_SELECTOR, state).text)
         assert driver.find_element(By.CSS_SELECTOR, "#receipts tbody tr .final-at").text
         driver.find_element(By.ID, "stop").send_keys(Keys.ENTER)
-        wait.until(lambda d: "stopped" in d.find_element(By.ID, "status").text)
+        wait.until(lambda d: "stopped" in d.find_element(By.ID, "action-status").text)
         wait.until(lambda d: "ended" in d.find_element(By.ID, "generation").text)
         generation = driver.find_element(By.ID, "generation").text
+        # the stop button is disabled now: the keyboard user's focus stays in the session
+        assert driver.switch_to.active_element == driver.find_element(By.ID, "steer-text")
         shot = tmp_path / "console.png"
         driver.save_screenshot(str(shot))
         ARTIFACTS.mkdir(exist_ok=True)
@@ -217,13 +219,29 @@ def _drive_failures(url: str, tmp_path: Path, change_the_other: Any) -> dict[str
         refused = status.text
         rows = len(driver.find_elements(By.CSS_SELECTOR, "#sessions tbody tr"))
         token_state = driver.find_element(By.ID, "token-state").text
+        action = driver.find_element(By.ID, "action-status")
+        driver.execute_script(  # count the page's list polls: its fetches of v1/sessions
+            "window.polls = 0; const f = window.fetch; window.fetch = function (url) {"
+            " if (String(url).endsWith('/v1/sessions')) { window.polls += 1; }"
+            " return f.apply(this, arguments); };"
+        )
+        polls = "return window.polls"
+
+        def after_the_next_list_poll() -> str:
+            # the list polls on (refused, it says so in its own line): the action's line stays
+            seen = driver.execute_script(polls)
+            wait.until(lambda d: d.execute_script(polls) > seen)
+            return str(action.text)
+
         driver.find_element(By.ID, "steer-text").send_keys("Use the corrected path")
         driver.find_element(By.ID, "send").send_keys(Keys.ENTER)
-        wait.until(lambda d: status.text.startswith("not sent:"))
-        sent = status.text
+        wait.until(lambda d: action.text.startswith("not sent:"))
+        sent = after_the_next_list_poll()
         receipt_rows = len(driver.find_elements(By.CSS_SELECTOR, "#receipts tbody tr"))
         driver.find_element(By.ID, "stop").send_keys(Keys.ENTER)
-        wait.until(lambda d: status.text.startswith("not stopped:"))
+        wait.until(lambda d: action.text.startswith("not stopped:"))
+        stopped = after_the_next_list_poll()
+        assert status.text.startswith("the server refused")
         return {
             "focus_kept": focus_kept,
             "refused": refused,
@@ -231,7 +249,7 @@ def _drive_failures(url: str, tmp_path: Path, change_the_other: Any) -> dict[str
             "rows_after_refusal": rows,
             "sent": sent,
             "receipt_rows": receipt_rows,
-            "stopped": status.text,
+            "stopped": stopped,
         }
     finally:
         driver.quit()

@@ -28,6 +28,10 @@
   // cleared by the next list that loads, so it never tells of a problem that is gone.
   function sayOfList(text) { say(text); listSaid = true; }
 
+  // What the last send or stop did, in the session's own line: the list's refreshes never write
+  // there, so a send that failed says so until the next send, stop or session.
+  function sayOfAction(text) { $("#action-status").textContent = text; }
+
   function api(path, options) {
     const opts = Object.assign({ cache: "no-store" }, options || {});
     opts.headers = headers(opts.headers);
@@ -135,7 +139,12 @@
       generation.textContent = ended ? "ended (none running)" : "none";
       generation.dataset.state = ended ? "ended" : "none";
     }
-    $("#stop").disabled = s.kind !== "runtime" || !s.generation;
+    const stop = $("#stop");
+    const disabled = s.kind !== "runtime" || !s.generation;
+    if (disabled && document.activeElement === stop) {
+      $("#steer-text").focus(); // a disabled button drops the focus to the page: keep it in the session
+    }
+    stop.disabled = disabled;
   }
 
   function select(s) {
@@ -143,6 +152,7 @@
     $("#session").hidden = false;
     $("#session-id").textContent = s.id;
     $("#receipts tbody").textContent = "";
+    sayOfAction("");
     $("#generation").dataset.state = "";
     showGeneration(s);
     for (const row of document.querySelectorAll("#sessions tbody tr")) {
@@ -205,16 +215,16 @@
         body: JSON.stringify({ kind: kind, text: text, id: id }),
       });
     } catch (error) {
-      say("not sent: " + error);
+      sayOfAction("not sent: " + error);
       return;
     }
     const body = await response.json().catch(() => ({}));
     if (body.inputId !== undefined) {
       mark(id, body.disposition, body.reason, Date.now() / 1000, kind);
-      say(id + ": " + (body.accepted ? body.disposition : "refused " + body.reason) + " (HTTP " + response.status + ")");
+      sayOfAction(id + ": " + (body.accepted ? body.disposition : "refused " + body.reason) + " (HTTP " + response.status + ")");
       if (body.accepted) { $("#steer-text").value = ""; }
     } else {
-      say("not sent: " + (body.error || "HTTP " + response.status));
+      sayOfAction("not sent: " + (body.error || "HTTP " + response.status));
     }
   }
 
@@ -236,8 +246,8 @@
     } catch (error) {
       said = "not stopped: cannot reach the server: " + error;
     }
+    sayOfAction(said);
     await loadSessions();
-    say(said); // after the list, so that what the list says does not replace the stop's answer
   }
 
   // -- the event stream (fetch, so that the token travels in a header) -------------------------
