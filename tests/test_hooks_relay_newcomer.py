@@ -369,6 +369,19 @@ def test_instruct_from_stdin_strips_one_trailing_newline(
     assert json.loads(out)["hookSpecificOutput"]["additionalContext"] == "Use the corrected path\n"
 
 
+def test_instruct_prints_an_id_with_control_characters_escaped(
+    store: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`instruct --id $'\\e[31mred'`: the receipt line shows the escape as ``\\x1b`` (as `steer` and
+    `hooks events` do), never the raw byte that would turn the user's terminal red."""
+    code, out, _ = cli(
+        capsys, "instruct", "s", "Use the corrected path", "--store", store, "--id", "\x1b[31mred"
+    )
+    assert code == 0
+    assert out == "\\x1b[31mred: accepted, queued\n"
+    assert "\x1b" not in out
+
+
 def test_docs_events_table_shows_the_accepted_text_field() -> None:
     """docs/hooks.md lists `text` on control.accepted, as the stream always emits it."""
     doc = (FIXTURES.parent.parent.parent / "docs" / "hooks.md").read_text(encoding="utf-8")

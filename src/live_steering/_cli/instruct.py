@@ -157,9 +157,15 @@ def run(args: argparse.Namespace) -> int:
     elif receipt.accepted:
         state = "repeated, now" if receipt.repeated else "accepted,"
         disposition = receipt.disposition or "?"
-        print(f"{receipt.command_id}: {state} {disposition}")
+        print(f"{_shown(receipt.command_id)}: {state} {disposition}")
     else:
-        print(f"{receipt.command_id}: refused {receipt.reason}: {receipt.detail}")
+        print(f"{_shown(receipt.command_id)}: refused {receipt.reason}: {_shown(str(receipt.detail))}")
         if receipt.reason == SESSION_ENDED:
             print("hint: --resume queues it for the session's next run", file=sys.stderr)
     return 0 if receipt.accepted else 1
+
+
+def _shown(text: str) -> str:
+    """An id or detail as a line people read, as ``steer`` and ``hooks events`` print them: control
+    characters (a terminal escape in an ``--id``) and lone surrogates escaped."""
+    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
