@@ -167,7 +167,9 @@ def test_the_relays_hermes_moments_are_the_installed_hermes_valid_hooks(tmp_path
     assert set(json.loads(done.stdout)) == _vendors.FACTS["hermes"].known_moments
 
 
-def test_shell_hooks_in_a_four_space_config_run_and_uninstall_gives_the_file_back(tmp_path: pathlib.Path) -> None:
+def test_shell_hooks_in_a_four_space_config_run_and_uninstall_gives_the_file_back(
+    tmp_path: pathlib.Path,
+) -> None:
     """A ``config.yaml`` indented with four spaces (its own ``hooks:`` section too): `hooks install
     hermes --write` keeps it valid YAML for the real Hermes (its model settings still reach the
     fake; a parse failure would fall back to the default provider), our shell hooks run, and
