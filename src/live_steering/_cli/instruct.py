@@ -167,5 +167,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _shown(text: str) -> str:
     """An id or detail as a line people read, as ``steer`` and ``hooks events`` print them: control
-    characters (a terminal escape in an ``--id``) and lone surrogates escaped."""
+    characters (a terminal escape in an ``--id``) and lone surrogates escaped. ``_output.printable``
+    written out: that module imports ``typing``, which ``instruct`` does not load."""
     return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")

@@ -273,6 +273,11 @@ def _without_ours(entry: object) -> object | None:
     return None if _ours(entry) else entry
 
 
+def _entries_without_ours(entries: list[Any]) -> list[Any]:
+    """A moment's hook list less our entries (``_without_ours`` of each, the emptied ones dropped)."""
+    return [e for e in (_without_ours(e) for e in entries) if e is not None]
+
+
 def _backup(path: str) -> str | None:
     """Copy ``path`` to ``PATH.bak``, or ``PATH.bak.N`` (the first free N) if that exists."""
     if not os.path.exists(path):
@@ -519,7 +524,7 @@ def merge_into(
                 if moment in block["hooks"]:
                     raise InstallError(f"{path}: hooks.{moment} is not a list; nothing was changed")
                 continue
-            kept = [e for e in (_without_ours(e) for e in current) if e is not None]
+            kept = _entries_without_ours(current)
             if kept or not current or moment in block["hooks"]:
                 hooks[moment] = kept
             else:  # only ours was there, and we no longer wire this moment
@@ -566,7 +571,7 @@ def remove_from(path: str, vendor: str) -> Merged:
         for moment, current in list(hooks.items()):
             if not isinstance(current, list):
                 continue  # not a hook list a vendor reads: not ours to judge
-            kept = [e for e in (_without_ours(e) for e in current) if e is not None]
+            kept = _entries_without_ours(current)
             if kept == current:
                 continue
             removed = True
